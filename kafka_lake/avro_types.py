@@ -1,0 +1,176 @@
+"""Questions about Avro schemas (as JSON) that the catalog and the table mapping ask.
+
+Field lookup by dotted path, time-field types, and what counts as a compatible evolution.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+AvroType = Any  # a str, dict or list, as in the .avsc JSON
+
+_PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
+# Avro's promotions: a writer type may be read as any of these reader types.
+_WIDENINGS = {
+    "int": {"int", "long", "float", "double"},
+    "long": {"long", "float", "double"},
+    "float": {"float", "double"},
+    "double": {"double"},
+    "string": {"string"},
+    "bytes": {"bytes"},
+    "boolean": {"boolean"},
+    "null": {"null"},
+}
+
+
+def named_types(schema: AvroType) -> dict[str, AvroType]:
+    """Every named type (record, enum, fixed) defined in `schema`, by short and full name."""
+    found: dict[str, AvroType] = {}
+
+    def visit(node: AvroType, namespace: str | None) -> None:
+        if isinstance(node, list):
+            for member in node:
+                visit(member, namespace)
+        elif isinstance(node, dict):
+            kind = node.get("type")
+            if kind in ("record", "error", "enum", "fixed"):
+                name = node["name"]
+                space = node.get("namespace", namespace)
+                full = name if "." in name or not space else f"{space}.{name}"
+                found[name.rsplit(".", 1)[-1]] = node
+                found[full] = node
+                if kind in ("record", "error"):
+                    for child in node.get("fields", []):
+                        visit(child["type"], full.rsplit(".", 1)[0] if "." in full else None)
+            elif kind == "array":
+                visit(node["items"], namespace)
+            elif kind == "map":
+                visit(node["values"], namespace)
+            elif isinstance(kind, (dict, list)):
+                visit(kind, namespace)
+
+    visit(schema, None)
+    return found
+
+
+def resolve(node: AvroType, names: dict[str, AvroType]) -> AvroType:
+    """Follows a reference to a named type; `{"type": "long"}` style wrappers become their type."""
+    if isinstance(node, str) and node not in _PRIMITIVES:
+        return names.get(node, names.get(node.rsplit(".", 1)[-1], node))
+    if isinstance(node, dict) and isinstance(node.get("type"), (dict, list)) and "logicalType" not in node:
+        return resolve(node["type"], names)
+    return node
+
+
+def non_null_members(union: list) -> list[AvroType]:
+    return [member for member in union if member != "null"]
+
+
+def unwrap_nullable(node: AvroType) -> AvroType:
+    """`["null", T]` (in either order) → T; anything else unchanged."""
+    if isinstance(node, list):
+        members = non_null_members(node)
+        if len(members) == 1 and len(node) == 2:
+            return members[0]
+    return node
+
+
+def field_type_at(schema: AvroType, path: tuple[str, ...]) -> AvroType | None:
+    """The Avro type of the field at a dotted path through nested records, or None."""
+    names = named_types(schema)
+    node: AvroType = schema
+    for step in path:
+        node = resolve(unwrap_nullable(resolve(node, names)), names)
+        if not isinstance(node, dict) or node.get("type") not in ("record", "error"):
+            return None
+        match = next((f for f in node.get("fields", []) if f["name"] == step), None)
+        if match is None:
+            return None
+        node = match["type"]
+    return resolve(node, names)
+
+
+def type_name(node: AvroType) -> str:
+    """The primitive or complex kind of a type, ignoring logical types."""
+    if isinstance(node, str):
+        return node
+    if isinstance(node, list):
+        return "union"
+    kind = node.get("type")
+    return type_name(kind) if isinstance(kind, (dict, list)) else kind
+
+
+def logical_type(node: AvroType) -> str | None:
+    return node.get("logicalType") if isinstance(node, dict) else None
+
+
+def is_time_type(node: AvroType) -> bool:
+    """Whether a field can place a record by event time: a long (logical timestamp or epoch ms) or a string."""
+    node = unwrap_nullable(node)
+    return type_name(node) in ("long", "string")
+
+
+def evolution_problem(older: dict, newer: dict) -> str | None:
+    """Why `newer` cannot follow `older` in one table (a field's type narrowed or changed), or None."""
+    return _record_problem(older, newer, named_types(older), named_types(newer), prefix="")
+
+
+def _record_problem(old: dict, new: dict, old_names, new_names, prefix: str) -> str | None:
+    new_fields = {f["name"]: f for f in new.get("fields", [])}
+    for old_field in old.get("fields", []):
+        new_field = new_fields.get(old_field["name"])
+        if new_field is None:
+            continue  # a removed field stays in the table as a column the new rows leave null
+        path = f"{prefix}{old_field['name']}"
+        problem = _type_problem(old_field["type"], new_field["type"], old_names, new_names, path)
+        if problem:
+            return problem
+    return None
+
+
+def _type_problem(old: AvroType, new: AvroType, old_names, new_names, path: str) -> str | None:
+    old, new = resolve(old, old_names), resolve(new, new_names)
+    old_kind, new_kind = type_name(old), type_name(new)
+    if old_kind == "union" or new_kind == "union":
+        old_members = old if isinstance(old, list) else [old]
+        new_members = new if isinstance(new, list) else [new]
+        if len(non_null_members(old_members)) == 1 and len(non_null_members(new_members)) == 1:
+            # Nullability may change; the value type must stay compatible.
+            return _type_problem(
+                non_null_members(old_members)[0], non_null_members(new_members)[0], old_names, new_names, path
+            )
+        if _describe(old) != _describe(new):
+            return f"field {path!r} changed its union from {_describe(old)} to {_describe(new)}"
+        return None
+    if logical_type(old) != logical_type(new):
+        return f"field {path!r} changed logical type from {logical_type(old)} to {logical_type(new)}"
+    if old_kind in ("record", "error"):
+        if new_kind not in ("record", "error"):
+            return f"field {path!r} changed from a record to {new_kind}"
+        return _record_problem(old, new, old_names, new_names, prefix=f"{path}.")
+    if old_kind in ("array", "map"):
+        if new_kind != old_kind:
+            return f"field {path!r} changed from {old_kind} to {new_kind}"
+        key = "items" if old_kind == "array" else "values"
+        return _type_problem(old[key], new[key], old_names, new_names, f"{path}[]")
+    if old_kind == "enum":
+        if new_kind != "enum":
+            return f"field {path!r} changed from enum to {new_kind}"
+        return None  # enums land as strings; new symbols are fine
+    if old_kind == "fixed":
+        return None if new_kind in ("fixed", "bytes") else f"field {path!r} changed from fixed to {new_kind}"
+    if old_kind == "decimal" or logical_type(old) == "decimal":
+        if (old.get("precision"), old.get("scale")) != (new.get("precision"), new.get("scale")):
+            return f"field {path!r} changed decimal precision/scale"
+        return None
+    if new_kind not in _WIDENINGS.get(old_kind, {old_kind}):
+        return f"field {path!r} changed type from {old_kind} to {new_kind} (only widening int→long→float→double is allowed)"
+    return None
+
+
+def _describe(node: AvroType) -> str:
+    if isinstance(node, list):
+        return "[" + ", ".join(_describe(member) for member in node) + "]"
+    if isinstance(node, dict) and node.get("type") in ("record", "enum", "fixed"):
+        return node.get("name", node["type"])
+    return type_name(node)

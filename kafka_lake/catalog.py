@@ -1,0 +1,329 @@
+"""The topic catalog: `schema_catalog/<database>/<table>/topic.yaml` plus its Avro schemas.
+
+Loads and validates every topic up front so a bad entry fails at load, naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+import fastavro
+import yaml
+
+from kafka_lake.avro_types import field_type_at, is_time_type, evolution_problem
+
+# Names that become paths and SQL identifiers: lowercase, no dots, no traversal.
+_IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]{0,127}$")
+_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+DEFAULT_MAX_ROWS_PER_TASK = 1_000_000
+DEFAULT_CLOSE_GRACE_MINUTES = 10
+
+_KNOWN_KEYS = {
+    "topic", "owner", "time_partitioning", "start_hour", "schema_versions", "retention_days",
+    "pii_fields", "subject_field", "freshness_minutes", "max_rows_per_task",
+    "close_grace_minutes", "dead_letter_rate_threshold",
+}
+
+
+class CatalogError(ValueError):
+    """A topic catalog entry is wrong; the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class SchemaVersion:
+    version: int
+    file: str
+    registry_id: int
+    schema: dict[str, Any] = field(repr=False, compare=False)  # the Avro schema as JSON
+    parsed: Any = field(repr=False, compare=False)  # fastavro's parsed form, for decoding
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """One topic of the catalog: everything the platform needs to land it."""
+
+    database: str
+    table: str
+    topic: str
+    owner: str
+    time_source: Literal["event_time", "kafka_time"]
+    time_field: tuple[str, ...] | None
+    start_hour: datetime
+    schema_versions: tuple[SchemaVersion, ...]
+    retention_days: int | None = None
+    pii_fields: tuple[tuple[str, ...], ...] = ()
+    subject_field: str | None = None
+    freshness_minutes: int | None = None
+    max_rows_per_task: int = DEFAULT_MAX_ROWS_PER_TASK
+    close_grace_minutes: int = DEFAULT_CLOSE_GRACE_MINUTES
+    dead_letter_rate_threshold: float = 0.05
+    source_file: str = ""
+
+    @property
+    def name(self) -> str:
+        """`database/table`, the suffix of every asset key of this topic."""
+        return f"{self.database}/{self.table}"
+
+    def version_for_registry_id(self, registry_id: int) -> SchemaVersion | None:
+        for version in self.schema_versions:
+            if version.registry_id == registry_id:
+                return version
+        return None
+
+    def version(self, number: int) -> SchemaVersion:
+        for version in self.schema_versions:
+            if version.version == number:
+                return version
+        raise KeyError(f"{self.topic}: no schema version {number}")
+
+
+@dataclass(frozen=True)
+class TopicCatalog:
+    topics: tuple[TopicSpec, ...]
+    directory: str = ""
+
+    def by_name(self, database: str, table: str) -> TopicSpec:
+        for topic in self.topics:
+            if topic.database == database and topic.table == table:
+                return topic
+        raise KeyError(f"no topic {database}/{table} in the catalog at {self.directory}")
+
+    def by_topic(self, topic_name: str) -> TopicSpec:
+        for topic in self.topics:
+            if topic.topic == topic_name:
+                return topic
+        raise KeyError(f"no catalog entry for Kafka topic {topic_name!r} in {self.directory}")
+
+
+def load_catalog(directory: str | Path) -> TopicCatalog:
+    """Loads every `<database>/<table>/topic.yaml` under `directory`, validated."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise CatalogError(f"{root}: the topic catalog directory does not exist (set SCHEMA_CATALOG_DIR)")
+    topics = [load_topic(path) for path in sorted(root.glob("*/*/topic.yaml"))]
+    _check_unique(topics)
+    return TopicCatalog(topics=tuple(topics), directory=str(root))
+
+
+def _check_unique(topics: list[TopicSpec]) -> None:
+    seen_topics: dict[str, str] = {}
+    seen_ids: dict[int, str] = {}
+    for spec in topics:
+        if spec.topic in seen_topics:
+            raise CatalogError(
+                f"{spec.source_file}: Kafka topic {spec.topic!r} is already declared in {seen_topics[spec.topic]}"
+            )
+        seen_topics[spec.topic] = spec.source_file
+        for version in spec.schema_versions:
+            if version.registry_id in seen_ids:
+                raise CatalogError(
+                    f"{spec.source_file}: registry_id {version.registry_id} (version {version.version}) "
+                    f"is already used by {seen_ids[version.registry_id]}"
+                )
+            seen_ids[version.registry_id] = f"{spec.source_file} version {version.version}"
+
+
+def load_topic(path: str | Path) -> TopicSpec:
+    path = Path(path)
+    where = str(path)
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise CatalogError(f"{where}: not valid YAML: {error}") from None
+    if not isinstance(document, dict):
+        raise CatalogError(f"{where}: expected a mapping of keys, got {type(document).__name__}")
+    unknown = sorted(set(map(str, document)) - _KNOWN_KEYS)
+    if unknown:
+        raise CatalogError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_KNOWN_KEYS))}")
+
+    database, table = path.parent.parent.name, path.parent.name
+    for label, name in (("database folder", database), ("table folder", table)):
+        if not _IDENTIFIER.match(name):
+            raise CatalogError(
+                f"{where}: {label} {name!r} must be lowercase letters, digits and underscores, starting with a letter"
+            )
+
+    topic = _required(document, "topic", str, where)
+    if not _TOPIC_NAME.match(topic):
+        raise CatalogError(f"{where}: topic {topic!r} is not a valid Kafka topic name")
+    owner = _required(document, "owner", str, where)
+
+    versions = _load_versions(document, path.parent, where)
+    time_source, time_field = _load_time_partitioning(document, versions, where)
+    start_hour = _parse_start_hour(document.get("start_hour"), where)
+
+    pii_fields = tuple(tuple(p.split(".")) for p in _optional_list_of_str(document, "pii_fields", where))
+    for pii in pii_fields:
+        if not any(field_type_at(v.schema, pii) is not None for v in versions):
+            raise CatalogError(f"{where}: pii_fields entry {'.'.join(pii)!r} is not a field of any schema version")
+    subject_field = _optional(document, "subject_field", str, where)
+    if subject_field is not None and not any(
+        field_type_at(v.schema, tuple(subject_field.split("."))) is not None for v in versions
+    ):
+        raise CatalogError(f"{where}: subject_field {subject_field!r} is not a field of any schema version")
+
+    return TopicSpec(
+        database=database,
+        table=table,
+        topic=topic,
+        owner=owner,
+        time_source=time_source,
+        time_field=time_field,
+        start_hour=start_hour,
+        schema_versions=tuple(versions),
+        retention_days=_optional_positive_int(document, "retention_days", where),
+        pii_fields=pii_fields,
+        subject_field=subject_field,
+        freshness_minutes=_optional_positive_int(document, "freshness_minutes", where),
+        max_rows_per_task=_optional_positive_int(document, "max_rows_per_task", where) or DEFAULT_MAX_ROWS_PER_TASK,
+        close_grace_minutes=_optional_int(document, "close_grace_minutes", where, DEFAULT_CLOSE_GRACE_MINUTES),
+        dead_letter_rate_threshold=_optional_rate(document, "dead_letter_rate_threshold", where, 0.05),
+        source_file=where,
+    )
+
+
+def _load_versions(document: dict, folder: Path, where: str) -> list[SchemaVersion]:
+    entries = _required(document, "schema_versions", list, where)
+    if not entries:
+        raise CatalogError(f"{where}: schema_versions is empty; declare at least version 1")
+    versions: list[SchemaVersion] = []
+    for position, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise CatalogError(f"{where}: schema_versions[{position}] must be a mapping with version, file, registry_id")
+        number = _required(entry, "version", int, f"{where}: schema_versions[{position}]")
+        file_name = _required(entry, "file", str, f"{where}: schema_versions[{position}]")
+        registry_id = _required(entry, "registry_id", int, f"{where}: schema_versions[{position}]")
+        expected = versions[-1].version + 1 if versions else 1
+        if number != expected:
+            raise CatalogError(f"{where}: schema_versions must be numbered 1, 2, … in order; got {number}, expected {expected}")
+        if not 0 <= registry_id < 2**31:
+            raise CatalogError(f"{where}: registry_id {registry_id} of version {number} is outside 0..2^31-1")
+        schema_path = (folder / file_name).resolve()
+        if schema_path.parent != folder.resolve():
+            raise CatalogError(f"{where}: schema file {file_name!r} of version {number} must sit beside topic.yaml")
+        schema, parsed = _parse_schema_file(schema_path)
+        versions.append(SchemaVersion(number, file_name, registry_id, schema, parsed))
+    for older, newer in zip(versions, versions[1:]):
+        problem = evolution_problem(older.schema, newer.schema)
+        if problem:
+            raise CatalogError(
+                f"{where}: version {newer.version} ({newer.file}) is not a compatible evolution of "
+                f"version {older.version} ({older.file}): {problem}"
+            )
+    return versions
+
+
+def _parse_schema_file(schema_path: Path) -> tuple[dict, Any]:
+    if not schema_path.is_file():
+        raise CatalogError(f"{schema_path}: schema file does not exist")
+    try:
+        schema = json.loads(schema_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CatalogError(f"{schema_path}: not valid JSON: {error}") from None
+    if not isinstance(schema, dict) or schema.get("type") != "record":
+        raise CatalogError(f"{schema_path}: the top-level Avro schema must be a record")
+    try:
+        parsed = fastavro.parse_schema(schema)
+    except Exception as error:  # fastavro raises several types for bad schemas
+        raise CatalogError(f"{schema_path}: not a valid Avro schema: {error}") from None
+    return schema, parsed
+
+
+def _load_time_partitioning(document: dict, versions: list[SchemaVersion], where: str):
+    block = _required(document, "time_partitioning", dict, where)
+    source = block.get("source")
+    if source not in ("event_time", "kafka_time"):
+        raise CatalogError(f"{where}: time_partitioning.source must be event_time or kafka_time, got {source!r}")
+    if source == "kafka_time":
+        if block.get("field") is not None:
+            raise CatalogError(f"{where}: time_partitioning.field is only for source event_time")
+        return source, None
+    field_name = block.get("field")
+    if not isinstance(field_name, str) or not field_name:
+        raise CatalogError(f"{where}: time_partitioning.field is required for source event_time")
+    path = tuple(field_name.split("."))
+    for version in versions:
+        avro_type = field_type_at(version.schema, path)
+        if avro_type is None:
+            raise CatalogError(
+                f"{where}: time_partitioning.field {field_name!r} is not a field of version {version.version} ({version.file})"
+            )
+        if not is_time_type(avro_type):
+            raise CatalogError(
+                f"{where}: time_partitioning.field {field_name!r} in version {version.version} must be a "
+                f"timestamp-millis/micros long, a long of epoch milliseconds or an RFC 3339 string"
+            )
+    return source, path
+
+
+def _parse_start_hour(value: Any, where: str) -> datetime:
+    if value is None:
+        raise CatalogError(f"{where}: missing required key 'start_hour' (e.g. \"2026-11-01T00:00Z\")")
+    if isinstance(value, datetime):
+        moment = value
+    else:
+        try:
+            moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            raise CatalogError(f"{where}: start_hour {value!r} is not an ISO 8601 time like \"2026-11-01T00:00Z\"") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    moment = moment.astimezone(timezone.utc)
+    if moment.minute or moment.second or moment.microsecond:
+        raise CatalogError(f"{where}: start_hour {value!r} must be on the hour")
+    return moment
+
+
+def _required(document: dict, key: str, kind: type, where: str):
+    if key not in document or document[key] is None:
+        raise CatalogError(f"{where}: missing required key {key!r}")
+    value = document[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise CatalogError(f"{where}: {key!r} must be a {kind.__name__}, got {value!r}")
+    return value
+
+
+def _optional(document: dict, key: str, kind: type, where: str):
+    if document.get(key) is None:
+        return None
+    return _required(document, key, kind, where)
+
+
+def _optional_int(document: dict, key: str, where: str, default: int) -> int:
+    value = _optional(document, key, int, where)
+    if value is None:
+        return default
+    if value < 0:
+        raise CatalogError(f"{where}: {key!r} must not be negative, got {value}")
+    return value
+
+
+def _optional_positive_int(document: dict, key: str, where: str) -> int | None:
+    value = _optional(document, key, int, where)
+    if value is not None and value <= 0:
+        raise CatalogError(f"{where}: {key!r} must be a positive whole number, got {value}")
+    return value
+
+
+def _optional_rate(document: dict, key: str, where: str, default: float) -> float:
+    value = document.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise CatalogError(f"{where}: {key!r} must be a fraction between 0 and 1, got {value!r}")
+    return float(value)
+
+
+def _optional_list_of_str(document: dict, key: str, where: str) -> list[str]:
+    value = document.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise CatalogError(f"{where}: {key!r} must be a list of field names, got {value!r}")
+    return value

@@ -1,0 +1,74 @@
+"""Hours: the unit of landing. A `KafkaHour` is [start, start + 1h) in UTC.
+
+Dagster partition keys (`YYYY-MM-DD-HH:00`), epoch milliseconds and lake paths all meet here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+ONE_HOUR = timedelta(hours=1)
+PARTITION_KEY_FORMAT = "%Y-%m-%d-%H:%M"
+
+
+def floor_hour(moment: datetime) -> datetime:
+    if moment.tzinfo is None:
+        raise ValueError(f"{moment!r} has no time zone; the platform works in UTC")
+    return moment.astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0)
+
+
+def hour_of_millis(epoch_ms: int) -> datetime:
+    return floor_hour(datetime.fromtimestamp(epoch_ms // 1000, tz=timezone.utc))
+
+
+def to_millis(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+@dataclass(frozen=True, order=True)
+class KafkaHour:
+    """An hour of Kafka time: the records whose Kafka timestamp falls in [start, end)."""
+
+    start: datetime
+
+    def __post_init__(self) -> None:
+        if self.start != floor_hour(self.start):
+            raise ValueError(f"{self.start.isoformat()} is not the start of an hour in UTC")
+
+    @classmethod
+    def from_partition_key(cls, key: str) -> "KafkaHour":
+        try:
+            moment = datetime.strptime(key, PARTITION_KEY_FORMAT)
+        except ValueError:
+            raise ValueError(f"partition key {key!r} is not an hour like 2026-11-01-13:00") from None
+        return cls(moment.replace(tzinfo=timezone.utc))
+
+    @classmethod
+    def containing(cls, moment: datetime) -> "KafkaHour":
+        return cls(floor_hour(moment))
+
+    @property
+    def end(self) -> datetime:
+        return self.start + ONE_HOUR
+
+    @property
+    def start_ms(self) -> int:
+        return to_millis(self.start)
+
+    @property
+    def end_ms(self) -> int:
+        return to_millis(self.end)
+
+    @property
+    def partition_key(self) -> str:
+        return self.start.strftime(PARTITION_KEY_FORMAT)
+
+    def previous(self) -> "KafkaHour":
+        return KafkaHour(self.start - ONE_HOUR)
+
+    def next(self) -> "KafkaHour":
+        return KafkaHour(self.end)
+
+    def __str__(self) -> str:
+        return self.partition_key
