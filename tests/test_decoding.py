@@ -1,0 +1,742 @@
+"""Decoding Confluent-framed Avro into the lake's Arrow tables: types, PII, dead letters, placement.
+
+Records are framed with the project's own encoder and decoded back; no mocks, a real HTTP registry stand-in.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import json
+import threading
+import uuid
+from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import fastavro
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafka_lake.avro_arrow import DEAD_LETTER_SCHEMA, KAFKA_COLUMNS, arrow_mapping_for, arrow_schema_for
+from kafka_lake.catalog import TopicSpec, load_catalog, load_topic
+from kafka_lake.decoding import (
+    BatchDecoder,
+    CatalogSchemas,
+    DecodedBatch,
+    KafkaRecord,
+    Placement,
+    RegistrySchemas,
+    SchemaRegistryUnavailable,
+    parse_event_time,
+)
+from kafka_lake.framing import encode_confluent
+from kafka_lake.pii import MissingPiiKey, Pseudonymizer
+
+UTC = dt.timezone.utc
+CATALOG = Path(__file__).resolve().parent.parent / "schema_catalog"
+PII_KEY = b"test-pii-key"
+KAFKA_TIME = dt.datetime(2026, 11, 1, 13, 30, tzinfo=UTC)
+KAFKA_MS = int(KAFKA_TIME.timestamp() * 1000)
+HOUR_13 = dt.datetime(2026, 11, 1, 13, tzinfo=UTC)
+HOUR_11 = dt.datetime(2026, 11, 1, 11, tzinfo=UTC)
+
+ZOO_SCHEMA = {
+    "type": "record",
+    "name": "Zoo",
+    "namespace": "test.zoo",
+    "fields": [
+        {"name": "occurred_at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "flag", "type": "boolean"},
+        {"name": "small", "type": "int"},
+        {"name": "big", "type": "long"},
+        {"name": "ratio", "type": "float"},
+        {"name": "precise", "type": "double"},
+        {"name": "name", "type": "string"},
+        {"name": "raw", "type": "bytes"},
+        {"name": "color", "type": {"type": "enum", "name": "Color", "symbols": ["RED", "GREEN"]}},
+        {"name": "checksum", "type": {"type": "fixed", "name": "Checksum", "size": 4}},
+        {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}},
+        {"name": "huge", "type": {
+            "type": "fixed", "name": "Huge", "size": 20, "logicalType": "decimal", "precision": 45, "scale": 5,
+        }},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "lunch", "type": {"type": "int", "logicalType": "time-millis"}},
+        {"name": "lap", "type": {"type": "long", "logicalType": "time-micros"}},
+        {"name": "at_micros", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+        {"name": "wall_ms", "type": {"type": "long", "logicalType": "local-timestamp-millis"}},
+        {"name": "wall_us", "type": {"type": "long", "logicalType": "local-timestamp-micros"}},
+        {"name": "id", "type": {"type": "string", "logicalType": "uuid"}},
+        {"name": "address", "type": {"type": "record", "name": "Address", "fields": [
+            {"name": "street", "type": "string"},
+            {"name": "zip", "type": ["null", "string"]},
+        ]}},
+        {"name": "previous_address", "type": ["null", "Address"]},
+        {"name": "favorite", "type": ["null", "Color"]},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "scores", "type": {"type": "map", "values": "long"}},
+        {"name": "nickname", "type": ["string", "null"]},
+        {"name": "choice", "type": ["null", "int", "long", "string", "Color", "Address"]},
+        {"name": "amount", "type": ["double", "string"]},
+    ],
+}
+
+ZOO_TYPES = {
+    "occurred_at": (pa.timestamp("ms", tz="UTC"), False),
+    "flag": (pa.bool_(), False),
+    "small": (pa.int32(), False),
+    "big": (pa.int64(), False),
+    "ratio": (pa.float32(), False),
+    "precise": (pa.float64(), False),
+    "name": (pa.string(), False),
+    "raw": (pa.binary(), False),
+    "color": (pa.string(), False),
+    "checksum": (pa.binary(), False),
+    "price": (pa.decimal128(9, 2), False),
+    "huge": (pa.decimal256(45, 5), False),
+    "day": (pa.date32(), False),
+    "lunch": (pa.time32("ms"), False),
+    "lap": (pa.time64("us"), False),
+    "at_micros": (pa.timestamp("us", tz="UTC"), False),
+    "wall_ms": (pa.timestamp("ms"), False),
+    "wall_us": (pa.timestamp("us"), False),
+    "id": (pa.string(), False),
+    "address": (pa.struct([pa.field("street", pa.string(), False), pa.field("zip", pa.string())]), False),
+    "previous_address": (pa.struct([pa.field("street", pa.string(), False), pa.field("zip", pa.string())]), True),
+    "favorite": (pa.string(), True),
+    "tags": (pa.list_(pa.field("element", pa.string(), False)), False),
+    "scores": (pa.map_(pa.string(), pa.field("value", pa.int64(), False)), False),
+    "nickname": (pa.string(), True),
+    "choice": (
+        pa.struct([
+            pa.field("member0", pa.int32()),
+            pa.field("member1", pa.int64()),
+            pa.field("member2", pa.string()),
+            pa.field("member3", pa.string()),
+            pa.field("member4", pa.struct([pa.field("street", pa.string(), False), pa.field("zip", pa.string())])),
+        ]),
+        True,
+    ),
+    "amount": (pa.struct([pa.field("member0", pa.float64()), pa.field("member1", pa.string())]), False),
+}
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def write_topic(
+    tmp_path: Path,
+    schemas: list[dict],
+    *,
+    time_partitioning: dict | None = None,
+    pii_fields: list[str] | None = None,
+    first_registry_id: int = 501,
+) -> TopicSpec:
+    """Writes `zoo/animals/topic.yaml` plus one .avsc per schema version, and loads it like the catalog does."""
+    folder = tmp_path / "zoo" / "animals"
+    folder.mkdir(parents=True, exist_ok=True)
+    versions = []
+    for number, schema in enumerate(schemas, start=1):
+        (folder / f"v{number}.avsc").write_text(json.dumps(schema))
+        versions.append({"version": number, "file": f"v{number}.avsc", "registry_id": first_registry_id + number - 1})
+    document = {
+        "topic": "zoo.animals",
+        "owner": "team-test",
+        "time_partitioning": time_partitioning or {"source": "event_time", "field": "occurred_at"},
+        "start_hour": "2026-11-01T00:00Z",
+        "schema_versions": versions,
+    }
+    if pii_fields:
+        document["pii_fields"] = pii_fields
+    (folder / "topic.yaml").write_text(json.dumps(document))
+    return load_topic(folder / "topic.yaml")
+
+
+def small_schema(time_type, extra_fields: tuple = ()) -> dict:
+    return {
+        "type": "record",
+        "name": "Small",
+        "fields": [{"name": "occurred_at", "type": time_type}, {"name": "n", "type": "int"}, *extra_fields],
+    }
+
+
+def framed(topic: TopicSpec, value: dict, version: int = 1) -> bytes:
+    schema_version = topic.version(version)
+    return encode_confluent(schema_version.registry_id, schema_version.parsed, value)
+
+
+def kafka_record(value: bytes | None, offset: int = 0, *, partition: int = 0, timestamp_ms: int = KAFKA_MS) -> KafkaRecord:
+    return KafkaRecord(partition=partition, offset=offset, timestamp_ms=timestamp_ms, key=b"key-%d" % offset, value=value)
+
+
+def decode(topic: TopicSpec, *values: bytes | None, pii_key: bytes | None = PII_KEY) -> DecodedBatch:
+    records = [kafka_record(value, offset) for offset, value in enumerate(values)]
+    return BatchDecoder(topic, CatalogSchemas(topic), pii_key).decode(records)
+
+
+def only_rows(batch: DecodedBatch) -> list[dict]:
+    assert len(batch.rows) == 1, f"expected one placement, got {sorted(batch.rows)}"
+    return next(iter(batch.rows.values())).to_pylist()
+
+
+def dead_letter_rows(batch: DecodedBatch) -> list[dict]:
+    return [row for table in batch.dead_letters.values() for row in table.to_pylist()]
+
+
+def hmac_hex(text: str) -> str:
+    return hmac.new(PII_KEY, text.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def zoo_value(**overrides) -> dict:
+    value = {
+        "occurred_at": dt.datetime(2026, 11, 1, 12, 5, 6, 789000, tzinfo=UTC),
+        "flag": True,
+        "small": -7,
+        "big": 2**40,
+        "ratio": 1.5,
+        "precise": 2.25,
+        "name": "Zoë",
+        "raw": b"\x00\xff",
+        "color": "GREEN",
+        "checksum": b"abcd",
+        "price": Decimal("1234567.89"),
+        "huge": Decimal("1234567890123456789012345678901234567890.12345"),
+        "day": dt.date(2026, 11, 1),
+        "lunch": dt.time(12, 30, 15, 250000),
+        "lap": dt.time(0, 0, 1, 123456),
+        "at_micros": dt.datetime(2026, 11, 1, 12, 5, 6, 123456, tzinfo=UTC),
+        "wall_ms": dt.datetime(2026, 11, 1, 14, 5, 6, 789000),
+        "wall_us": dt.datetime(2026, 11, 1, 14, 5, 6, 123456),
+        "id": uuid.UUID("3f2504e0-4f89-11d3-9a0c-0305e82c3301"),
+        "address": {"street": "Main St 1", "zip": None},
+        "previous_address": {"street": "Old Rd 2", "zip": "12345"},
+        "favorite": "RED",
+        "tags": ["a", "b"],
+        "scores": {"x": 1, "y": 2**35},
+        "nickname": None,
+        "choice": None,
+        "amount": 9.5,
+    }
+    value.update(overrides)
+    return value
+
+
+@pytest.fixture
+def zoo(tmp_path) -> TopicSpec:
+    return write_topic(tmp_path, [ZOO_SCHEMA])
+
+
+# --- the Avro → Arrow mapping ----------------------------------------------------------------
+
+
+def test_given_the_schema_zoo_when_mapped_then_every_avro_type_has_its_arrow_type(zoo):
+    schema = arrow_schema_for(zoo.version(1), pii_fields=())
+
+    assert schema.names == [*ZOO_TYPES, *(f.name for f in KAFKA_COLUMNS)]
+    for name, (arrow_type, nullable) in ZOO_TYPES.items():
+        assert schema.field(name).type == arrow_type, name
+        assert schema.field(name).nullable is nullable, name
+    assert list(schema)[len(ZOO_TYPES):] == list(KAFKA_COLUMNS)
+    assert schema.metadata == {b"kafka_lake.schema_version": b"1"}
+
+
+def test_given_the_kafka_columns_then_they_have_the_contract_types():
+    assert [(f.name, f.type, f.nullable) for f in KAFKA_COLUMNS] == [
+        ("_kafka_topic", pa.string(), False),
+        ("_kafka_partition", pa.int32(), False),
+        ("_kafka_offset", pa.int64(), False),
+        ("_kafka_timestamp", pa.timestamp("ms", tz="UTC"), False),
+        ("_kafka_key", pa.binary(), True),
+    ]
+    assert DEAD_LETTER_SCHEMA.names[-2:] == ["value", "error"]
+    assert DEAD_LETTER_SCHEMA.field("value").type == pa.binary()
+    assert not DEAD_LETTER_SCHEMA.field("error").nullable
+
+
+def test_given_a_zoo_record_when_decoded_then_every_value_round_trips(zoo):
+    batch = decode(zoo, framed(zoo, zoo_value()))
+
+    [row] = only_rows(batch)
+    table = batch.rows[Placement(1, dt.datetime(2026, 11, 1, 12, tzinfo=UTC))]
+    assert table.schema == arrow_schema_for(zoo.version(1), ())
+    assert row == {
+        "occurred_at": dt.datetime(2026, 11, 1, 12, 5, 6, 789000, tzinfo=UTC),
+        "flag": True,
+        "small": -7,
+        "big": 2**40,
+        "ratio": 1.5,
+        "precise": 2.25,
+        "name": "Zoë",
+        "raw": b"\x00\xff",
+        "color": "GREEN",
+        "checksum": b"abcd",
+        "price": Decimal("1234567.89"),
+        "huge": Decimal("1234567890123456789012345678901234567890.12345"),
+        "day": dt.date(2026, 11, 1),
+        "lunch": dt.time(12, 30, 15, 250000),
+        "lap": dt.time(0, 0, 1, 123456),
+        "at_micros": dt.datetime(2026, 11, 1, 12, 5, 6, 123456, tzinfo=UTC),
+        "wall_ms": dt.datetime(2026, 11, 1, 14, 5, 6, 789000),
+        "wall_us": dt.datetime(2026, 11, 1, 14, 5, 6, 123456),
+        "id": "3f2504e0-4f89-11d3-9a0c-0305e82c3301",
+        "address": {"street": "Main St 1", "zip": None},
+        "previous_address": {"street": "Old Rd 2", "zip": "12345"},
+        "favorite": "RED",
+        "tags": ["a", "b"],
+        "scores": [("x", 1), ("y", 2**35)],
+        "nickname": None,
+        "choice": None,
+        "amount": {"member0": 9.5, "member1": None},
+        "_kafka_topic": "zoo.animals",
+        "_kafka_partition": 0,
+        "_kafka_offset": 0,
+        "_kafka_timestamp": KAFKA_TIME,
+        "_kafka_key": b"key-0",
+    }
+
+
+def test_given_nullable_unions_when_null_then_the_columns_are_null(zoo):
+    value = zoo_value(previous_address=None, favorite=None, nickname="Zed", tags=[], scores={})
+
+    [row] = only_rows(decode(zoo, framed(zoo, value)))
+
+    assert (row["previous_address"], row["favorite"], row["nickname"]) == (None, None, "Zed")
+    assert (row["tags"], row["scores"]) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("choice", "expected_member", "expected_value"),
+    [
+        (7, "member0", 7),
+        (2**40, "member1", 2**40),  # too big for the int member: the long member holds it
+        ("seven", "member2", "seven"),
+        (("test.zoo.Color", "GREEN"), "member3", "GREEN"),  # an enum written as (name, symbol) to pick the branch
+        ({"street": "Elm 3", "zip": "999"}, "member4", {"street": "Elm 3", "zip": "999"}),
+    ],
+)
+def test_given_a_general_union_when_decoded_then_the_value_sits_in_its_member(zoo, choice, expected_member, expected_value):
+    [row] = only_rows(decode(zoo, framed(zoo, zoo_value(choice=choice, amount="n/a"))))
+
+    assert row["choice"] == {f"member{i}": None for i in range(5)} | {expected_member: expected_value}
+    assert row["amount"] == {"member0": None, "member1": "n/a"}
+
+
+def test_given_a_record_typed_by_a_name_defined_earlier_when_decoded_then_the_reference_maps_like_the_definition(zoo):
+    schema = arrow_schema_for(zoo.version(1), ())
+
+    assert schema.field("previous_address").type == schema.field("address").type
+    assert schema.field("favorite").type == schema.field("color").type == pa.string()
+
+
+def test_given_a_decimal_wider_than_its_precision_when_decoded_then_only_that_record_is_a_dead_letter(tmp_path):
+    narrow = {"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 2}
+    topic = write_topic(tmp_path, [small_schema("long", ({"name": "price", "type": narrow},))])
+    # A producer with a wider decimal writes the same bytes layout: the value cannot fit decimal(4, 2).
+    wide = fastavro.parse_schema(small_schema("long", ({"name": "price", "type": dict(narrow, precision=20)},)))
+    too_wide = encode_confluent(501, wide, {"occurred_at": KAFKA_MS, "n": 1, "price": Decimal("123456.78")})
+    fits = framed(topic, {"occurred_at": KAFKA_MS, "n": 2, "price": Decimal("12.34")})
+
+    batch = decode(topic, fits, too_wide)
+
+    assert [(r["n"], r["price"]) for r in only_rows(batch)] == [(2, Decimal("12.34"))]
+    [dead] = dead_letter_rows(batch)
+    assert dead["value"] == too_wide
+    assert dead["error"].startswith("undecodable_payload: ") and "fit" in dead["error"]
+
+
+def test_given_a_record_that_contains_itself_when_mapped_then_the_error_names_it(tmp_path):
+    linked = small_schema("long", ({"name": "next", "type": ["null", "Small"]},))
+    topic = write_topic(tmp_path, [linked])
+
+    with pytest.raises(ValueError, match="'Small' contains itself"):
+        arrow_schema_for(topic.version(1), ())
+
+
+# --- the sample catalog ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog(CATALOG)
+
+
+def page_view(version: int, **overrides) -> dict:
+    value = {
+        "view_id": uuid.UUID("0b6e1c2a-8d5f-4e3b-9a7c-1d2e3f405162"),
+        "occurred_at": dt.datetime(2026, 11, 1, 11, 59, 59, 999000, tzinfo=UTC),
+        "user_id": "user-42",
+        "url": "https://shop.example/p/123",
+        "referrer": None,
+        "client": {"ip_address": "10.1.2.3", "user_agent": "Mozilla/5.0"},
+        "duration_ms": 1500,
+    }
+    if version == 2:
+        value |= {"session_id": "s-1", "experiments": {"checkout": "B"}}
+    return value | overrides
+
+
+def test_given_page_views_of_both_versions_when_decoded_then_each_version_has_its_table(catalog):
+    topic = catalog.by_name("shop", "page_views")
+
+    batch = decode(topic, framed(topic, page_view(1), 1), framed(topic, page_view(2, duration_ms=2**33), 2))
+
+    assert set(batch.rows) == {Placement(1, HOUR_11), Placement(2, HOUR_11)}
+    [v1] = batch.rows[Placement(1, HOUR_11)].to_pylist()
+    [v2] = batch.rows[Placement(2, HOUR_11)].to_pylist()
+    assert v1["view_id"] == "0b6e1c2a-8d5f-4e3b-9a7c-1d2e3f405162"
+    assert v1["url"] == "https://shop.example/p/123" and v1["duration_ms"] == 1500
+    assert v2["duration_ms"] == 2**33 and v2["experiments"] == [("checkout", "B")] and v2["session_id"] == "s-1"
+    assert batch.rows[Placement(1, HOUR_11)].schema.field("duration_ms").type == pa.int32()
+    assert batch.rows[Placement(2, HOUR_11)].schema.field("duration_ms").type == pa.int64()
+
+
+def test_given_a_transaction_when_decoded_then_decimals_enums_unions_and_times_land(catalog):
+    topic = catalog.by_name("payments", "transactions")
+    transaction = {
+        "transaction_id": uuid.UUID("9c5b94b1-35ad-49bb-b118-8e8fc24abf80"),
+        "customer_id": 314,
+        "customer_email": "ada@example.com",
+        "amount": Decimal("149.90"),
+        "fee": Decimal("1.2345"),
+        "currency": "EUR",
+        "status": "CAPTURED",
+        "card": {"scheme": "visa", "pan_last4": "4242", "expiry": dt.date(2028, 12, 1)},
+        "line_items": [{"sku": "SKU-1", "quantity": 2, "unit_price": Decimal("74.95")}],
+        "attributes": {"channel": "web"},
+        "risk_score": 0.12,
+        "authorized_at": dt.datetime(2026, 11, 1, 9, 0, 0, 123456, tzinfo=UTC),
+        "settlement_time": dt.time(23, 59, 0),
+        "terminal_signature": b"\x01\x02",
+    }
+
+    batch = decode(topic, framed(topic, transaction), framed(topic, transaction | {"risk_score": "manual", "fee": None}))
+
+    first, second = batch.rows[Placement(1, HOUR_13)].to_pylist()  # kafka_time: placed by the Kafka hour
+    assert first["amount"] == Decimal("149.90") and first["fee"] == Decimal("1.2345")
+    assert (first["currency"], first["status"]) == ("EUR", "CAPTURED")
+    assert first["card"] == {"scheme": "visa", "pan_last4": hmac_hex("4242"), "expiry": dt.date(2028, 12, 1)}
+    assert first["customer_email"] == hmac_hex("ada@example.com")
+    assert first["line_items"] == [{"sku": "SKU-1", "quantity": 2, "unit_price": Decimal("74.95")}]
+    assert first["risk_score"] == {"member0": 0.12, "member1": None}
+    assert second["risk_score"] == {"member0": None, "member1": "manual"} and second["fee"] is None
+    assert first["settlement_time"] == dt.time(23, 59) and first["terminal_signature"] == b"\x01\x02"
+    assert first["authorized_at"] == dt.datetime(2026, 11, 1, 9, 0, 0, 123456, tzinfo=UTC)
+    assert batch.rows[Placement(1, HOUR_13)].schema.field("fee").type == pa.decimal128(10, 4)
+
+
+# --- PII -------------------------------------------------------------------------------------
+
+
+def test_given_pii_fields_when_decoded_then_they_hold_the_hmac_hex_and_null_stays_null(catalog):
+    topic = catalog.by_name("shop", "page_views")
+
+    rows = only_rows(decode(topic, framed(topic, page_view(1)), framed(topic, page_view(1, user_id=None))))
+
+    # HMAC-SHA256 under b"test-pii-key" of "user-42" and of "10.1.2.3", computed independently.
+    assert rows[0]["user_id"] == "69673af590212b91082a6c4a33a4600e4a10b5189f1d3d6a33c5d7cca8f7e0c4"
+    assert rows[0]["client"]["ip_address"] == "9573432b69f41c8b461a5355108dcdea6d1a4438bc9ec46317783be55e22328b"
+    assert rows[0]["client"]["user_agent"] == "Mozilla/5.0"
+    assert rows[1]["user_id"] is None
+    assert arrow_schema_for(topic.version(1), topic.pii_fields).field("client").type.field("ip_address").nullable
+
+
+def test_given_a_pii_field_in_a_record_under_a_nullable_union_when_decoded_then_it_is_pseudonymized(tmp_path):
+    contact = {"type": "record", "name": "Contact", "fields": [
+        {"name": "email", "type": "string"}, {"name": "age", "type": "int"}, {"name": "vip", "type": "boolean"},
+    ]}
+    tier = {"type": "enum", "name": "Tier", "symbols": ["GOLD", "SILVER"]}
+    topic = write_topic(
+        tmp_path,
+        [small_schema("long", ({"name": "contact", "type": ["null", contact]}, {"name": "tier", "type": ["null", tier]}))],
+        pii_fields=["contact.email", "contact.age", "contact.vip", "n", "tier"],
+    )
+    contact_value = {"email": "ada@example.com", "age": 36, "vip": True}
+
+    rows = only_rows(decode(
+        topic,
+        framed(topic, {"occurred_at": KAFKA_MS, "n": 42, "contact": contact_value, "tier": "GOLD"}),
+        framed(topic, {"occurred_at": KAFKA_MS, "n": 43, "contact": None, "tier": None}),
+    ))
+
+    assert rows[0]["contact"] == {"email": hmac_hex("ada@example.com"), "age": hmac_hex("36"), "vip": hmac_hex("true")}
+    assert rows[0]["n"] == "1ef53a2b9409351e9efc69babc49aef320a387a609bb5554a2728f98869616e3"  # of "42"
+    assert rows[0]["tier"] == hmac_hex("GOLD")
+    assert (rows[1]["contact"], rows[1]["tier"]) == (None, None)
+    assert arrow_schema_for(topic.version(1), topic.pii_fields).field("n").type == pa.string()
+
+
+def test_given_a_pseudonymizer_then_texts_follow_the_contract_and_the_key_stays_hidden():
+    pseudonymizer = Pseudonymizer(PII_KEY)
+
+    assert pseudonymizer.pseudonymize(None) is None
+    assert pseudonymizer.pseudonymize(True) == "1c6f8b38d86477d86e19fa3ebb4850c241f1210256bbdfccca2d145d77524057"
+    assert pseudonymizer.pseudonymize(42) == pseudonymizer.pseudonymize("42")
+    assert "test-pii-key" not in repr(pseudonymizer)
+
+
+def test_given_a_topic_with_pii_fields_and_no_key_when_building_a_decoder_then_it_refuses(catalog):
+    topic = catalog.by_name("shop", "page_views")
+
+    with pytest.raises(MissingPiiKey, match="topic shop.page_views declares pii_fields but PII_HMAC_KEY is not set"):
+        BatchDecoder(topic, CatalogSchemas(topic), pii_key=None)
+
+
+def test_given_pii_fields_when_mapping_without_a_pseudonymizer_then_it_refuses_to_land_them_in_clear(catalog):
+    topic = catalog.by_name("shop", "page_views")
+
+    with pytest.raises(ValueError, match="refusing to land them in clear"):
+        arrow_mapping_for(topic.version(1), topic.pii_fields, pseudonymize=None)
+
+
+def test_given_a_topic_without_pii_fields_when_no_key_then_it_decodes(zoo):
+    assert decode(zoo, framed(zoo, zoo_value()), pii_key=None).rows_count == 1
+
+
+# --- dead letters, tombstones, placement -----------------------------------------------------
+
+
+@pytest.fixture
+def views(catalog) -> TopicSpec:
+    return catalog.by_name("shop", "page_views")
+
+
+def good_view(views: TopicSpec) -> bytes:
+    return framed(views, page_view(1))
+
+
+@pytest.mark.parametrize(
+    ("make_value", "cause", "detail"),
+    [
+        (lambda good: b"\x01" + good[1:], "bad_magic_byte", "magic byte is 0x01"),
+        (lambda good: good[:1] + (9999).to_bytes(4, "big") + good[5:], "unknown_schema_id", "schema id 9999"),
+        (lambda good: good[:3], "undecodable_payload", "shorter than the 5-byte header"),
+        (lambda good: good[:-8], "undecodable_payload", "does not decode"),
+        (lambda good: good + b"garbage", "undecodable_payload", "7 bytes left after the record"),
+    ],
+    ids=["wrong magic byte", "unknown schema id", "truncated header", "truncated payload", "trailing bytes"],
+)
+def test_given_a_broken_value_when_decoded_then_it_is_a_dead_letter_with_its_raw_bytes(views, make_value, cause, detail):
+    broken = make_value(good_view(views))
+
+    batch = decode(views, good_view(views), broken)
+
+    assert batch.rows_count == 1 and batch.dead_letter_causes == {cause: 1}
+    [dead] = batch.dead_letters[HOUR_13].to_pylist()  # dead letters sit in their Kafka hour
+    assert dead["value"] == broken and dead["_kafka_offset"] == 1 and dead["_kafka_key"] == b"key-1"
+    assert dead["error"].startswith(f"{cause}: ") and detail in dead["error"]
+    assert batch.dead_letters[HOUR_13].schema == DEAD_LETTER_SCHEMA
+
+
+@pytest.mark.parametrize(
+    ("occurred_at", "cause", "detail"),
+    [
+        (None, "missing_event_time", "'occurred_at' is absent or null"),
+        ("2026-11-01T13:05:00", "unparseable_event_time", "has no UTC offset"),
+        ("yesterday after lunch", "unparseable_event_time", "is not an RFC 3339 time"),
+        ("1969-12-31T23:59:59Z", "unparseable_event_time", "before 1970"),
+        ("2026-02-30T10:00:00Z", "unparseable_event_time", "is not a real time"),
+    ],
+)
+def test_given_a_bad_event_time_when_decoded_then_it_is_a_dead_letter(tmp_path, occurred_at, cause, detail):
+    topic = write_topic(tmp_path, [small_schema(["null", "string"])])
+    value = framed(topic, {"occurred_at": occurred_at, "n": 1})
+
+    batch = decode(topic, value)
+
+    assert batch.rows == {} and batch.dead_letter_causes == {cause: 1}
+    [dead] = dead_letter_rows(batch)
+    assert dead["value"] == value and dead["error"].startswith(f"{cause}: ") and detail in dead["error"]
+
+
+def test_given_a_nested_event_time_under_a_null_record_when_decoded_then_it_is_missing(tmp_path):
+    meta = {"type": "record", "name": "Meta", "fields": [{"name": "occurred_at", "type": "string"}]}
+    topic = write_topic(
+        tmp_path,
+        [{"type": "record", "name": "Event", "fields": [{"name": "meta", "type": ["null", meta]}]}],
+        time_partitioning={"source": "event_time", "field": "meta.occurred_at"},
+    )
+
+    batch = decode(
+        topic,
+        framed(topic, {"meta": {"occurred_at": "2026-11-01T13:05:00+02:00"}}),
+        framed(topic, {"meta": None}),
+    )
+
+    assert only_rows(batch)[0]["meta"] == {"occurred_at": "2026-11-01T13:05:00+02:00"}
+    assert set(batch.rows) == {Placement(1, HOUR_11)}  # 13:05 at +02:00 is 11:05 UTC
+    assert batch.dead_letter_causes == {"missing_event_time": 1}
+
+
+@pytest.mark.parametrize(
+    ("time_type", "occurred_at"),
+    [
+        ({"type": "long", "logicalType": "timestamp-millis"}, dt.datetime(2026, 11, 1, 11, 59, tzinfo=UTC)),
+        ({"type": "long", "logicalType": "timestamp-micros"}, dt.datetime(2026, 11, 1, 11, 59, tzinfo=UTC)),
+        ("long", int(dt.datetime(2026, 11, 1, 11, 59, tzinfo=UTC).timestamp() * 1000)),
+        ("string", "2026-11-01T11:59:00.123456789Z"),
+        ("string", "2026-11-01T13:59:00+02:00"),
+    ],
+    ids=["timestamp-millis", "timestamp-micros", "epoch millis", "rfc3339 utc nanos", "rfc3339 offset"],
+)
+def test_given_an_event_time_topic_when_decoded_then_rows_land_in_their_event_hour(tmp_path, time_type, occurred_at):
+    topic = write_topic(tmp_path, [small_schema(time_type)])
+
+    batch = decode(topic, framed(topic, {"occurred_at": occurred_at, "n": 1}))
+
+    assert set(batch.rows) == {Placement(1, HOUR_11)}  # two hours before its Kafka time: late, in its own hour
+
+
+def test_given_a_kafka_time_topic_when_decoded_then_rows_land_in_their_kafka_hour(tmp_path):
+    topic = write_topic(tmp_path, [small_schema("string")], time_partitioning={"source": "kafka_time"})
+
+    batch = decode(topic, framed(topic, {"occurred_at": "not even a time", "n": 1}))
+
+    assert set(batch.rows) == {Placement(1, HOUR_13)}
+
+
+def test_given_tombstones_when_decoded_then_they_are_counted_and_skipped(views):
+    batch = decode(views, None, good_view(views), None)
+
+    assert (batch.tombstones, batch.rows_count, batch.dead_letters, batch.records) == (2, 1, {}, 3)
+
+
+def test_given_records_out_of_order_when_decoded_then_rows_are_in_partition_and_offset_order(views):
+    positions = [(1, 5), (0, 9), (1, 2), (0, 3)]
+    records = [kafka_record(good_view(views), offset, partition=partition) for partition, offset in positions]
+
+    batch = BatchDecoder(views, CatalogSchemas(views), PII_KEY).decode(records)
+
+    rows = only_rows(batch)
+    assert [(r["_kafka_partition"], r["_kafka_offset"]) for r in rows] == [(0, 3), (0, 9), (1, 2), (1, 5)]
+
+
+def test_given_rfc3339_texts_when_parsed_then_offsets_are_applied():
+    assert parse_event_time("2026-11-01T13:05:00Z") == dt.datetime(2026, 11, 1, 13, 5, tzinfo=UTC)
+    assert parse_event_time("2026-11-01t13:05:00.5-01:30") == dt.datetime(2026, 11, 1, 14, 35, 0, 500000, tzinfo=UTC)
+    with pytest.raises(ValueError, match="outside the years 1970..9999"):
+        parse_event_time(-1)
+
+
+FRAMINGS = st.one_of(
+    st.none(),
+    st.binary(max_size=64),
+    st.binary(max_size=64).map(lambda payload: b"\x00\x00\x00\x03\xe9" + payload),  # schema id 1001: v1
+    st.binary(max_size=64).map(lambda payload: b"\x00\x00\x00\x03\xea" + payload),  # schema id 1002: v2
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values=st.lists(FRAMINGS, max_size=20))
+def test_given_random_bytes_when_decoded_then_nothing_raises_and_every_record_lands_once(views, values):
+    batch = decode(views, *values)
+
+    dead = sum(table.num_rows for table in batch.dead_letters.values())
+    assert batch.rows_count + dead + batch.tombstones == batch.records == len(values)
+    assert sum(batch.dead_letter_causes.values()) == dead
+    landed = [*batch.rows.values(), *batch.dead_letters.values()]
+    offsets = sorted(offset for table in landed for offset in table.column("_kafka_offset").to_pylist())
+    assert offsets == [offset for offset, value in enumerate(values) if value is not None]
+
+
+# --- schema registry -------------------------------------------------------------------------
+
+
+class RegistryStandIn(ThreadingHTTPServer):
+    """Stands in for Confluent Schema Registry, which cannot run here: `GET /schemas/ids/{id}` only.
+
+    Answers like the real one: `{"schema": "<schema JSON as a string>"}`, or 404 with error code 40403.
+    """
+
+    def __init__(self, schemas: dict[int, dict]):
+        super().__init__(("127.0.0.1", 0), _RegistryHandler)
+        self.schemas = schemas
+        self.requests: list[str] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _RegistryHandler(BaseHTTPRequestHandler):
+    server: RegistryStandIn
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        path = urlsplit(self.path).path
+        self.server.requests.append(path)
+        prefix = "/schemas/ids/"
+        schema_id = path[len(prefix):]
+        if path.startswith(prefix) and schema_id.isdigit() and int(schema_id) in self.server.schemas:
+            self._answer(200, {"schema": json.dumps(self.server.schemas[int(schema_id)])})
+        else:
+            self._answer(404, {"error_code": 40403, "message": "Schema not found"})
+
+    def _answer(self, status: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args) -> None:  # keep test output quiet
+        pass
+
+
+@pytest.fixture
+def registry(views):
+    # The registry knows v2 under another id than the catalog's, with a different doc, plus a stranger schema.
+    renamed_v2 = views.version(2).schema | {"doc": "registered by the producer team"}
+    stranger = {"type": "record", "name": "Stranger", "fields": [{"name": "x", "type": "int"}]}
+    server = RegistryStandIn({77: renamed_v2, 78: stranger})
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_given_a_registry_id_with_a_catalog_schema_when_resolved_then_it_is_that_version(views, registry):
+    schemas = RegistrySchemas(views, registry.url)
+
+    assert schemas.version_for(77).version == 2
+    assert schemas.version_for(77).version == 2
+    assert registry.requests == ["/schemas/ids/77"]  # cached per id
+
+
+def test_given_ids_the_registry_does_not_know_or_the_catalog_lacks_when_resolved_then_none_with_the_reason(views, registry):
+    schemas = RegistrySchemas(views, registry.url)
+
+    assert schemas.version_for(404) is None and schemas.version_for(78) is None
+    assert "not known to the schema registry" in schemas.unknown_reason(404)
+    assert "none of the catalog's schema versions of topic shop.page_views" in schemas.unknown_reason(78)
+
+
+def test_given_a_registry_when_decoding_then_ids_resolve_through_it(views, registry):
+    v2 = views.version(2)
+    by_registry = encode_confluent(77, v2.parsed, page_view(2))
+    stranger = encode_confluent(78, v2.parsed, page_view(2))
+    decoder = BatchDecoder(views, RegistrySchemas(views, registry.url), PII_KEY)
+
+    batch = decoder.decode([kafka_record(by_registry, 0), kafka_record(stranger, 1)])
+
+    assert set(batch.rows) == {Placement(2, HOUR_11)} and batch.dead_letter_causes == {"unknown_schema_id": 1}
+    [dead] = dead_letter_rows(batch)
+    assert dead["error"].startswith("unknown_schema_id: schema id 78 in the schema registry at http://127.0.0.1:")
+
+
+def test_given_the_registry_is_down_when_decoding_then_it_raises_naming_the_url_and_id(views, registry):
+    registry.shutdown()
+    registry.server_close()
+    port = registry.server_address[1]
+    schemas = RegistrySchemas(views, f"http://svc:s3cret@127.0.0.1:{port}", {"max.retries": 0})
+    decoder = BatchDecoder(views, schemas, PII_KEY)
+
+    value = encode_confluent(77, views.version(2).parsed, page_view(2))
+
+    with pytest.raises(SchemaRegistryUnavailable, match=rf"at http://127.0.0.1:{port} failed to answer for schema id 77") as raised:
+        decoder.decode([kafka_record(value)])
+    assert "s3cret" not in str(raised.value)
