@@ -1,0 +1,221 @@
+"""Reading a Kafka topic's log: partitions, log bounds, time boundaries and offset slices.
+
+A broker's time lookup is checked against the records around its answer; where it is wrong
+or unsupported, the boundary is found by a binary search over record timestamps.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Iterator
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from kafka_lake.decoding import KafkaRecord
+from kafka_lake.hours import KafkaHour
+from kafka_lake.slices import PartitionLog
+
+log = logging.getLogger(__name__)
+
+_TIMEOUT_S = 15.0
+
+
+class KafkaUnavailable(RuntimeError):
+    """The broker did not answer; nothing is committed when this is raised."""
+
+
+class SliceReadError(RuntimeError):
+    """A slice could not be read to its end."""
+
+
+def consumer_config(bootstrap_servers: str, client_properties: dict[str, str] | None = None) -> dict:
+    """librdkafka settings for reading exact offset ranges: no group commits, short fetch waits."""
+    config = {
+        "bootstrap.servers": bootstrap_servers,
+        "group.id": "kafka-lake-landing",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "error",
+        "enable.partition.eof": False,
+        "fetch.wait.max.ms": 20,
+        "fetch.max.bytes": 64 * 1024 * 1024,
+        "max.partition.fetch.bytes": 8 * 1024 * 1024,
+        "queued.max.messages.kbytes": 65536,
+        "socket.timeout.ms": 10000,
+        "log_level": 3,
+    }
+    config.update(client_properties or {})
+    return config
+
+
+class KafkaLog:
+    """One topic's log, read through a single consumer that never commits offsets."""
+
+    def __init__(self, config: dict, topic: str):
+        self.topic = topic
+        self._consumer = Consumer(config)
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def __enter__(self) -> "KafkaLog":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def partitions(self) -> list[int]:
+        try:
+            metadata = self._consumer.list_topics(self.topic, timeout=_TIMEOUT_S)
+        except KafkaException as error:
+            raise KafkaUnavailable(f"cannot read metadata of topic {self.topic}: {error}") from None
+        topic = metadata.topics.get(self.topic)
+        if topic is None or topic.error is not None:
+            reason = topic.error if topic is not None else "unknown topic"
+            raise KafkaUnavailable(f"topic {self.topic} is not available on the cluster: {reason}")
+        return sorted(topic.partitions)
+
+    def bounds(self, partition: int) -> tuple[int, int]:
+        """(log start, log end) of a partition: the first offset kept and the high watermark."""
+        try:
+            return self._consumer.get_watermark_offsets(TopicPartition(self.topic, partition), timeout=_TIMEOUT_S)
+        except KafkaException as error:
+            raise KafkaUnavailable(f"{self.topic} partition {partition}: cannot read log bounds: {error}") from None
+
+    def describe_hour(self, hour: KafkaHour, partitions: list[int]) -> list[PartitionLog]:
+        logs = []
+        for partition in partitions:
+            log_start, log_end = self.bounds(partition)
+            logs.append(
+                PartitionLog(
+                    partition=partition,
+                    log_start=log_start,
+                    log_end=log_end,
+                    first_at_or_after_hour_start=self.first_offset_at_or_after(partition, hour.start_ms, log_start, log_end),
+                    first_at_or_after_hour_end=self.first_offset_at_or_after(partition, hour.end_ms, log_start, log_end),
+                )
+            )
+        return logs
+
+    def first_offset_at_or_after(self, partition: int, timestamp_ms: int, log_start: int, log_end: int) -> int | None:
+        """The first offset whose record timestamp is ≥ `timestamp_ms`, or None if no record is yet."""
+        if log_start >= log_end:
+            return None
+        answer = self._broker_lookup(partition, timestamp_ms)
+        if answer is not None and self._lookup_holds(partition, timestamp_ms, answer, log_start, log_end):
+            return None if answer >= log_end else answer
+        log.info(
+            "%s[%d]: the broker's time lookup for %d answered %s, which the records around it contradict; "
+            "searching record timestamps", self.topic, partition, timestamp_ms, answer,
+        )
+        return self._search(partition, timestamp_ms, log_start, log_end)
+
+    def _broker_lookup(self, partition: int, timestamp_ms: int) -> int | None:
+        try:
+            [answer] = self._consumer.offsets_for_times(
+                [TopicPartition(self.topic, partition, timestamp_ms)], timeout=_TIMEOUT_S
+            )
+        except KafkaException:
+            return None  # unsupported or failed: the search below does not need it
+        if answer.error is not None:
+            return None
+        return answer.offset  # -1 means "no such record" in Kafka's protocol
+
+    def _lookup_holds(self, partition: int, timestamp_ms: int, answer: int, log_start: int, log_end: int) -> bool:
+        if answer < 0 or answer >= log_end:
+            last = self.record_at_or_after(partition, log_end - 1, log_end)
+            return last is None or last[1] < timestamp_ms
+        if answer < log_start:
+            return False
+        at = self.record_at_or_after(partition, answer, log_end)
+        if at is None or at[1] < timestamp_ms:
+            return False
+        if answer == log_start:
+            return True
+        before = self._record_before(partition, answer, log_start)
+        return before is None or before[1] < timestamp_ms
+
+    def _record_before(self, partition: int, offset: int, log_start: int) -> tuple[int, int] | None:
+        # Offsets may have gaps (transaction markers, compaction): step back until a record shows.
+        for probe in (offset - 1, offset - 10, offset - 100, log_start):
+            probe = max(probe, log_start)
+            found = self.record_at_or_after(partition, probe, offset)
+            if found is not None:
+                return found
+        return None
+
+    def _search(self, partition: int, timestamp_ms: int, log_start: int, log_end: int) -> int | None:
+        low, high = log_start, log_end
+        while low < high:
+            middle = (low + high) // 2
+            found = self.record_at_or_after(partition, middle, high)
+            if found is None or found[1] >= timestamp_ms:
+                high = middle
+            else:
+                low = found[0] + 1
+        return low if low < log_end else None
+
+    def record_at_or_after(self, partition: int, offset: int, limit: int) -> tuple[int, int] | None:
+        """(offset, timestamp ms) of the first record at or after `offset` and before `limit`."""
+        for record in self._read(partition, offset, limit, batch_size=1, max_records=1):
+            return record.offset, record.timestamp_ms
+        return None
+
+    def read_slice(self, partition: int, start: int, end: int, batch_size: int) -> Iterator[list[KafkaRecord]]:
+        """The records of [start, end) in batches of at most `batch_size`."""
+        batch: list[KafkaRecord] = []
+        for record in self._read(partition, start, end, batch_size, max_records=None):
+            batch.append(record)
+            if len(batch) >= batch_size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    def _read(self, partition: int, start: int, end: int, batch_size: int, max_records: int | None) -> Iterator[KafkaRecord]:
+        if start >= end:
+            return
+        self._consumer.assign([TopicPartition(self.topic, partition, start)])
+        seen = 0
+        next_offset = start
+        idle_since = time.monotonic()
+        try:
+            while next_offset < end:
+                messages = self._consumer.consume(num_messages=min(batch_size, 10_000), timeout=0.5)
+                if not messages:
+                    if self._position(partition) >= end:
+                        return
+                    if time.monotonic() - idle_since > _TIMEOUT_S:
+                        raise SliceReadError(
+                            f"{self.topic} partition {partition}: no record after offset {next_offset} for "
+                            f"{_TIMEOUT_S:.0f}s although the slice ends at {end}"
+                        )
+                    continue
+                idle_since = time.monotonic()
+                for message in messages:
+                    if message.error() is not None:
+                        self._raise_for(message.error(), partition, next_offset)
+                    offset = message.offset()
+                    if offset >= end:
+                        return
+                    next_offset = offset + 1
+                    yield KafkaRecord(partition, offset, message.timestamp()[1], message.key(), message.value())
+                    seen += 1
+                    if max_records is not None and seen >= max_records:
+                        return
+        finally:
+            self._consumer.unassign()
+
+    def _position(self, partition: int) -> int:
+        [position] = self._consumer.position([TopicPartition(self.topic, partition)])
+        return position.offset
+
+    def _raise_for(self, error: KafkaError, partition: int, offset: int) -> None:
+        if error.code() == KafkaError.OFFSET_OUT_OF_RANGE:
+            raise SliceReadError(
+                f"{self.topic} partition {partition}: offset {offset} is out of range (expired by retention?)"
+            )
+        if error.fatal() or not error.retriable():
+            raise KafkaUnavailable(f"{self.topic} partition {partition} at offset {offset}: {error.str()}")
+        log.warning("%s[%d]: transient error at offset %d: %s", self.topic, partition, offset, error.str())

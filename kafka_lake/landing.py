@@ -1,0 +1,170 @@
+"""Landing a Kafka hour: plan the slices, run them, commit the manifest, clean up.
+
+The driver's half of raw landing. Slices run through a `run_slices` callable (Spark in
+production, a plain loop in unit tests); the manifest write is the commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Callable
+
+from kafka_lake import layout
+from kafka_lake.catalog import TopicSpec
+from kafka_lake.hours import KafkaHour
+from kafka_lake.kafka_log import KafkaLog
+from kafka_lake.manifests import HourManifest, LandedFile, ManifestStore, PartitionLanding
+from kafka_lake.slice_landing import SliceReport, SliceTask
+from kafka_lake.slices import PartitionBounds, plan_hour, split_slices
+from kafka_lake.storage import LakeStorage
+
+log = logging.getLogger(__name__)
+
+RunSlices = Callable[[list[SliceTask]], list[SliceReport]]
+
+
+@dataclass(frozen=True)
+class LandingSettings:
+    """Where to read from and write to; the same for every topic of a deployment."""
+
+    lake_root: str
+    kafka_config: dict = field(repr=False)
+    schema_registry_url: str | None = None
+    pii_key: bytes | None = field(default=None, repr=False)
+    batch_size: int = 20_000
+    max_open_files: int = 16
+
+
+@dataclass(frozen=True)
+class LandingResult:
+    manifest: HourManifest
+    manifest_path: str
+    replaced_files: tuple[str, ...]  # files of the previous landing of this hour, now removed
+    orphans_removed: tuple[str, ...]  # files of crashed attempts that no manifest owned
+    slices: int
+
+
+def land_hour(
+    topic: TopicSpec,
+    hour: KafkaHour,
+    settings: LandingSettings,
+    run_slices: RunSlices,
+    now: datetime | None = None,
+    run_id: str = "",
+) -> LandingResult:
+    """Lands every record of `topic` whose offsets belong to `hour`, replacing any earlier landing of it."""
+    started = time.monotonic()
+    now = now or datetime.now(timezone.utc)
+    storage = LakeStorage(settings.lake_root)
+    manifests = ManifestStore(storage, topic.database, topic.table)
+    before, after = manifests.neighbours(hour)
+    with KafkaLog(settings.kafka_config, topic.topic) as kafka_log:
+        logs = kafka_log.describe_hour(hour, kafka_log.partitions())
+    bounds = plan_hour(topic.topic, hour, logs, before, after, now, timedelta(minutes=topic.close_grace_minutes))
+    slices = split_slices(bounds, topic.max_rows_per_task)
+    log.info("%s hour %s: %d slice(s) over %d partition(s)", topic.topic, hour, len(slices), len(bounds))
+    tasks = [
+        SliceTask(topic, hour, piece, settings.lake_root, settings.kafka_config, settings.schema_registry_url,
+                  settings.pii_key, settings.batch_size, settings.max_open_files)
+        for piece in slices
+    ]
+    reports = run_slices(tasks) if tasks else []
+    manifest = build_manifest(topic, hour, bounds, reports, run_id, time.monotonic() - started)
+    previous = manifests.read(hour)
+    path = manifests.write(manifest)
+    replaced = _remove_replaced_files(storage, previous, manifest)
+    orphans = remove_orphans(storage, topic, manifest)
+    return LandingResult(manifest, path, tuple(replaced), tuple(orphans), len(slices))
+
+
+def build_manifest(
+    topic: TopicSpec, hour: KafkaHour, bounds: list[PartitionBounds], reports: list[SliceReport],
+    run_id: str, duration_s: float,
+) -> HourManifest:
+    by_partition: dict[int, list[SliceReport]] = {}
+    for report in reports:
+        by_partition.setdefault(report.slice.partition, []).append(report)
+    partitions = []
+    for bound in bounds:
+        parts = by_partition.get(bound.partition, [])
+        _check_reports_tile(topic, hour, bound, parts)
+        minimums = [r.min_timestamp_ms for r in parts if r.min_timestamp_ms is not None]
+        maximums = [r.max_timestamp_ms for r in parts if r.max_timestamp_ms is not None]
+        partitions.append(
+            PartitionLanding(
+                partition=bound.partition,
+                start=bound.start,
+                end=bound.end,
+                records=sum(r.records for r in parts),
+                rows=sum(r.rows for r in parts),
+                dead_letters=sum(r.dead_letters for r in parts),
+                tombstones=sum(r.tombstones for r in parts),
+                late_events=sum(r.late_events for r in parts),
+                min_timestamp_ms=min(minimums, default=None),
+                max_timestamp_ms=max(maximums, default=None),
+            )
+        )
+    versions: Counter = Counter()
+    causes: Counter = Counter()
+    for report in reports:
+        versions.update({str(k): v for k, v in report.schema_versions.items()})
+        causes.update(report.dead_letter_causes)
+    files = sorted((f for r in reports for f in r.files), key=lambda f: f.path)
+    return HourManifest(
+        database=topic.database,
+        table=topic.table,
+        topic=topic.topic,
+        hour=hour.partition_key,
+        partitions=tuple(partitions),
+        files=tuple(files),
+        landed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        run_id=run_id,
+        boundaries={str(b.partition): {"start_from": b.start_from, "end_from": b.end_from} for b in bounds},
+        schema_versions=dict(sorted(versions.items())),
+        dead_letter_causes=dict(sorted(causes.items())),
+        duration_s=round(duration_s, 3),
+    )
+
+
+def _check_reports_tile(topic: TopicSpec, hour: KafkaHour, bound: PartitionBounds, reports: list[SliceReport]) -> None:
+    covered = bound.start
+    for report in sorted(reports, key=lambda r: r.slice.start):
+        if report.slice.start != covered:
+            break
+        covered = report.slice.end
+    if covered != bound.end:
+        raise RuntimeError(
+            f"{topic.topic} hour {hour} partition {bound.partition}: the slice reports cover offsets up to "
+            f"{covered}, not the planned [{bound.start}, {bound.end}); the manifest was not written"
+        )
+
+
+def _remove_replaced_files(storage: LakeStorage, previous: HourManifest | None, current: HourManifest) -> list[str]:
+    if previous is None:
+        return []
+    kept = {f.path for f in current.files}
+    removed = [f.path for f in previous.files if f.path not in kept]
+    for path in removed:
+        storage.delete(path)
+    return removed
+
+
+def remove_orphans(storage: LakeStorage, topic: TopicSpec, manifest: HourManifest) -> list[str]:
+    """Deletes files written for this hour's offset ranges that the manifest does not own (crashed attempts)."""
+    owned = {f.path for f in manifest.files}
+    ranges = {p.partition: (p.start, p.end) for p in manifest.partitions}
+    removed = []
+    for prefix in (layout.table_prefix(topic.database, topic.table), layout.dead_letter_prefix(topic.database, topic.table)):
+        for stored in storage.list_files(prefix):
+            name = layout.parse_data_file_name(stored.path)
+            if name is None or name.topic != topic.topic or stored.path in owned:
+                continue
+            start, end = ranges.get(name.partition, (0, 0))
+            if start <= name.first_offset < end:
+                storage.delete(stored.path)
+                removed.append(stored.path)
+    return removed

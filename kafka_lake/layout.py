@@ -1,0 +1,71 @@
+"""The lake layout of SPEC: where data, dead letters and manifests of a topic live.
+
+Every path the platform builds comes from here, relative to `LAKE_ROOT`, with `/` separators.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from kafka_lake.hours import KafkaHour
+
+DEAD_LETTERS_PREFIX = "_dead_letters"
+MANIFESTS_PREFIX = "_manifests"
+_DATA_FILE = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)\+(?P<partition>\d+)\+(?P<offset>\d{19})\.parquet$")
+
+
+def hour_directory(hour: datetime) -> str:
+    """`date=YYYY-MM-DD/hour=HH` of an hour in UTC."""
+    return f"date={hour:%Y-%m-%d}/hour={hour:%H}"
+
+
+def table_prefix(database: str, table: str) -> str:
+    return f"{database}/{table}"
+
+
+def data_directory(database: str, table: str, schema_version: int, hour: datetime) -> str:
+    return f"{table_prefix(database, table)}/schema_version={schema_version}/{hour_directory(hour)}"
+
+
+def dead_letter_prefix(database: str, table: str) -> str:
+    return f"{DEAD_LETTERS_PREFIX}/{database}/{table}"
+
+
+def dead_letter_directory(database: str, table: str, kafka_hour: datetime) -> str:
+    return f"{dead_letter_prefix(database, table)}/{hour_directory(kafka_hour)}"
+
+
+def manifest_prefix(database: str, table: str) -> str:
+    return f"{MANIFESTS_PREFIX}/{database}/{table}"
+
+
+def manifest_path(database: str, table: str, hour: KafkaHour) -> str:
+    return f"{manifest_prefix(database, table)}/hour={hour.start:%Y-%m-%d-%H}.json"
+
+
+def hour_of_manifest_path(path: str) -> KafkaHour | None:
+    match = re.search(r"hour=(\d{4}-\d{2}-\d{2}-\d{2})\.json$", path)
+    if not match:
+        return None
+    return KafkaHour.from_partition_key(match.group(1) + ":00")
+
+
+def data_file_name(topic: str, partition: int, first_offset: int) -> str:
+    """Named by topic, partition and first offset, so a re-run of a slice rewrites the same files."""
+    return f"{topic}+{partition}+{first_offset:019d}.parquet"
+
+
+@dataclass(frozen=True)
+class DataFileName:
+    topic: str
+    partition: int
+    first_offset: int
+
+
+def parse_data_file_name(path: str) -> DataFileName | None:
+    match = _DATA_FILE.match(path.rsplit("/", 1)[-1])
+    if not match:
+        return None
+    return DataFileName(match["topic"], int(match["partition"]), int(match["offset"]))
