@@ -1,0 +1,91 @@
+"""The topic catalog: the samples load, and every kind of wrong entry fails at load naming its file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kafka_lake.catalog import CatalogError, load_catalog
+from tests.conftest import REPO
+
+
+def test_the_sample_catalog_loads_with_both_time_sources():
+    catalog = load_catalog(REPO / "schema_catalog")
+    page_views = catalog.by_name("shop", "page_views")
+    transactions = catalog.by_topic("payments.transactions")
+    assert (page_views.time_source, page_views.time_field) == ("event_time", ("occurred_at",))
+    assert [v.version for v in page_views.schema_versions] == [1, 2]
+    assert ("client", "ip_address") in page_views.pii_fields
+    assert transactions.time_source == "kafka_time" and transactions.time_field is None
+
+
+def edit_topic(catalog: Path, change) -> Path:
+    path = catalog / "shop" / "page_views" / "topic.yaml"
+    path.write_text(change(path.read_text()))
+    return path
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda text: text.replace("owner: team-web\n", ""), "missing required key 'owner'"),
+        (lambda text: text.replace("field: occurred_at", "field: meta.occurred"), "'meta.occurred' is not a field of version 1"),
+        (lambda text: text.replace("field: occurred_at", "field: url"), None),  # a string is a valid time field
+        (lambda text: text.replace("field: occurred_at", "field: duration_ms"), "must be a timestamp"),
+        (lambda text: text.replace("source: event_time", "source: wall_clock"), "must be event_time or kafka_time"),
+        (lambda text: text.replace('start_hour: "2026-11-01T00:00Z"', 'start_hour: "2026-11-01T00:30Z"'), "must be on the hour"),
+        (lambda text: text.replace("registry_id: 1002", "registry_id: 2001"), "registry_id 2001"),
+        (lambda text: text.replace("file: v2.avsc", "file: v9.avsc"), "schema file does not exist"),
+        (lambda text: text.replace("file: v2.avsc", "file: ../../payments/transactions/v1.avsc"), "must sit beside topic.yaml"),
+        (lambda text: text + "colour: blue\n", "unknown key(s) colour"),
+        (lambda text: text.replace("pii_fields: [user_id, client.ip_address]", "pii_fields: [user_id, client.ip]"),
+         "'client.ip' is not a field"),
+        (lambda text: "topic: [unclosed", "not valid YAML"),
+    ],
+)
+def test_a_wrong_entry_fails_at_load_naming_the_file(catalog_copy, change, message):
+    path = edit_topic(catalog_copy, change)
+    if message is None:
+        load_catalog(catalog_copy)
+        return
+    with pytest.raises(CatalogError) as failure:
+        load_catalog(catalog_copy)
+    assert str(path) in str(failure.value) or path.parent.name in str(failure.value)
+    assert message in str(failure.value)
+
+
+def test_a_schema_that_does_not_parse_names_the_schema_file(catalog_copy):
+    schema = catalog_copy / "shop" / "page_views" / "v2.avsc"
+    schema.write_text('{"type": "record", "name": "PageView", "fields": [{"name": "x", "type": "decimal"}]}')
+    with pytest.raises(CatalogError, match=r"v2\.avsc: not a valid Avro schema"):
+        load_catalog(catalog_copy)
+
+
+def test_an_incompatible_evolution_names_both_versions(catalog_copy):
+    schema_path = catalog_copy / "shop" / "page_views" / "v2.avsc"
+    schema = json.loads(schema_path.read_text())
+    for field in schema["fields"]:
+        if field["name"] == "duration_ms":
+            field["type"] = "string"
+    schema_path.write_text(json.dumps(schema))
+    with pytest.raises(CatalogError) as failure:
+        load_catalog(catalog_copy)
+    assert "version 2 (v2.avsc) is not a compatible evolution of version 1 (v1.avsc)" in str(failure.value)
+    assert "duration_ms" in str(failure.value)
+
+
+def test_a_folder_name_that_is_no_safe_identifier_is_refused(catalog_copy):
+    (catalog_copy / "shop" / "page_views").rename(catalog_copy / "shop" / "Page-Views")
+    with pytest.raises(CatalogError, match="table folder 'Page-Views'"):
+        load_catalog(catalog_copy)
+
+
+def test_the_same_kafka_topic_twice_is_refused(catalog_copy):
+    twin = catalog_copy / "shop" / "page_views_copy"
+    twin.mkdir()
+    for source in (catalog_copy / "shop" / "page_views").iterdir():
+        (twin / source.name).write_text(source.read_text().replace("registry_id: 100", "registry_id: 300"))
+    with pytest.raises(CatalogError, match="Kafka topic 'shop.page_views' is already declared"):
+        load_catalog(catalog_copy)

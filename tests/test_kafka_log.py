@@ -1,0 +1,106 @@
+"""Boundary finding against the real broker, whose time lookup is wrong (Tansu answers from
+batch write time), and the refusal of an hour that is still open."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from confluent_kafka import Producer
+
+from kafka_lake.hours import KafkaHour, floor_hour, to_millis
+from kafka_lake.kafka_log import KafkaLog, consumer_config
+from kafka_lake.landing import LandingSettings, land_hour
+from kafka_lake.manifests import ManifestStore
+from kafka_lake.slice_landing import land_slice
+from kafka_lake.slices import HourNotClosed
+from kafka_lake.storage import LakeStorage
+from tests.landing_fixtures import unique_topic_name, write_test_topic
+
+BASE = datetime(2026, 11, 1, 10, tzinfo=timezone.utc)
+
+
+def produce_timestamps(bootstrap: str, topic: str, partition: int, timestamps: list[int]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for ts in timestamps[:-1]:
+        producer.produce(topic, value=b"v", partition=partition, timestamp=ts)
+    producer.flush(30)
+    producer.produce(topic, value=b"v", partition=partition, timestamp=timestamps[-1])
+    producer.flush(30)
+
+
+@pytest.fixture(scope="module")
+def timed_log(broker):
+    """Given 600 records a minute apart from 10:00, on a broker that writes them all now."""
+    topic = unique_topic_name()
+    broker.create_topic(topic, 1)
+    timestamps = [to_millis(BASE) + minute * 60_000 for minute in range(600)]
+    produce_timestamps(broker.bootstrap_servers, topic, 0, timestamps)
+    with KafkaLog(consumer_config(broker.bootstrap_servers), topic) as log:
+        yield log, timestamps
+
+
+def expected_boundary(timestamps: list[int], moment_ms: int) -> int | None:
+    return next((offset for offset, ts in enumerate(timestamps) if ts >= moment_ms), None)
+
+
+@pytest.mark.parametrize("hours_after_base", [0, 1, 3.5, 9, 9.98, 10, 30])
+def test_given_a_wrong_broker_time_lookup_when_finding_a_boundary_then_record_timestamps_decide(timed_log, hours_after_base):
+    log, timestamps = timed_log
+    moment = to_millis(BASE + timedelta(hours=hours_after_base))
+    expected = expected_boundary(timestamps, moment)
+    log_start, log_end = log.bounds(0)
+    assert (log_start, log_end) == (0, len(timestamps))
+
+    assert log.first_offset_at_or_after(0, moment, log_start, log_end) == expected
+
+
+def test_the_broker_here_really_answers_time_lookups_wrongly(timed_log):
+    # The premise of the test above: Tansu answers from write time, so the check must catch it.
+    log, timestamps = timed_log
+    moment = to_millis(BASE + timedelta(hours=5))
+    answer = log._broker_lookup(0, moment)
+    assert answer != expected_boundary(timestamps, moment)
+    assert not log._lookup_holds(0, moment, answer, 0, len(timestamps))
+
+
+def test_given_an_hour_with_records_but_none_after_it_and_the_clock_inside_grace_then_it_is_refused(broker, tmp_path):
+    kafka_topic = unique_topic_name()
+    topic = write_test_topic(tmp_path / "catalog", kafka_topic)
+    broker.create_topic(kafka_topic, 2)
+    now = datetime.now(timezone.utc)
+    current = KafkaHour(floor_hour(now))
+    produce_timestamps(broker.bootstrap_servers, kafka_topic, 0, [to_millis(current.start) + 1000] * 3)
+    produce_timestamps(broker.bootstrap_servers, kafka_topic, 1, [to_millis(current.start) + 2000] * 2)
+    settings = LandingSettings(lake_root=str(tmp_path / "lake"), kafka_config=consumer_config(broker.bootstrap_servers))
+
+    def must_not_run(tasks):
+        raise AssertionError("an open hour must not be landed, even partially")
+
+    with pytest.raises(HourNotClosed) as refused:
+        land_hour(topic, current, settings, must_not_run, now=now)
+
+    assert refused.value.open_partitions == [0, 1]
+    assert "partition(s) 0, 1" in str(refused.value) and kafka_topic in str(refused.value)
+    assert ManifestStore(LakeStorage(settings.lake_root), "e2e", "orders").landed_hours() == []
+
+
+def test_given_a_record_after_the_hour_on_every_partition_then_the_hour_is_closed_before_the_clock(broker, tmp_path):
+    kafka_topic = unique_topic_name()
+    topic = write_test_topic(tmp_path / "catalog", kafka_topic)
+    broker.create_topic(kafka_topic, 1)
+    hour = KafkaHour(BASE)
+    produce_timestamps(broker.bootstrap_servers, kafka_topic, 0, [hour.start_ms + 5, hour.start_ms + 9, hour.end_ms + 1])
+    settings = LandingSettings(lake_root=str(tmp_path / "lake"), kafka_config=consumer_config(broker.bootstrap_servers),
+                               pii_key=b"test-key")
+    planned = []
+
+    def run_in_process(tasks):
+        planned.extend(tasks)
+        return [land_slice(task) for task in tasks]
+
+    result = land_hour(topic, hour, settings, run_in_process, now=hour.end)
+
+    assert [(t.slice.start, t.slice.end) for t in planned] == [(0, 2)]
+    [landed] = result.manifest.partitions
+    assert (landed.start, landed.end, landed.records, landed.dead_letters) == (0, 2, 2, 2)  # b"v" is no Avro
