@@ -7,6 +7,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha1sum | cut -c1-12)
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 export PYTHONUNBUFFERED := 1
+# Spark binds the driver to loopback unless told otherwise: local runs never leave the machine.
+export SPARK_LOCAL_IP ?= 127.0.0.1
 
 .PHONY: setup check-java demo test ui broker stop clean
 

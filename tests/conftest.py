@@ -47,6 +47,7 @@ def spark(s3_server, tmp_path_factory):
     from resources.spark import spark_config, use_this_python_for_workers
 
     use_this_python_for_workers()
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
     os.environ["PII_HMAC_KEY"] = PII_TEST_KEY
     builder = SparkSession.builder
