@@ -23,11 +23,15 @@ _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 DEFAULT_MAX_ROWS_PER_TASK = 1_000_000
 DEFAULT_CLOSE_GRACE_MINUTES = 10
+DEFAULT_TARGET_FILE_MB = 256
+# How many raw hours after H may still add rows to H: late events for event time, out-of-order
+# producer timestamps for Kafka time.
+DEFAULT_ALLOWED_LATENESS_HOURS = {"event_time": 3, "kafka_time": 1}
 
 _KNOWN_KEYS = {
     "topic", "owner", "time_partitioning", "start_hour", "schema_versions", "retention_days",
     "pii_fields", "subject_field", "freshness_minutes", "max_rows_per_task",
-    "close_grace_minutes", "dead_letter_rate_threshold",
+    "close_grace_minutes", "dead_letter_rate_threshold", "allowed_lateness_hours", "target_file_mb",
 }
 
 
@@ -63,6 +67,8 @@ class TopicSpec:
     max_rows_per_task: int = DEFAULT_MAX_ROWS_PER_TASK
     close_grace_minutes: int = DEFAULT_CLOSE_GRACE_MINUTES
     dead_letter_rate_threshold: float = 0.05
+    allowed_lateness_hours: int = 3
+    target_file_mb: int = DEFAULT_TARGET_FILE_MB
     source_file: str = ""
 
     @property
@@ -184,6 +190,10 @@ def load_topic(path: str | Path) -> TopicSpec:
         max_rows_per_task=_optional_positive_int(document, "max_rows_per_task", where) or DEFAULT_MAX_ROWS_PER_TASK,
         close_grace_minutes=_optional_int(document, "close_grace_minutes", where, DEFAULT_CLOSE_GRACE_MINUTES),
         dead_letter_rate_threshold=_optional_rate(document, "dead_letter_rate_threshold", where, 0.05),
+        allowed_lateness_hours=_optional_int(
+            document, "allowed_lateness_hours", where, DEFAULT_ALLOWED_LATENESS_HOURS[time_source]
+        ),
+        target_file_mb=_optional_positive_int(document, "target_file_mb", where) or DEFAULT_TARGET_FILE_MB,
         source_file=where,
     )
 

@@ -62,7 +62,7 @@ def spark(s3_server, tmp_path_factory):
     )
     for key, value in config.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    session = builder.enableHiveSupport().getOrCreate()  # the embedded Derby metastore, under tmp
     yield session
     session.stop()
 

@@ -51,7 +51,8 @@ V2 = {
 }
 
 
-def write_test_topic(catalog_dir: Path, kafka_topic: str, max_rows_per_task: int = 1_000_000) -> TopicSpec:
+def write_test_topic(catalog_dir: Path, kafka_topic: str, max_rows_per_task: int = 1_000_000,
+                     allowed_lateness_hours: int = 3) -> TopicSpec:
     folder = catalog_dir / "e2e" / "orders"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "v1.avsc").write_text(json.dumps(V1))
@@ -69,6 +70,7 @@ schema_versions:
 pii_fields: [user_id]
 subject_field: user_id
 max_rows_per_task: {max_rows_per_task}
+allowed_lateness_hours: {allowed_lateness_hours}
 dead_letter_rate_threshold: 0.5
 """
     )

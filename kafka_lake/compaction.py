@@ -1,0 +1,316 @@
+"""Compaction: rewrite a placement hour's many small files into few large ones, row set unchanged.
+
+A new generation is written to a hidden folder, committed by its manifest, published by
+switching the catalog partition to it, and only then are its sources deleted: at every
+moment a catalog reader sees each row exactly once, and a crash leaves old or new files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Callable, Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from kafka_lake import layout
+from kafka_lake.catalog import TopicSpec
+from kafka_lake.hours import ONE_HOUR, KafkaHour
+from kafka_lake.manifests import ManifestStore
+from kafka_lake.storage import LakeStorage
+from kafka_lake.table_state import (
+    CompactedFile,
+    CompactionManifest,
+    TablePartition,
+    compacted_directory,
+    compaction_manifest_path,
+    partition_of_path,
+    read_compaction,
+)
+
+KEY_COLUMNS = ["_kafka_partition", "_kafka_offset"]
+
+
+class CompactionNotDue(RuntimeError):
+    """Raw hours that can still add rows to the hour have not landed yet."""
+
+
+@dataclass(frozen=True)
+class CompactionTask:
+    """One partition (schema version) of a placement hour to rewrite; pickled to a Spark task."""
+
+    topic: TopicSpec
+    partition: TablePartition
+    generation: int
+    sources: tuple[str, ...]  # committed raw files and the previous generation's files
+    lake_root: str
+    target_bytes: int
+
+
+@dataclass(frozen=True)
+class CompactionReport:
+    task: CompactionTask
+    files: tuple[CompactedFile, ...]
+    rows: int
+    rows_read: int  # before removing rows a re-landing wrote twice
+    source_bytes: int
+    offsets_checksum: str
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    hour: datetime
+    manifests: tuple[CompactionManifest, ...]
+    reports: tuple[CompactionReport, ...]
+    deleted_sources: tuple[str, ...]
+    up_to_date: tuple[TablePartition, ...]
+
+
+def raw_hours_that_feed(topic: TopicSpec, hour: datetime) -> list[KafkaHour]:
+    """The Kafka hours whose landing can place rows in `hour` within the allowed lateness."""
+    return [KafkaHour(hour + n * ONE_HOUR) for n in range(topic.allowed_lateness_hours + 1)]
+
+
+def missing_raw_hours(topic: TopicSpec, hour: datetime, landed: Iterable[KafkaHour]) -> list[KafkaHour]:
+    landed = set(landed)
+    return [h for h in raw_hours_that_feed(topic, hour) if h not in landed]
+
+
+def offsets_checksum(keys: pa.Table) -> str:
+    """SHA-256 over the sorted (partition, offset) set: equal iff the row sets are equal."""
+    ordered = keys.sort_by([(c, "ascending") for c in KEY_COLUMNS])
+    digest = hashlib.sha256()
+    for column in KEY_COLUMNS:
+        values = ordered.column(column).cast(pa.int64()).to_pylist()
+        digest.update(struct.pack(f"<{len(values)}q", *values))
+    return f"{keys.num_rows}:{digest.hexdigest()}"
+
+
+def plan_compaction(
+    topic: TopicSpec, hour: datetime, storage: LakeStorage, now: datetime | None = None, target_bytes: int | None = None,
+) -> tuple[list[CompactionTask], list[TablePartition]]:
+    """Tasks for every partition of `hour` whose committed raw files are not yet in its current generation."""
+    manifests = ManifestStore(storage, topic.database, topic.table)
+    landed = manifests.landed_hours()
+    missing = missing_raw_hours(topic, hour, landed)
+    if missing:
+        raise CompactionNotDue(
+            f"{topic.topic} hour {hour:%Y-%m-%d %H:00}: raw hours {', '.join(map(str, missing))} can still add "
+            f"rows (allowed lateness {topic.allowed_lateness_hours} h) and have not landed yet"
+        )
+    committed = _committed_raw_files(storage, topic, manifests, landed, hour)
+    tasks, up_to_date = [], []
+    for partition in sorted({p for p in (partition_of_path(path) for path in committed) if p is not None}
+                            | _compacted_partitions(storage, topic, hour)):
+        current = read_compaction(storage, topic.database, topic.table, partition)
+        consumed = set(current.sources) if current else set()
+        raw = sorted(path for path in committed if partition_of_path(path) == partition)
+        fresh = [path for path in raw if path not in consumed]
+        if not fresh:
+            up_to_date.append(partition)
+            continue
+        previous = [f.path for f in current.files] if current else []
+        tasks.append(CompactionTask(
+            topic, partition, (current.generation if current else 0) + 1, tuple(previous + raw),
+            storage.root, target_bytes or topic.target_file_mb * 1024 * 1024,
+        ))
+    return tasks, up_to_date
+
+
+def _committed_raw_files(
+    storage: LakeStorage, topic: TopicSpec, manifests: ManifestStore, landed: list[KafkaHour], hour: datetime,
+) -> set[str]:
+    """The raw files in `hour`'s folders that a landed manifest owns; in-flight and crashed attempts
+    are not committed. Manifests of the hours around H are read first, the rest only if needed."""
+    on_disk = {
+        stored.path
+        for version in topic.schema_versions
+        for stored in storage.list_files(layout.data_directory(topic.database, topic.table, version.version, hour))
+        if layout.parse_data_file_name(stored.path) is not None
+    }
+    window = set(raw_hours_that_feed(topic, hour)) | {KafkaHour(hour - ONE_HOUR)}
+    ordered = sorted(landed, key=lambda h: (h not in window, abs(h.start - hour)))
+    committed: set[str] = set()
+    for kafka_hour in ordered:
+        if committed == on_disk:
+            break
+        manifest = manifests.read(kafka_hour)
+        committed.update(f.path for f in manifest.files if f.path in on_disk)
+    return committed
+
+
+def _compacted_partitions(storage: LakeStorage, topic: TopicSpec, hour: datetime) -> set[TablePartition]:
+    found = set()
+    for version in topic.schema_versions:
+        partition = TablePartition(version.version, hour)
+        if storage.exists(compaction_manifest_path(topic.database, topic.table, partition)):
+            found.add(partition)
+    return found
+
+
+def compact_partition(task: CompactionTask) -> CompactionReport:
+    """Writes the new generation of one partition; the Spark task body. Commits nothing."""
+    started = time.monotonic()
+    storage = LakeStorage(task.lake_root)
+    directory = compacted_directory(task.topic.database, task.topic.table, task.partition, task.generation)
+    for leftover in storage.list_files(directory):  # a crashed attempt at this same generation
+        storage.delete(leftover.path)
+    writer = _RollingParquet(storage, directory, task.target_bytes)
+    seen_keys: set[int] = set()
+    key_tables, rows_read, source_bytes = [], 0, 0
+    try:
+        for path in task.sources:
+            table = pq.read_table(storage.full_path(path), filesystem=storage.filesystem)
+            source_bytes += storage.filesystem.get_file_info(storage.full_path(path)).size
+            rows_read += table.num_rows
+            table = _without_seen(table, seen_keys)
+            key_tables.append(table.select(KEY_COLUMNS))
+            writer.write(table)
+        files = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    keys = pa.concat_tables(key_tables) if key_tables else pa.table({c: pa.array([], pa.int64()) for c in KEY_COLUMNS})
+    return CompactionReport(task, tuple(files), keys.num_rows, rows_read, source_bytes, offsets_checksum(keys),
+                            time.monotonic() - started)
+
+
+def _without_seen(table: pa.Table, seen: set[int]) -> pa.Table:
+    """Drops rows whose (partition, offset) an earlier source already held (a raw hour landed again)."""
+    keys = pc.add(
+        pc.multiply(table.column("_kafka_partition").cast(pa.int64()), pa.scalar(1 << 40, pa.int64())),
+        table.column("_kafka_offset"),
+    ).to_pylist()
+    fresh = [key not in seen for key in keys]
+    seen.update(keys)
+    return table if all(fresh) else table.filter(pa.array(fresh))
+
+
+class _RollingParquet:
+    """Parquet files of about `target_bytes` each, named part-00000.parquet, part-00001…"""
+
+    def __init__(self, storage: LakeStorage, directory: str, target_bytes: int):
+        self.storage, self.directory, self.target_bytes = storage, directory, target_bytes
+        self.files: list[CompactedFile] = []
+        self._context = self._stream = self._writer = None
+        self._rows = 0
+
+    def write(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        if self._writer is None:
+            path = f"{self.directory}/part-{len(self.files):05d}.parquet"
+            self._path = path
+            self._context = self.storage.open_output(path)
+            self._stream = self._context.__enter__()
+            self._writer = pq.ParquetWriter(self._stream, table.schema, compression="zstd")
+            self._rows = 0
+        self._writer.write_table(table.cast(self._writer.schema), row_group_size=256 * 1024)
+        self._rows += table.num_rows
+        if self._stream.tell() >= self.target_bytes:
+            self._finish()
+
+    def _finish(self) -> None:
+        self._writer.close()
+        size = self._stream.tell()
+        self._context.__exit__(None, None, None)
+        self.files.append(CompactedFile(self._path, self._rows, size))
+        self._context = self._stream = self._writer = None
+
+    def close(self) -> list[CompactedFile]:
+        if self._writer is not None:
+            self._finish()
+        return self.files
+
+    def abort(self) -> None:
+        if self._context is not None:
+            try:
+                self._context.__exit__(RuntimeError, RuntimeError("compaction aborted"), None)
+            except RuntimeError:
+                pass
+
+
+def commit_compaction(storage: LakeStorage, report: CompactionReport) -> CompactionManifest:
+    task = report.task
+    manifest = CompactionManifest(
+        database=task.topic.database,
+        table=task.topic.table,
+        schema_version=task.partition.schema_version,
+        hour=f"{task.partition.hour:%Y-%m-%d-%H}",
+        generation=task.generation,
+        location=compacted_directory(task.topic.database, task.topic.table, task.partition, task.generation),
+        files=report.files,
+        sources=task.sources,
+        rows=report.rows,
+        offsets_checksum=report.offsets_checksum,
+        compacted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+    storage.write_bytes(compaction_manifest_path(task.topic.database, task.topic.table, task.partition), manifest.to_json())
+    return manifest
+
+
+def delete_sources(storage: LakeStorage, manifest: CompactionManifest) -> list[str]:
+    """Deletes what the committed generation replaced; safe once readers use its location."""
+    deleted = []
+    for path in manifest.sources:
+        if path.startswith(manifest.location + "/"):
+            continue
+        if storage.delete(path):
+            deleted.append(path)
+    return deleted
+
+
+Publish = Callable[[list[CompactionManifest]], None]
+
+
+def compact_hour(
+    topic: TopicSpec,
+    hour: datetime,
+    storage: LakeStorage,
+    run_tasks: Callable[[list[CompactionTask]], list[CompactionReport]],
+    publish: Publish,
+    target_bytes: int | None = None,
+) -> CompactionResult:
+    """Plans, rewrites, commits, publishes (switches readers) and deletes the sources, in that order."""
+    unfinished = _finish_interrupted_swaps(topic, hour, storage, publish)
+    tasks, up_to_date = plan_compaction(topic, hour, storage, target_bytes=target_bytes)
+    reports = run_tasks(tasks) if tasks else []
+    manifests = [commit_compaction(storage, report) for report in reports]
+    if manifests:
+        publish(manifests)
+    deleted = [path for manifest in manifests for path in delete_sources(storage, manifest)]
+    return CompactionResult(hour, tuple(manifests), tuple(reports), tuple(unfinished + deleted), tuple(up_to_date))
+
+
+def _finish_interrupted_swaps(topic: TopicSpec, hour: datetime, storage: LakeStorage, publish: Publish) -> list[str]:
+    """A crash after the commit left sources behind: publish the committed generation, then delete them."""
+    pending = []
+    for partition in _compacted_partitions(storage, topic, hour):
+        manifest = read_compaction(storage, topic.database, topic.table, partition)
+        if any(storage.exists(path) for path in manifest.sources if not path.startswith(manifest.location + "/")):
+            pending.append(manifest)
+    if not pending:
+        return []
+    publish(pending)
+    return [path for manifest in pending for path in delete_sources(storage, manifest)]
+
+
+def generation_checksum(storage: LakeStorage, manifest: CompactionManifest) -> str:
+    """Recomputes the offsets checksum from the generation's files, for the asset check."""
+    tables = [
+        pq.read_table(storage.full_path(f.path), filesystem=storage.filesystem, columns=KEY_COLUMNS)
+        for f in manifest.files
+    ]
+    keys = pa.concat_tables(tables) if tables else pa.table({c: pa.array([], pa.int64()) for c in KEY_COLUMNS})
+    return offsets_checksum(keys)
+
+
+def is_due(topic: TopicSpec, hour: datetime, now: datetime) -> bool:
+    """Whether the wall clock says no raw hour can add to `hour` any more."""
+    return now >= hour + ONE_HOUR + timedelta(hours=topic.allowed_lateness_hours)
