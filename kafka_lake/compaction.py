@@ -50,6 +50,9 @@ class CompactionTask:
     sources: tuple[str, ...]  # committed raw files and the previous generation's files
     lake_root: str
     target_bytes: int
+    # GDPR erasure: rows whose subject field (a dotted path) holds one of these values are left out.
+    erase_subjects: frozenset = frozenset()
+    subject_path: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,8 @@ class CompactionReport:
     task: CompactionTask
     files: tuple[CompactedFile, ...]
     rows: int
-    rows_read: int  # before removing rows a re-landing wrote twice
+    rows_read: int  # before removing rows a re-landing wrote twice, and erased rows
+    rows_erased: int
     source_bytes: int
     offsets_checksum: str
     duration_s: float
@@ -104,7 +108,7 @@ def plan_compaction(
             f"{topic.topic} hour {hour:%Y-%m-%d %H:00}: raw hours {', '.join(map(str, missing))} can still add "
             f"rows (allowed lateness {topic.allowed_lateness_hours} h) and have not landed yet"
         )
-    committed = _committed_raw_files(storage, topic, manifests, landed, hour)
+    committed = committed_raw_files(storage, topic, manifests, landed, hour)
     tasks, up_to_date = [], []
     for partition in sorted({p for p in (partition_of_path(path) for path in committed) if p is not None}
                             | _compacted_partitions(storage, topic, hour)):
@@ -123,7 +127,7 @@ def plan_compaction(
     return tasks, up_to_date
 
 
-def _committed_raw_files(
+def committed_raw_files(
     storage: LakeStorage, topic: TopicSpec, manifests: ManifestStore, landed: list[KafkaHour], hour: datetime,
 ) -> set[str]:
     """The raw files in `hour`'s folders that a landed manifest owns; in-flight and crashed attempts
@@ -163,13 +167,17 @@ def compact_partition(task: CompactionTask) -> CompactionReport:
         storage.delete(leftover.path)
     writer = _RollingParquet(storage, directory, task.target_bytes)
     seen_keys: set[int] = set()
-    key_tables, rows_read, source_bytes = [], 0, 0
+    key_tables, rows_read, rows_erased, source_bytes = [], 0, 0, 0
     try:
         for path in task.sources:
             table = pq.read_table(storage.full_path(path), filesystem=storage.filesystem)
             source_bytes += storage.filesystem.get_file_info(storage.full_path(path)).size
             rows_read += table.num_rows
             table = _without_seen(table, seen_keys)
+            if task.erase_subjects:
+                kept = _without_subjects(table, task.subject_path, task.erase_subjects)
+                rows_erased += table.num_rows - kept.num_rows
+                table = kept
             key_tables.append(table.select(KEY_COLUMNS))
             writer.write(table)
         files = writer.close()
@@ -177,8 +185,21 @@ def compact_partition(task: CompactionTask) -> CompactionReport:
         writer.abort()
         raise
     keys = pa.concat_tables(key_tables) if key_tables else pa.table({c: pa.array([], pa.int64()) for c in KEY_COLUMNS})
-    return CompactionReport(task, tuple(files), keys.num_rows, rows_read, source_bytes, offsets_checksum(keys),
-                            time.monotonic() - started)
+    return CompactionReport(task, tuple(files), keys.num_rows, rows_read, rows_erased, source_bytes,
+                            offsets_checksum(keys), time.monotonic() - started)
+
+
+def subject_values(table: pa.Table, path: tuple[str, ...]) -> pa.ChunkedArray:
+    """The column at a dotted path through struct columns, as text (subjects are matched as text)."""
+    column = table.column(path[0])
+    for step in path[1:]:
+        column = pc.struct_field(column, step)
+    return column.cast(pa.string())
+
+
+def _without_subjects(table: pa.Table, path: tuple[str, ...], subjects: frozenset) -> pa.Table:
+    matches = pc.is_in(subject_values(table, path), value_set=pa.array(sorted(subjects), pa.string()))
+    return table.filter(pc.invert(pc.fill_null(matches, False)))
 
 
 def _without_seen(table: pa.Table, seen: set[int]) -> pa.Table:

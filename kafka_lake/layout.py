@@ -7,18 +7,27 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 
 from kafka_lake.hours import KafkaHour
 
 DEAD_LETTERS_PREFIX = "_dead_letters"
 MANIFESTS_PREFIX = "_manifests"
+_HOUR_IN_PATH = re.compile(r"date=(\d{4}-\d{2}-\d{2})/hour=(\d{2})/")
 _DATA_FILE = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)\+(?P<partition>\d+)\+(?P<offset>\d{19})\.parquet$")
 
 
 def hour_directory(hour: datetime) -> str:
     """`date=YYYY-MM-DD/hour=HH` of an hour in UTC."""
     return f"date={hour:%Y-%m-%d}/hour={hour:%H}"
+
+
+def hour_of_path(path: str) -> datetime | None:
+    """The hour of the first `date=…/hour=…/` folder in a path."""
+    match = _HOUR_IN_PATH.search(path)
+    if not match:
+        return None
+    return datetime.strptime(f"{match[1]} {match[2]}", "%Y-%m-%d %H").replace(tzinfo=timezone.utc)
 
 
 def table_prefix(database: str, table: str) -> str:

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from kafka_lake import layout
 from kafka_lake.storage import LakeStorage
 
-_PARTITION_PATH = re.compile(r"schema_version=(\d+)/date=(\d{4}-\d{2}-\d{2})/hour=(\d{2})/")
+_SCHEMA_VERSION_IN_PATH = re.compile(r"schema_version=(\d+)/date=")
 
 
 @dataclass(frozen=True, order=True)
@@ -42,10 +42,10 @@ class TablePartition:
 
 
 def partition_of_path(path: str) -> TablePartition | None:
-    match = _PARTITION_PATH.search(path)
-    if not match:
+    match = _SCHEMA_VERSION_IN_PATH.search(path)
+    hour = layout.hour_of_path(path)
+    if not match or hour is None:
         return None
-    hour = datetime.strptime(f"{match[2]} {match[3]}", "%Y-%m-%d %H").replace(tzinfo=timezone.utc)
     return TablePartition(int(match[1]), hour)
 
 

@@ -82,3 +82,26 @@ def catalog_copy(tmp_path):
     target = tmp_path / "schema_catalog"
     shutil.copytree(REPO / "schema_catalog", target)
     return target
+
+
+@pytest.fixture
+def landed(broker, spark, tmp_path, lake_root):
+    """Given four raw hours landed on Spark with late events, tombstones and dead letters
+    (allowed lateness 2 h, retention 1 day)."""
+    from kafka_lake.kafka_log import consumer_config
+    from kafka_lake.landing import LandingSettings
+    from kafka_lake.storage import LakeStorage
+    from tests.landing_fixtures import (
+        PARTITIONS, RAW_HOURS, build_traffic, land_on_spark, produce, unique_topic_name, write_test_topic,
+    )
+
+    kafka_topic = unique_topic_name()
+    topic = write_test_topic(tmp_path / "catalog", kafka_topic, max_rows_per_task=7, allowed_lateness_hours=2,
+                             retention_days=1)
+    broker.create_topic(kafka_topic, PARTITIONS)
+    traffic = build_traffic(topic)
+    produce(broker.bootstrap_servers, traffic)
+    settings = LandingSettings(lake_root=lake_root, kafka_config=consumer_config(broker.bootstrap_servers),
+                               pii_key=PII_TEST_KEY.encode())
+    land_on_spark(topic, settings, spark, RAW_HOURS)
+    return topic, traffic, settings, LakeStorage(lake_root)

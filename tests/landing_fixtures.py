@@ -27,6 +27,7 @@ from kafka_lake.hours import floor_hour, to_millis
 from kafka_lake.storage import LakeStorage
 
 HOURS = [datetime(2026, 11, 1, hour, tzinfo=timezone.utc) for hour in (10, 11, 12)]
+RAW_HOURS = [*HOURS, HOURS[-1] + timedelta(hours=1)]  # the closing records land in the fourth
 PARTITIONS = 3
 
 V1 = {
@@ -52,7 +53,7 @@ V2 = {
 
 
 def write_test_topic(catalog_dir: Path, kafka_topic: str, max_rows_per_task: int = 1_000_000,
-                     allowed_lateness_hours: int = 3) -> TopicSpec:
+                     allowed_lateness_hours: int = 3, retention_days: int = 90) -> TopicSpec:
     folder = catalog_dir / "e2e" / "orders"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "v1.avsc").write_text(json.dumps(V1))
@@ -71,6 +72,7 @@ pii_fields: [user_id]
 subject_field: user_id
 max_rows_per_task: {max_rows_per_task}
 allowed_lateness_hours: {allowed_lateness_hours}
+retention_days: {retention_days}
 dead_letter_rate_threshold: 0.5
 """
     )
@@ -256,3 +258,29 @@ def lake_snapshot(storage: LakeStorage, topic: TopicSpec) -> dict[str, list]:
 
 def unique_topic_name() -> str:
     return f"e2e.orders.{uuid.uuid4().hex[:8]}"
+
+
+def rows_as_readers_see_them(storage: LakeStorage, topic: TopicSpec) -> dict[tuple[int, int], tuple[str, str]]:
+    """The rows at each partition's current location (what the catalog points at), by (partition, offset);
+    fails if a reader would see a row twice."""
+    from kafka_lake.table_state import storage_partitions
+
+    seen = {}
+    for partition, location in storage_partitions(storage, topic.database, topic.table).items():
+        for row in read_lake(storage, location):
+            if row.path.rsplit("/", 1)[0] != location:
+                continue  # a generation folder below the raw folder is not part of this location
+            key = (row.row["_kafka_partition"], row.row["_kafka_offset"])
+            assert key not in seen, f"{key} seen twice"
+            seen[key] = (str(partition), repr(sorted(row.row.items())))
+    return seen
+
+
+def land_on_spark(topic: TopicSpec, settings, spark, hours: list[datetime]) -> None:
+    """Lands Kafka hours with the real Spark job, without a Dagster run around it."""
+    from kafka_lake.hours import KafkaHour
+    from kafka_lake.landing import land_hour
+    from spark_jobs.landing_job import run_slices_on_spark
+
+    for hour in hours:
+        land_hour(topic, KafkaHour(hour), settings, lambda tasks: run_slices_on_spark(spark, tasks))

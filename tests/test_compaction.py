@@ -7,7 +7,6 @@ from datetime import timedelta
 
 import pytest
 
-from kafka_lake import layout
 from kafka_lake.compaction import (
     CompactionNotDue,
     commit_compaction,
@@ -16,59 +15,22 @@ from kafka_lake.compaction import (
     generation_checksum,
     plan_compaction,
 )
-from kafka_lake.hours import KafkaHour
-from kafka_lake.kafka_log import consumer_config
-from kafka_lake.landing import LandingSettings, land_hour
 from kafka_lake.storage import LakeStorage
 from kafka_lake.table_state import partition_location, read_compaction, storage_partitions
 from spark_jobs.compaction_job import run_compactions_on_spark
-from spark_jobs.landing_job import run_slices_on_spark
-from tests.conftest import PII_TEST_KEY
 from tests.landing_fixtures import (
     HOURS,
+    RAW_HOURS,
+    land_on_spark,
     PARTITIONS,
     Produced,
     build_traffic,
     produce,
     read_lake,
+    rows_as_readers_see_them,
     unique_topic_name,
     write_test_topic,
 )
-
-RAW_HOURS = [*HOURS, HOURS[-1] + timedelta(hours=1)]
-
-
-def land(topic, settings, spark, hours):
-    for hour in hours:
-        land_hour(topic, KafkaHour(hour), settings, lambda tasks: run_slices_on_spark(spark, tasks))
-
-
-def rows_by_partition(storage, topic):
-    """What a catalog reader sees: the rows at each partition's current location, by (partition, offset)."""
-    seen = {}
-    for partition, location in storage_partitions(storage, topic.database, topic.table).items():
-        for row in read_lake(storage, location):
-            if row.path.rsplit("/", 1)[0] != location:
-                continue
-            key = (row.row["_kafka_partition"], row.row["_kafka_offset"])
-            assert key not in seen, f"{key} seen twice"
-            seen[key] = (str(partition), repr(sorted(row.row.items())))
-    return seen
-
-
-@pytest.fixture
-def landed(broker, spark, tmp_path, lake_root):
-    """Given four raw hours landed with late events, tombstones and dead letters (allowed lateness 2 h)."""
-    kafka_topic = unique_topic_name()
-    topic = write_test_topic(tmp_path / "catalog", kafka_topic, max_rows_per_task=7, allowed_lateness_hours=2)
-    broker.create_topic(kafka_topic, PARTITIONS)
-    traffic = build_traffic(topic)
-    produce(broker.bootstrap_servers, traffic)
-    settings = LandingSettings(lake_root=lake_root, kafka_config=consumer_config(broker.bootstrap_servers),
-                               pii_key=PII_TEST_KEY.encode())
-    land(topic, settings, spark, RAW_HOURS)
-    return topic, traffic, settings, LakeStorage(lake_root)
-
 
 def run_on(spark):
     return lambda tasks: run_compactions_on_spark(spark, tasks)
@@ -76,7 +38,7 @@ def run_on(spark):
 
 def test_compaction_leaves_one_file_per_small_hour_and_the_same_rows(landed, spark):
     topic, _, _, storage = landed
-    before = rows_by_partition(storage, topic)
+    before = rows_as_readers_see_them(storage, topic)
     published = []
 
     for hour in HOURS[:2]:
@@ -88,7 +50,7 @@ def test_compaction_leaves_one_file_per_small_hour_and_the_same_rows(landed, spa
             assert partition_location(storage, topic.database, topic.table, manifest.partition) == manifest.location
             assert not any(storage.exists(path) for path in manifest.sources)
 
-    assert rows_by_partition(storage, topic) == before
+    assert rows_as_readers_see_them(storage, topic) == before
     assert {m.partition for m in published} == {p for p in storage_partitions(storage, "e2e", "orders") if p.hour in HOURS[:2]}
 
 
@@ -100,7 +62,7 @@ def test_compaction_is_refused_while_raw_hours_can_still_add_rows(landed):
 
 def test_a_crash_after_the_commit_is_finished_by_the_rerun_with_the_same_rows(landed, spark):
     topic, _, _, storage = landed
-    before = rows_by_partition(storage, topic)
+    before = rows_as_readers_see_them(storage, topic)
     tasks, _ = plan_compaction(topic, HOURS[1], storage)
     # The run dies after writing one generation and committing it, before publishing or deleting.
     manifest = commit_compaction(storage, compact_partition(tasks[0]))
@@ -113,7 +75,7 @@ def test_a_crash_after_the_commit_is_finished_by_the_rerun_with_the_same_rows(la
 
     assert manifest.partition in {m.partition for m in published}
     assert not any(storage.exists(path) for path in manifest.sources)
-    assert rows_by_partition(storage, topic) == before
+    assert rows_as_readers_see_them(storage, topic) == before
     if orphan_generation is not None:
         [redone] = [m for m in result.manifests if m.partition == orphan_generation.task.partition]
         assert redone.generation == orphan_generation.task.generation
@@ -142,7 +104,7 @@ def test_late_data_in_a_compacted_hour_makes_it_due_again(landed, spark, broker)
                    encode_confluent(v2.registry_id, v2.parsed, closing), "row", closing, 2) for p in range(PARTITIONS)],
     ])
     produce(broker.bootstrap_servers, late)
-    land(topic, settings, spark, [late_hour])
+    land_on_spark(topic, settings, spark, [late_hour])
 
     tasks, _ = plan_compaction(topic, HOURS[0], storage)
     assert [t.partition.schema_version for t in tasks] == [2]
