@@ -10,7 +10,7 @@ export PYTHONUNBUFFERED := 1
 # Spark binds the driver to loopback unless told otherwise: local runs never leave the machine.
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: setup check-java demo test ui broker stop clean
+.PHONY: setup check-java demo test ui broker stop clean bench
 
 setup: $(STAMP) check-java $(DAGSTER_HOME)/dagster.yaml
 
@@ -35,6 +35,12 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -q
+
+# Landing throughput against this machine's raw-consume ceiling, and a task's peak memory (bench/RESULTS.md).
+# `make bench N=200000` for a quick run; the default 2M records takes 3 to 5 minutes here.
+N ?= 2000000
+bench: setup
+	$(PY) -m bench.run --records $(N)
 
 # The Dagster UI on the demo's state (run `make demo` first to have data and a broker).
 ui: setup broker

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import logging
 import time
+from bisect import bisect_left
+from operator import itemgetter
 from typing import Iterator
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from kafka_lake.decoding import KafkaRecord
+from kafka_lake.decoding import KafkaBatch, KafkaRecord
 from kafka_lake.hours import KafkaHour
 from kafka_lake.slices import PartitionLog
 
@@ -83,17 +85,22 @@ class KafkaLog:
         except KafkaException as error:
             raise KafkaUnavailable(f"{self.topic} partition {partition}: cannot read log bounds: {error}") from None
 
-    def describe_hour(self, hour: KafkaHour, partitions: list[int]) -> list[PartitionLog]:
+    def describe_hour(
+        self, hour: KafkaHour, partitions: list[int], known_starts: set[int] = frozenset(), known_ends: set[int] = frozenset(),
+    ) -> list[PartitionLog]:
+        """Log bounds and time boundaries of `hour`; boundaries landed neighbours fix are not looked up
+        (searching record timestamps costs dozens of reads when the broker's answer is wrong)."""
         logs = []
         for partition in partitions:
             log_start, log_end = self.bounds(partition)
+            lookup = lambda moment_ms: self.first_offset_at_or_after(partition, moment_ms, log_start, log_end)  # noqa: E731
             logs.append(
                 PartitionLog(
                     partition=partition,
                     log_start=log_start,
                     log_end=log_end,
-                    first_at_or_after_hour_start=self.first_offset_at_or_after(partition, hour.start_ms, log_start, log_end),
-                    first_at_or_after_hour_end=self.first_offset_at_or_after(partition, hour.end_ms, log_start, log_end),
+                    first_at_or_after_hour_start=None if partition in known_starts else lookup(hour.start_ms),
+                    first_at_or_after_hour_end=None if partition in known_ends else lookup(hour.end_ms),
                 )
             )
         return logs
@@ -172,6 +179,50 @@ class KafkaLog:
                 batch = []
         if batch:
             yield batch
+
+    def read_slice_batches(self, partition: int, start: int, end: int, batch_size: int) -> Iterator[KafkaBatch]:
+        """The records of [start, end) as column batches of at most `batch_size`: no Python object per record."""
+        if start >= end:
+            return
+        self._consumer.assign([TopicPartition(self.topic, partition, start)])
+        columns: tuple[list, list, list, list] = ([], [], [], [])  # offsets, timestamps, keys, values
+        next_offset = start
+        idle_since = time.monotonic()
+        try:
+            while next_offset < end:
+                messages = self._consumer.consume(num_messages=max(batch_size - len(columns[0]), 1), timeout=0.5)
+                if not messages:
+                    if self._position(partition) >= end:
+                        break
+                    if time.monotonic() - idle_since > _TIMEOUT_S:
+                        raise SliceReadError(
+                            f"{self.topic} partition {partition}: no record after offset {next_offset} for "
+                            f"{_TIMEOUT_S:.0f}s although the slice ends at {end}"
+                        )
+                    continue
+                idle_since = time.monotonic()
+                if any(map(Message.error, messages)):
+                    for message in messages:
+                        if message.error() is not None:
+                            self._raise_for(message.error(), partition, next_offset)
+                offsets = list(map(Message.offset, messages))
+                if offsets[-1] >= end:
+                    messages = messages[:bisect_left(offsets, end)]
+                    del offsets[len(messages):]
+                if not messages:
+                    break
+                next_offset = offsets[-1] + 1
+                columns[0].extend(offsets)
+                columns[1].extend(map(itemgetter(1), map(Message.timestamp, messages)))
+                columns[2].extend(map(Message.key, messages))
+                columns[3].extend(map(Message.value, messages))
+                if len(columns[0]) >= batch_size:
+                    yield KafkaBatch([partition] * len(columns[0]), *columns)
+                    columns = ([], [], [], [])
+            if columns[0]:
+                yield KafkaBatch([partition] * len(columns[0]), *columns)
+        finally:
+            self._consumer.unassign()
 
     def _read(self, partition: int, start: int, end: int, batch_size: int, max_records: int | None) -> Iterator[KafkaRecord]:
         if start >= end:

@@ -19,7 +19,7 @@ from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka_log import KafkaLog
 from kafka_lake.manifests import HourManifest, LandedFile, ManifestStore, PartitionLanding
 from kafka_lake.slice_landing import SliceReport, SliceTask
-from kafka_lake.slices import PartitionBounds, plan_hour, split_slices
+from kafka_lake.slices import PartitionBounds, fixed_by_neighbours, plan_hour, split_slices
 from kafka_lake.storage import LakeStorage
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def land_hour(
     manifests = ManifestStore(storage, topic.database, topic.table)
     before, after = manifests.neighbours(hour)
     with KafkaLog(settings.kafka_config, topic.topic) as kafka_log:
-        logs = kafka_log.describe_hour(hour, kafka_log.partitions())
+        logs = kafka_log.describe_hour(hour, kafka_log.partitions(), *fixed_by_neighbours(hour, before, after))
     bounds = plan_hour(topic.topic, hour, logs, before, after, now, timedelta(minutes=topic.close_grace_minutes))
     slices = split_slices(bounds, topic.max_rows_per_task)
     log.info("%s hour %s: %d slice(s) over %d partition(s)", topic.topic, hour, len(slices), len(bounds))

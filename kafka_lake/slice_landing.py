@@ -10,6 +10,7 @@ import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -141,9 +142,9 @@ def land_slice(task: SliceTask) -> SliceReport:
     totals = _Totals()
     try:
         with KafkaLog(task.kafka_config, topic.topic) as kafka_log:
-            for records in kafka_log.read_slice(piece.partition, piece.start, piece.end, task.batch_size):
+            for records in kafka_log.read_slice_batches(piece.partition, piece.start, piece.end, task.batch_size):
                 batch = decoder.decode(records)
-                totals.add(batch, records, task.hour)
+                totals.add(batch, records.timestamps_ms, task.hour)
                 for placement, table in batch.rows.items():
                     directory = layout.data_directory(topic.database, topic.table, placement.schema_version, placement.hour)
                     files.write(("data", placement), directory, table, placement.schema_version, placement.hour)
@@ -182,7 +183,7 @@ class _Totals:
     min_timestamp_ms: int | None = None
     max_timestamp_ms: int | None = None
 
-    def add(self, batch: DecodedBatch, records, hour: KafkaHour) -> None:
+    def add(self, batch: DecodedBatch, timestamps_ms: Sequence[int], hour: KafkaHour) -> None:
         self.records += batch.records
         self.tombstones += batch.tombstones
         self.dead_letter_causes.update(batch.dead_letter_causes)
@@ -192,7 +193,6 @@ class _Totals:
             self.schema_versions[placement.schema_version] += table.num_rows
             if placement.hour < hour.start:
                 self.late_events += table.num_rows
-        timestamps = [record.timestamp_ms for record in records]
-        low, high = min(timestamps), max(timestamps)
+        low, high = min(timestamps_ms), max(timestamps_ms)
         self.min_timestamp_ms = low if self.min_timestamp_ms is None else min(self.min_timestamp_ms, low)
         self.max_timestamp_ms = high if self.max_timestamp_ms is None else max(self.max_timestamp_ms, high)

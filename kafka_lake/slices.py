@@ -20,8 +20,10 @@ class PartitionLog:
     partition: int
     log_start: int
     log_end: int
-    first_at_or_after_hour_start: int | None  # first offset whose timestamp ≥ H, None if none yet
-    first_at_or_after_hour_end: int | None  # first offset whose timestamp ≥ H+1, None if none yet
+    # First offset whose timestamp ≥ H (≥ H+1), None if none yet; also None, and unread, where an
+    # adjacent landed hour fixes that boundary (see `fixed_by_neighbours`).
+    first_at_or_after_hour_start: int | None
+    first_at_or_after_hour_end: int | None
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,13 @@ def _check_partitions_still_exist(topic, hour, logs, before, after) -> None:
         missing = {p.partition: (p.start, p.end) for p in neighbour.partitions if p.partition not in present}
         if missing:
             raise OffsetsLost(topic, hour, missing, f"partitions landed in hour {neighbour.hour} no longer exist")
+
+
+def fixed_by_neighbours(hour: KafkaHour, before: HourManifest | None, after: HourManifest | None) -> tuple[set[int], set[int]]:
+    """Partitions whose start (end) the adjacent landed hour already fixes: no broker lookup needed."""
+    starts = {p.partition for p in before.partitions} if before and before.kafka_hour == hour.previous() else set()
+    ends = {p.partition for p in after.partitions} if after and after.kafka_hour == hour.next() else set()
+    return starts, ends
 
 
 def split_slices(bounds: list[PartitionBounds], max_rows_per_task: int) -> list[OffsetSlice]:

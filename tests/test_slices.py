@@ -12,6 +12,7 @@ from kafka_lake.slices import (
     OffsetsLost,
     PartitionBounds,
     PartitionLog,
+    fixed_by_neighbours,
     plan_hour,
     split_slices,
 )
@@ -102,3 +103,14 @@ def test_given_a_new_partition_then_it_lands_from_its_first_record_in_the_hour()
 def test_given_a_long_range_when_splitting_then_no_slice_exceeds_the_limit_and_they_tile():
     bounds = [PartitionBounds(0, 5, 27, "", ""), PartitionBounds(1, 3, 3, "", "")]
     assert split_slices(bounds, 10) == [OffsetSlice(0, 5, 15), OffsetSlice(0, 15, 25), OffsetSlice(0, 25, 27)]
+
+
+def test_boundaries_fixed_by_adjacent_neighbours_need_no_lookup_and_plan_without_one():
+    before = manifest(HOUR.previous(), {0: (40, 100), 1: (5, 9)})
+    after = manifest(HOUR.next().next(), {0: (300, 420)})  # not adjacent: the end must be looked up
+    starts, ends = fixed_by_neighbours(HOUR, before, after)
+    assert (starts, ends) == ({0, 1}, set())
+
+    bounds = plan([PartitionLog(0, 0, 500, None, 250), PartitionLog(1, 0, 90, None, 50)], before, after)
+
+    assert [(b.start, b.end) for b in bounds] == [(100, 250), (9, 50)]

@@ -1,0 +1,1 @@
+"""Throughput and memory benchmarks of raw landing against the machine's own ceiling (`make bench`)."""

@@ -1,0 +1,283 @@
+"""`make bench`: raw landing measured against the physical ceiling of this machine, in one run.
+
+(a) one confluent-kafka consumer reading the values only: the ceiling; (b) the naive valve: per-record fastavro
+and pyarrow in one process; (c) the platform landing the same hours on Spark `local[2]`; (d) the peak RSS of one
+landing task over a slice of 1M and of 5M records. Prints a table and a last `RESULT …` line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+
+from confluent_kafka import Consumer, Message, TopicPartition
+
+from bench.traffic import bench_topic, produce_one_long_slice, produce_page_views
+from dev_services.demo_traffic import last_closed_hours
+from dev_services.tansu import TansuBroker
+from kafka_lake.catalog import load_catalog
+from kafka_lake.decoding import BatchDecoder, CatalogSchemas
+from kafka_lake.hours import KafkaHour
+from kafka_lake.kafka_log import KafkaLog, consumer_config
+from kafka_lake.landing import LandingSettings, land_hour
+from kafka_lake.slice_landing import PlacementFiles, SliceTask, land_slice
+from kafka_lake.slices import OffsetSlice
+from kafka_lake import layout
+from kafka_lake.storage import LakeStorage
+
+PII_KEY = b"bench-pii-key-not-a-secret"
+HOURS = 4
+PARTITIONS = 4
+NAIVE_RECORDS = 300_000  # the naive valve is slow and steady: a prefix of the traffic gives its rate
+SLICES_FOR_RSS = (1_000_000, 5_000_000)
+
+
+@dataclass
+class Measured:
+    name: str
+    records: int
+    seconds: float
+    note: str = ""
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds if self.seconds else 0.0
+
+
+def machine() -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    memory_kb = next(int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemTotal"))
+    return f"{os.cpu_count()} cores ({cpu}), {memory_kb / 2**20:.1f} GiB memory, {platform.platform()}, Python {platform.python_version()}"
+
+
+# --- (a) the ceiling ----------------------------------------------------------------------------------------
+
+
+def raw_consume(bootstrap: str, topic: str, partitions: int) -> Measured:
+    """One consumer, values only: what reading the log costs with nothing done to the records."""
+    consumer = Consumer(consumer_config(bootstrap))
+    total, started = 0, time.monotonic()
+    try:
+        for partition in range(partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+            consumer.assign([TopicPartition(topic, partition, low)])
+            seen = 0
+            while seen < high - low:
+                messages = consumer.consume(num_messages=10_000, timeout=1.0)
+                values = list(map(Message.value, messages))
+                seen += len(values)
+            consumer.unassign()
+            total += seen
+    finally:
+        consumer.close()
+    return Measured("(a) raw consume, 1 consumer, values only", total, time.monotonic() - started)
+
+
+# --- (b) the naive valve --------------------------------------------------------------------------------------
+
+
+def naive_valve(bootstrap: str, topic, lake_root: str, records: int, partitions: int) -> Measured:
+    """Per-record fastavro decoding and pyarrow tables, written by hour, in one process: the platform before
+    the columnar path, over the first `records` records."""
+    storage = LakeStorage(lake_root)
+    decoder = BatchDecoder(topic, CatalogSchemas(topic), PII_KEY, columnar=False)
+    total, started = 0, time.monotonic()
+    with KafkaLog(consumer_config(bootstrap), topic.topic) as log:
+        for partition in range(partitions):
+            files = PlacementFiles(storage, topic, partition, 16)
+            for batch in log.read_slice_batches(partition, 0, records // partitions, 20_000):
+                decoded = decoder.decode([batch.record(i) for i in range(len(batch))])
+                for placement, table in decoded.rows.items():
+                    directory = layout.data_directory(topic.database, topic.table, placement.schema_version, placement.hour)
+                    files.write(("data", placement), directory, table, placement.schema_version, placement.hour)
+                total += len(batch)
+            files.close_all()
+    return Measured("(b) naive valve: per-record fastavro + pyarrow, 1 process", total, time.monotonic() - started,
+                    f"first {total:,} records")
+
+
+# --- (c) the platform on Spark --------------------------------------------------------------------------------
+
+
+class WorkerMemory:
+    """Samples the resident memory of Spark's Python workers (our descendants) while landing runs."""
+
+    def __init__(self):
+        self.peak_kb = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self):
+        while not self._stop.wait(0.2):
+            for pid in os.listdir("/proc"):
+                if not pid.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                        command = handle.read()
+                    if b"pyspark" not in command or b"daemon" in command:
+                        continue
+                    with open(f"/proc/{pid}/status") as handle:
+                        for line in handle:
+                            if line.startswith("VmHWM:"):
+                                self.peak_kb = max(self.peak_kb, int(line.split()[1]))
+                except OSError:
+                    continue
+
+
+def spark_session():
+    from pyspark.sql import SparkSession
+
+    from resources.spark import spark_config, use_this_python_for_workers
+
+    use_this_python_for_workers()
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder
+    for key, value in spark_config("local[2]", {"spark.ui.enabled": "false"}).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    session.sparkContext.parallelize(range(4), 2).map(lambda x: x).collect()  # workers up before the clock starts
+    return session
+
+
+def platform_landing(spark, bootstrap: str, topic, hours, lake_root: str) -> tuple[Measured, Measured, int]:
+    from spark_jobs.landing_job import run_slices_on_spark
+
+    settings = LandingSettings(lake_root=lake_root, kafka_config=consumer_config(bootstrap), pii_key=PII_KEY)
+    in_tasks = 0.0
+
+    def run_slices(tasks):
+        nonlocal in_tasks
+        started = time.monotonic()
+        reports = run_slices_on_spark(spark, tasks, "bench landing")
+        in_tasks += time.monotonic() - started
+        return reports
+
+    records, started = 0, time.monotonic()
+    with WorkerMemory() as memory:
+        for hour in hours:
+            result = land_hour(topic, KafkaHour(hour), settings, run_slices, now=hours[-1] + timedelta(hours=3))
+            records += sum(p.records for p in result.manifest.partitions)
+    total = time.monotonic() - started
+    whole = Measured("(c) platform landing on Spark local[2], end to end", records, total,
+                     f"{len(hours)} hours, planning + tasks + commit")
+    tasks = Measured("    of which the Spark slice tasks alone", records, in_tasks)
+    return whole, tasks, memory.peak_kb
+
+
+# --- (d) memory of one long slice -------------------------------------------------------------------------------
+
+
+def slice_task_rss(bootstrap: str, topic, hours, records: int, lake_root: str) -> tuple[Measured, float]:
+    """Lands offsets [0, records) of the long-slice topic as one task in a fresh process; (rate, peak RSS MiB)."""
+    command = [sys.executable, "-m", "bench.run", "--one-slice", bootstrap, topic.topic, str(records), lake_root,
+               hours[0].isoformat()]
+    started = time.monotonic()
+    child = subprocess.Popen(command)
+    _, status, usage = os.wait4(child.pid, 0)
+    if status != 0:
+        raise RuntimeError(f"the slice task of {records:,} records failed (status {status})")
+    seconds = time.monotonic() - started
+    return Measured(f"(d) one landing task, slice of {records:,}", records, seconds, "fresh process"), usage.ru_maxrss / 1024
+
+
+def one_slice(bootstrap: str, kafka_topic: str, records: int, lake_root: str, first_hour: str) -> None:
+    from datetime import datetime
+
+    page_views = load_catalog("schema_catalog").by_name("shop", "page_views")
+    topic = bench_topic(page_views, kafka_topic, max_rows_per_task=records)
+    task = SliceTask(topic, KafkaHour(datetime.fromisoformat(first_hour)), OffsetSlice(0, 0, records), lake_root,
+                     consumer_config(bootstrap), pii_key=PII_KEY)
+    report = land_slice(task)
+    assert report.records == records, report
+
+
+# --- the run ------------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=int(os.environ.get("N") or 2_000_000))
+    parser.add_argument("--rss-slices", default=",".join(map(str, SLICES_FOR_RSS)),
+                        help="slice lengths whose landing task's peak RSS is measured")
+    parser.add_argument("--one-slice", nargs=5, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one_slice:
+        bootstrap, topic, records, lake_root, first_hour = args.one_slice
+        one_slice(bootstrap, topic, int(records), lake_root, first_hour)
+        return 0
+
+    print(f"machine: {machine()}", flush=True)
+    rss_slices = [int(n) for n in args.rss_slices.split(",") if n]
+    page_views = load_catalog("schema_catalog").by_name("shop", "page_views")
+    hours = last_closed_hours(HOURS + 2)[:HOURS]  # closed for hours: the clock never holds one open
+    work = tempfile.mkdtemp(prefix="kafka-lake-bench-")
+    rows: list[Measured] = []
+    try:
+        with TansuBroker(log_file=os.path.join(work, "tansu.log")) as broker:
+            bootstrap = broker.bootstrap_servers
+            topic = bench_topic(page_views, "bench.page_views", page_views.max_rows_per_task)
+            produced = produce_page_views(bootstrap, topic, hours, args.records, PARTITIONS)
+            print(f"produced {produced.records:,} page views over {HOURS} hours and {PARTITIONS} partitions "
+                  f"in {produced.seconds:.0f} s", flush=True)
+
+            ceiling = raw_consume(bootstrap, topic.topic, PARTITIONS)
+            rows.append(ceiling)
+            print(f"{ceiling.name}: {ceiling.rate:,.0f} records/s", flush=True)
+            naive = naive_valve(bootstrap, topic, os.path.join(work, "naive"), min(NAIVE_RECORDS, args.records), PARTITIONS)
+            rows.append(naive)
+            print(f"{naive.name}: {naive.rate:,.0f} records/s", flush=True)
+
+            spark = spark_session()
+            landing, in_tasks, worker_peak_kb = platform_landing(spark, bootstrap, topic, hours, os.path.join(work, "lake"))
+            rows += [landing, in_tasks]
+            print(f"{landing.name}: {landing.rate:,.0f} records/s; Spark Python worker peak RSS "
+                  f"{worker_peak_kb / 1024:.0f} MiB", flush=True)
+            spark.stop()
+
+            peaks = {}
+            if rss_slices:
+                long_topic = bench_topic(page_views, "bench.page_views.long_slice", max(rss_slices))
+                produced = produce_one_long_slice(bootstrap, long_topic, hours, max(rss_slices))
+                print(f"produced {produced.records:,} records on one partition in {produced.seconds:.0f} s", flush=True)
+                for length in rss_slices:
+                    measured, peak_mb = slice_task_rss(bootstrap, long_topic, hours, length, os.path.join(work, f"rss-{length}"))
+                    measured.note = f"peak RSS {peak_mb:.0f} MiB"
+                    rows.append(measured)
+                    peaks[length] = peak_mb
+                    print(f"{measured.name}: {measured.rate:,.0f} records/s, {measured.note}", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    print()
+    print(f"| {'path':<62} | {'records':>10} | {'seconds':>8} | {'records/s':>10} | note")
+    print(f"|{'-' * 64}|{'-' * 12}|{'-' * 10}|{'-' * 12}|------")
+    for row in rows:
+        print(f"| {row.name:<62} | {row.records:>10,} | {row.seconds:>8.1f} | {row.rate:>10,.0f} | {row.note}")
+    peak = max(peaks.values(), default=worker_peak_kb / 1024)
+    print(f"RESULT landing_rows_per_s={landing.rate:.0f} ceiling_rows_per_s={ceiling.rate:.0f} "
+          f"vs_ceiling={landing.rate / ceiling.rate:.2f} vs_naive={landing.rate / naive.rate:.2f} "
+          f"peak_task_rss_mb={peak:.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
