@@ -7,14 +7,12 @@ Every record lands in exactly one place: a row, a dead letter (with its raw byte
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import re
-from collections import Counter, defaultdict, deque
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from itertools import repeat
 from operator import attrgetter
 from typing import Any, Iterator, NamedTuple, Protocol, Sequence
 from urllib.parse import urlsplit
@@ -36,7 +34,7 @@ from kafka_lake.avro_arrow import (
 from kafka_lake.catalog import SchemaVersion, TopicSpec
 from kafka_lake.framing import HEADER_SIZE, MAGIC_BYTE, FramingError, split_confluent
 from kafka_lake.hours import floor_hour, hour_of_millis
-from kafka_lake.pii import pseudonymizer_for
+from kafka_lake.pii import ColumnPseudonymizer, pseudonymizer_for
 
 _SCHEMA_NOT_FOUND = 40403  # Confluent Schema Registry's error code for an unknown id
 _RFC3339 = re.compile(
@@ -288,7 +286,7 @@ class BatchDecoder:
         self._schemas = schemas
         pseudonymizer = pseudonymizer_for(topic, pii_key)
         self._pseudonymize = pseudonymizer.pseudonymize if pseudonymizer else None
-        self._column_pseudonyms = _ColumnPseudonyms(pii_key) if pseudonymizer else None
+        self._column_pseudonyms = ColumnPseudonymizer(pii_key) if pseudonymizer else None
         self._columnar = columnar
         self._by_schema_id: dict[int, _VersionDecoding | str] = {}  # a decoding, or why the id is unknown
         self._by_version: dict[int, _VersionDecoding] = {}
@@ -680,31 +678,6 @@ def _in_log_order(tables: list[pa.Table]) -> pa.Table:
     if len(tables) == 1:
         return tables[0]
     return pa.concat_tables(tables).sort_by([("_kafka_partition", "ascending"), ("_kafka_offset", "ascending")])
-
-
-class _ColumnPseudonyms:
-    """The pseudonyms of a column's values, each distinct value of a batch hashed once: HMAC-SHA256 (RFC 2104)
-    resumed from the key's two pad states, with no Python bytecode per value. It is what
-    `Pseudonymizer.pseudonymize` gives for the value's text (their equality is a test); it holds hash states,
-    never the key."""
-
-    def __init__(self, key: bytes):
-        block = (hashlib.sha256(key).digest() if len(key) > 64 else key).ljust(64, b"\0")
-        self._inner = hashlib.sha256(bytes(byte ^ 0x36 for byte in block))
-        self._outer = hashlib.sha256(bytes(byte ^ 0x5C for byte in block))
-
-    def __call__(self, values: pa.Array) -> pa.Array:
-        encoded = values.dictionary_encode()
-        texts = encoded.dictionary.cast(pa.binary()).to_pylist()
-        state = type(self._inner)
-        inners = list(map(state.copy, repeat(self._inner, len(texts))))
-        deque(map(state.update, inners, texts), maxlen=0)
-        outers = list(map(state.copy, repeat(self._outer, len(texts))))
-        deque(map(state.update, outers, map(state.digest, inners)), maxlen=0)
-        return pa.array(list(map(state.hexdigest, outers)), pa.string()).take(encoded.indices)
-
-    def __repr__(self) -> str:
-        return "_ColumnPseudonyms(key=<hidden>)"
 
 
 def _without_credentials(url: str) -> str:

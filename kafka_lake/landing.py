@@ -17,7 +17,7 @@ from kafka_lake import layout
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka_log import KafkaLog
-from kafka_lake.manifests import HourManifest, LandedFile, ManifestStore, PartitionLanding
+from kafka_lake.manifests import HourManifest, ManifestStore, PartitionLanding
 from kafka_lake.slice_landing import SliceReport, SliceTask
 from kafka_lake.slices import PartitionBounds, fixed_by_neighbours, plan_hour, split_slices
 from kafka_lake.storage import LakeStorage

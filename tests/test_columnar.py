@@ -20,11 +20,12 @@ from decimal import Decimal
 import fastavro
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafka_lake import decoding
-from kafka_lake.decoding import BatchDecoder, CatalogSchemas, DecodedBatch, KafkaBatch, KafkaRecord, _ColumnPseudonyms
+from kafka_lake.decoding import BatchDecoder, CatalogSchemas, DecodedBatch, KafkaBatch, KafkaRecord
+from kafka_lake.pii import ColumnPseudonymizer
 from kafka_lake.framing import encode_confluent
 from kafka_lake.pii import Pseudonymizer
 from tests.test_decoding import CATALOG, KAFKA_MS, PII_KEY, load_catalog, write_topic
@@ -479,11 +480,11 @@ def test_given_records_out_of_order_when_decoded_as_a_column_batch_then_rows_are
 @settings(max_examples=50, deadline=None)
 @given(key=st.binary(min_size=1, max_size=100), texts=st.lists(st.one_of(st.none(), st.text(max_size=30)), max_size=20))
 def test_given_a_column_of_texts_then_its_pseudonyms_are_the_pseudonymizers(key, texts):
-    pseudonyms = _ColumnPseudonyms(key)(pa.array(texts, pa.string()))
+    pseudonyms = ColumnPseudonymizer(key)(pa.array(texts, pa.string()))
 
     assert pseudonyms.to_pylist() == [Pseudonymizer(key).pseudonymize(text) for text in texts]
     assert pseudonyms.to_pylist() == [None if t is None else hmac.new(key, t.encode(), hashlib.sha256).hexdigest() for t in texts]
-    assert key.hex() not in repr(_ColumnPseudonyms(key))
+    assert repr(ColumnPseudonymizer(key)) == "ColumnPseudonymizer(key=<hidden>)"  # nothing of the key
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

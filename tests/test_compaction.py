@@ -15,7 +15,6 @@ from kafka_lake.compaction import (
     generation_checksum,
     plan_compaction,
 )
-from kafka_lake.storage import LakeStorage
 from kafka_lake.table_state import partition_location, read_compaction, storage_partitions
 from spark_jobs.compaction_job import run_compactions_on_spark
 from tests.landing_fixtures import (
@@ -24,12 +23,9 @@ from tests.landing_fixtures import (
     land_on_spark,
     PARTITIONS,
     Produced,
-    build_traffic,
     produce,
     read_lake,
     rows_as_readers_see_them,
-    unique_topic_name,
-    write_test_topic,
 )
 
 def run_on(spark):
