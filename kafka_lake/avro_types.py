@@ -10,10 +10,12 @@ from typing import Any
 AvroType = Any  # a str, dict or list, as in the .avsc JSON
 
 _PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
-# Avro's promotions: a writer type may be read as any of these reader types.
+# The promotions one table column can hold across versions: Avro allows more (long → float), but
+# Parquet readers (Spark, Hive, Athena) read an older file's int32 as bigint or double and a float as
+# double, and nothing else.
 _WIDENINGS = {
-    "int": {"int", "long", "float", "double"},
-    "long": {"long", "float", "double"},
+    "int": {"int", "long", "float", "double"},  # int and float files share a double column
+    "long": {"long"},
     "float": {"float", "double"},
     "double": {"double"},
     "string": {"string"},
@@ -164,7 +166,7 @@ def _type_problem(old: AvroType, new: AvroType, old_names, new_names, path: str)
             return f"field {path!r} changed decimal precision/scale"
         return None
     if new_kind not in _WIDENINGS.get(old_kind, {old_kind}):
-        return f"field {path!r} changed type from {old_kind} to {new_kind} (only widening int→long→float→double is allowed)"
+        return f"field {path!r} changed type from {old_kind} to {new_kind} (only int → long, int → float/double and float → double can share a table column)"
     return None
 
 

@@ -19,6 +19,7 @@ class PlatformSettings:
     schema_catalog_dir: str = "schema_catalog"
     lake_root: str = ".lake/warehouse"
     table_catalog: str = "hive"
+    hive_metastore_uri: str | None = None  # unset: the embedded Derby metastore under .lake/
     spark_master: str = "local[*]"
 
     @classmethod
@@ -32,6 +33,7 @@ class PlatformSettings:
             schema_catalog_dir=env.get("SCHEMA_CATALOG_DIR") or defaults.schema_catalog_dir,
             lake_root=env.get("LAKE_ROOT") or defaults.lake_root,
             table_catalog=env.get("TABLE_CATALOG") or defaults.table_catalog,
+            hive_metastore_uri=env.get("HIVE_METASTORE_URI") or None,
             spark_master=env.get("SPARK_MASTER") or defaults.spark_master,
         )
 

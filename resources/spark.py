@@ -1,6 +1,7 @@
 """The Spark session, through dagster-pyspark; `SPARK_MASTER` selects the cluster.
 
-Lazy: the session starts on first use, so loading the code location never starts Spark.
+Lazy: the session starts on first use, so loading the code location never starts Spark. Hive support
+is on: the embedded Derby metastore lives under `.lake/`, or `HIVE_METASTORE_URI` names a shared one.
 """
 
 from __future__ import annotations
@@ -12,7 +13,11 @@ import sys
 from dagster_pyspark import LazyPySparkResource
 
 
-def spark_config(master: str, extra: dict | None = None) -> dict:
+STATE_DIR = ".lake"
+
+
+def spark_config(master: str, extra: dict | None = None, hive_metastore_uri: str | None = None) -> dict:
+    state = os.path.abspath(STATE_DIR)  # absolute: Spark's JVM and tasks may run elsewhere
     config = {
         # local[N] never retries a failed task; local[N,F] does, like a cluster would.
         "spark.master": re.sub(r"^local\[([^\],]+)\]$", r"local[\1,3]", master),
@@ -23,7 +28,15 @@ def spark_config(master: str, extra: dict | None = None) -> dict:
         "spark.pyspark.driver.python": sys.executable,
         "spark.task.maxFailures": "4",
         "spark.python.worker.reuse": "true",
+        # The table catalog: Spark's Hive support, embedded Derby (one process at a time) unless a URI is given.
+        "spark.sql.catalogImplementation": "hive",
+        "spark.sql.warehouse.dir": os.path.join(state, "spark-warehouse"),
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={os.path.join(state, 'metastore')}",
+        # New Avro fields inside a record add fields to a struct column, which Hive refuses by default.
+        "spark.hadoop.hive.metastore.disallow.incompatible.col.type.changes": "false",
     }
+    if hive_metastore_uri:
+        config["spark.hadoop.hive.metastore.uris"] = hive_metastore_uri
     config.update(extra or {})
     return config
 
@@ -34,6 +47,6 @@ def use_this_python_for_workers() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
-def spark_resource(master: str, extra: dict | None = None) -> LazyPySparkResource:
+def spark_resource(master: str, extra: dict | None = None, hive_metastore_uri: str | None = None) -> LazyPySparkResource:
     use_this_python_for_workers()
-    return LazyPySparkResource(spark_config=spark_config(master, extra))
+    return LazyPySparkResource(spark_config=spark_config(master, extra, hive_metastore_uri))
