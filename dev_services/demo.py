@@ -15,7 +15,7 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-DEMO_HOURS = 4
+DEMO_HOURS = 6
 DEMO_PII_KEY = "demo-only-pii-key: set PII_HMAC_KEY in production"
 STATE_DIR = Path(".lake")
 # The runs' event logs stay in Dagster (see `make ui`); the terminal shows the summary.
@@ -25,53 +25,141 @@ QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 def main() -> int:
     os.environ.setdefault("PII_HMAC_KEY", DEMO_PII_KEY)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    from dagster import DagsterInstance, materialize
+    from dagster import DagsterInstance
 
     from dev_services import tansu
     from dev_services.demo_traffic import produce_demo_traffic
     from kafka_lake.catalog import load_catalog
-    from kafka_lake.hours import KafkaHour, floor_hour
+    from kafka_lake.hours import floor_hour
     from kafka_lake.settings import PlatformSettings
-    from platform_assets.assets import raw_landing_asset
     from platform_assets.definitions import platform_resources
 
     settings = PlatformSettings.from_env()
     catalog = load_catalog(settings.schema_catalog_dir)
-    _reset_lake(settings.lake_root)
-    print("Starting a fresh local Kafka broker (Tansu)…", flush=True)
+    print("Starting a fresh local Kafka broker (Tansu) and an empty lake and metastore…", flush=True)
     tansu.stop_detached(STATE_DIR / "broker" / "tansu.pid")
+    _reset_state(settings.lake_root)
     broker = tansu.start_detached(STATE_DIR / "broker" / "tansu.pid", STATE_DIR / "broker" / "tansu.log",
                                   port=int(settings.kafka_bootstrap_servers.rsplit(":", 1)[1]))
     # Hours that the wall clock has closed (end + grace), so every one of them can land now.
     last = floor_hour(datetime.now(timezone.utc)) - timedelta(hours=2)
     hours = [last - timedelta(hours=n) for n in reversed(range(DEMO_HOURS))]
     print(f"Producing {DEMO_HOURS} hours of sample traffic ({hours[0]:%Y-%m-%d %H:00} to {hours[-1]:%H:59} UTC)…", flush=True)
-    traffic = produce_demo_traffic(broker.bootstrap_servers, catalog, hours)
-    print(traffic)
+    print(produce_demo_traffic(broker.bootstrap_servers, catalog, hours))
 
-    instance = DagsterInstance.get()
-    resources = platform_resources(settings)
-    landed = []
+    demo = _Demo(DagsterInstance.get(), platform_resources(settings))
     started = time.monotonic()
-    for topic in catalog.topics:
-        asset = raw_landing_asset(topic)
-        for hour in hours:
-            key = KafkaHour(hour).partition_key
-            print(f"Landing raw/{topic.name} {key} …", flush=True)
-            result = materialize([asset], partition_key=key, resources=resources, instance=instance,
-                                 run_config=QUIET_RUN, raise_on_error=True)
-            [raw] = [m for m in result.asset_materializations_for_node(asset.node_def.name)
-                     if m.asset_key.path[0] == "raw"]
-            checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
-            landed.append((topic, key, raw.metadata, checks))
+    landed = [demo.land(topic, hour) for topic in catalog.topics for hour in hours]
+    compacted = [demo.compact_due_hours(topic, settings.lake_root) for topic in catalog.topics]
+    registered = [demo.register(topic, settings.lake_root) for topic in catalog.topics]
     elapsed = time.monotonic() - started
     _print_summary(landed, catalog, settings.lake_root, elapsed)
+    _print_downstream(compacted, registered)
+    _print_sample_queries(catalog)
     return 0
 
 
-def _reset_lake(lake_root: str) -> None:
+class _Demo:
+    """Materializes the platform's assets through Dagster, as the UI or a sensor would."""
+
+    def __init__(self, instance, resources):
+        self.instance, self.resources = instance, resources
+
+    def _run(self, asset, partition_key=None, tags=None):
+        from dagster import materialize
+
+        result = materialize([asset], partition_key=partition_key, resources=self.resources, instance=self.instance,
+                             run_config=QUIET_RUN, tags=tags, raise_on_error=True)
+        checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
+        materializations = result.asset_materializations_for_node(asset.node_def.name)
+        return materializations, checks
+
+    def land(self, topic, hour):
+        from kafka_lake.hours import KafkaHour
+        from platform_assets.assets import raw_landing_asset
+
+        key = KafkaHour(hour).partition_key
+        print(f"Landing raw/{topic.name} {key} …", flush=True)
+        materializations, checks = self._run(raw_landing_asset(topic), key)
+        [raw] = [m for m in materializations if m.asset_key.path[0] == "raw"]
+        return topic, key, raw.metadata, checks
+
+    def compact_due_hours(self, topic, lake_root):
+        from kafka_lake.compaction import missing_raw_hours
+        from kafka_lake.hours import KafkaHour
+        from kafka_lake.manifests import ManifestStore
+        from kafka_lake.storage import LakeStorage
+        from kafka_lake.table_state import storage_partitions
+        from platform_assets.compaction_assets import compacted_asset
+
+        storage = LakeStorage(lake_root)
+        landed = ManifestStore(storage, topic.database, topic.table).landed_hours()
+        hours = sorted({p.hour for p in storage_partitions(storage, topic.database, topic.table)})
+        due = [hour for hour in hours if not missing_raw_hours(topic, hour, landed)]
+        rows = []
+        for hour in due:
+            key = KafkaHour(hour).partition_key
+            print(f"Compacting compacted/{topic.name} {key} …", flush=True)
+            [materialization], checks = self._run(compacted_asset(topic), key)
+            rows.append((key, materialization.metadata, checks))
+        return topic, rows, len(hours) - len(due)
+
+    def register(self, topic, lake_root):
+        from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+        from kafka_lake.hours import KafkaHour
+        from kafka_lake.storage import LakeStorage
+        from kafka_lake.table_state import storage_partitions
+        from platform_assets.catalog_assets import catalog_asset
+
+        hours = sorted({p.hour for p in storage_partitions(LakeStorage(lake_root), topic.database, topic.table)})
+        first, last = KafkaHour(hours[0]).partition_key, KafkaHour(hours[-1]).partition_key
+        print(f"Registering catalog/{topic.name} {first} … {last} in one run …", flush=True)
+        materializations, checks = self._run(catalog_asset(topic), tags={
+            ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: last})
+        return topic, materializations[-1].metadata, checks  # one run, the same metadata for every hour
+
+
+def _reset_state(lake_root: str) -> None:
+    """The broker starts empty, so the lake, its manifests and the metastore start empty too."""
+    if STATE_DIR.exists():
+        shutil.rmtree(STATE_DIR)
     if not lake_root.startswith("s3://") and Path(lake_root).exists():
-        shutil.rmtree(lake_root)  # the broker starts empty, so old manifests would not match it
+        shutil.rmtree(lake_root)
+
+
+def _print_downstream(compacted, registered) -> None:
+    print("\n=== Compaction: each due placement hour rewritten, rows unchanged ===")
+    print(f"{'asset':34} {'hour':17} {'files before':>12} {'after':>6} {'rows':>6}  checks")
+    for topic, rows, not_due in compacted:
+        for key, metadata, checks in rows:
+            verdict = "all passed" if all(checks.values()) else "FAILED"
+            print(f"{'compacted/' + topic.name:34} {key:17} {metadata['files_before'].value:>12} "
+                  f"{metadata['files_after'].value:>6} {metadata['rows'].value:>6}  {verdict}")
+        print(f"{'compacted/' + topic.name:34} {not_due} placement hour(s) not due yet: later raw hours can still add rows")
+    print("\n=== Table catalog ===")
+    for topic, metadata, checks in registered:
+        verdict = "catalog matches storage" if all(checks.values()) else "FAILED: catalog differs from storage"
+        print(f"{metadata['table'].value}: {metadata['columns'].value} columns, "
+              f"{len(metadata['partitions'].value)} partitions in the catalog "
+              f"(compaction published its generations; this run added {metadata['partitions_added'].value}): {verdict}")
+
+
+def _print_sample_queries(catalog) -> None:
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.getOrCreate()
+    queries = {
+        "shop.page_views": "SELECT schema_version, count(*) AS views, count(DISTINCT user_id) AS visitors, "
+        "max(duration_ms) AS longest_ms FROM shop.page_views GROUP BY schema_version ORDER BY schema_version",
+        "payments.transactions": "SELECT currency, status, count(*) AS payments, sum(amount) AS total "
+        "FROM payments.transactions GROUP BY currency, status ORDER BY currency, status LIMIT 8",
+    }
+    print("\n=== Querying the tables by name (Spark SQL over the Hive metastore) ===")
+    for topic in catalog.topics:
+        query = queries.get(f"{topic.database}.{topic.table}", f"SELECT count(*) FROM {topic.database}.{topic.table}")
+        print(f"spark-sql> {query};")
+        spark.sql(query).show(truncate=False)
 
 
 def _print_summary(landed, catalog, lake_root: str, elapsed: float) -> None:
@@ -99,7 +187,7 @@ def _print_summary(landed, catalog, lake_root: str, elapsed: float) -> None:
               f"schema_version/date/hour folders, {dead} dead-letter files")
         for folder, files in sorted(per_folder.items()):
             print(f"    {folder}: {files} file(s)")
-    print(f"\nLanded {len(landed)} topic-hours in {elapsed:.0f}s. Browse them with `make ui` (http://127.0.0.1:3000).")
+    print(f"\nLanded, compacted and registered in {elapsed:.0f}s. Browse it all with `make ui` (http://127.0.0.1:3000).")
 
 
 if __name__ == "__main__":

@@ -85,9 +85,9 @@ def catalog_copy(tmp_path):
 
 
 @pytest.fixture
-def landed(broker, spark, tmp_path, lake_root):
+def landed(request, broker, spark, tmp_path, lake_root):
     """Given four raw hours landed on Spark with late events, tombstones and dead letters
-    (allowed lateness 2 h, retention 1 day)."""
+    (allowed lateness 2 h, retention 1 day unless the test is marked `retention_days(n)`)."""
     from kafka_lake.kafka_log import consumer_config
     from kafka_lake.landing import LandingSettings
     from kafka_lake.storage import LakeStorage
@@ -96,8 +96,9 @@ def landed(broker, spark, tmp_path, lake_root):
     )
 
     kafka_topic = unique_topic_name()
+    marker = request.node.get_closest_marker("retention_days")
     topic = write_test_topic(tmp_path / "catalog", kafka_topic, max_rows_per_task=7, allowed_lateness_hours=2,
-                             retention_days=1)
+                             retention_days=marker.args[0] if marker else 1)
     broker.create_topic(kafka_topic, PARTITIONS)
     traffic = build_traffic(topic)
     produce(broker.bootstrap_servers, traffic)
