@@ -67,6 +67,15 @@ def spark(s3_server, tmp_path_factory):
     session.stop()
 
 
+@pytest.fixture
+def no_test_table_in_hive(spark):
+    """The embedded metastore lives for the whole session and every test topic is table e2e.orders:
+    a test that registers it starts and ends without it (dropping an external table keeps its files)."""
+    spark.sql("DROP TABLE IF EXISTS `e2e`.`orders`")
+    yield
+    spark.sql("DROP TABLE IF EXISTS `e2e`.`orders`")
+
+
 @pytest.fixture(params=["local", "s3"])
 def lake_root(request, tmp_path):
     """A fresh lake per test: a local directory, or a prefix on the S3 server."""

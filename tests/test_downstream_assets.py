@@ -39,7 +39,7 @@ def sql_rows(spark, topic) -> set[tuple[int, int]]:
 
 @pytest.mark.retention_days(3650)  # the real clock decides expiry here: keep the 2026-11-01 test data
 @pytest.mark.parametrize("lake_root", ["local"], indirect=True)  # Spark here cannot read s3:// (no hadoop-aws)
-def test_compaction_catalog_and_retention_through_dagster(landed, spark, lake_root):
+def test_compaction_catalog_and_retention_through_dagster(landed, spark, lake_root, no_test_table_in_hive):
     topic, traffic, landing, storage = landed
     settings = PlatformSettings(kafka_bootstrap_servers="unused:9092", lake_root=lake_root)
     hours = sorted({p.hour for p in storage_partitions(storage, topic.database, topic.table)})
