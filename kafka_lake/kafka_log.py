@@ -40,7 +40,8 @@ def consumer_config(bootstrap_servers: str, client_properties: dict[str, str] | 
         "enable.auto.offset.store": False,
         "auto.offset.reset": "error",
         "enable.partition.eof": False,
-        "fetch.wait.max.ms": 20,
+        # Short: a boundary search reads dozens of single records; a fetch must not idle waiting for more.
+        "fetch.wait.max.ms": 2,
         "fetch.max.bytes": 64 * 1024 * 1024,
         "max.partition.fetch.bytes": 8 * 1024 * 1024,
         "queued.max.messages.kbytes": 65536,
