@@ -14,7 +14,7 @@ from typing import Iterator
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from kafka_lake.decoding import KafkaBatch, KafkaRecord
+from kafka_lake.decoding import KafkaBatch
 from kafka_lake.hours import KafkaHour
 from kafka_lake.slices import PartitionLog
 
@@ -166,35 +166,38 @@ class KafkaLog:
 
     def record_at_or_after(self, partition: int, offset: int, limit: int) -> tuple[int, int] | None:
         """(offset, timestamp ms) of the first record at or after `offset` and before `limit`."""
-        for record in self._read(partition, offset, limit, batch_size=1, max_records=1):
-            return record.offset, record.timestamp_ms
+        for [message, *_] in self._message_chunks(partition, offset, limit, chunk_size=1):
+            return message.offset(), message.timestamp()[1]
         return None
 
-    def read_slice(self, partition: int, start: int, end: int, batch_size: int) -> Iterator[list[KafkaRecord]]:
-        """The records of [start, end) in batches of at most `batch_size`."""
-        batch: list[KafkaRecord] = []
-        for record in self._read(partition, start, end, batch_size, max_records=None):
-            batch.append(record)
-            if len(batch) >= batch_size:
-                yield batch
-                batch = []
-        if batch:
-            yield batch
-
     def read_slice_batches(self, partition: int, start: int, end: int, batch_size: int) -> Iterator[KafkaBatch]:
-        """The records of [start, end) as column batches of at most `batch_size`: no Python object per record."""
+        """The records of [start, end) as column batches of exactly `batch_size` (the last one shorter),
+        whatever chunks the client hands over, so a re-run cuts the same batches: no Python object per record."""
+        columns: tuple[list, ...] = ([], [], [], [])  # offsets, timestamps, keys, values
+        for messages in self._message_chunks(partition, start, end, batch_size):
+            columns[0].extend(map(Message.offset, messages))
+            columns[1].extend(map(itemgetter(1), map(Message.timestamp, messages)))
+            columns[2].extend(map(Message.key, messages))
+            columns[3].extend(map(Message.value, messages))
+            while len(columns[0]) >= batch_size:
+                yield KafkaBatch([partition] * batch_size, *(column[:batch_size] for column in columns))
+                columns = tuple(column[batch_size:] for column in columns)
+        if columns[0]:
+            yield KafkaBatch([partition] * len(columns[0]), *columns)
+
+    def _message_chunks(self, partition: int, start: int, end: int, chunk_size: int) -> Iterator[list[Message]]:
+        """The messages of [start, end), as the client hands them over, at most `chunk_size` at a time."""
         if start >= end:
             return
         self._consumer.assign([TopicPartition(self.topic, partition, start)])
-        columns: tuple[list, list, list, list] = ([], [], [], [])  # offsets, timestamps, keys, values
         next_offset = start
         idle_since = time.monotonic()
         try:
             while next_offset < end:
-                messages = self._consumer.consume(num_messages=max(batch_size - len(columns[0]), 1), timeout=0.5)
+                messages = self._consumer.consume(num_messages=min(chunk_size, 10_000), timeout=0.5)
                 if not messages:
                     if self._position(partition) >= end:
-                        break
+                        return
                     if time.monotonic() - idle_since > _TIMEOUT_S:
                         raise SliceReadError(
                             f"{self.topic} partition {partition}: no record after offset {next_offset} for "
@@ -209,53 +212,10 @@ class KafkaLog:
                 offsets = list(map(Message.offset, messages))
                 if offsets[-1] >= end:
                     messages = messages[:bisect_left(offsets, end)]
-                    del offsets[len(messages):]
                 if not messages:
-                    break
-                next_offset = offsets[-1] + 1
-                columns[0].extend(offsets)
-                columns[1].extend(map(itemgetter(1), map(Message.timestamp, messages)))
-                columns[2].extend(map(Message.key, messages))
-                columns[3].extend(map(Message.value, messages))
-                if len(columns[0]) >= batch_size:
-                    yield KafkaBatch([partition] * len(columns[0]), *columns)
-                    columns = ([], [], [], [])
-            if columns[0]:
-                yield KafkaBatch([partition] * len(columns[0]), *columns)
-        finally:
-            self._consumer.unassign()
-
-    def _read(self, partition: int, start: int, end: int, batch_size: int, max_records: int | None) -> Iterator[KafkaRecord]:
-        if start >= end:
-            return
-        self._consumer.assign([TopicPartition(self.topic, partition, start)])
-        seen = 0
-        next_offset = start
-        idle_since = time.monotonic()
-        try:
-            while next_offset < end:
-                messages = self._consumer.consume(num_messages=min(batch_size, 10_000), timeout=0.5)
-                if not messages:
-                    if self._position(partition) >= end:
-                        return
-                    if time.monotonic() - idle_since > _TIMEOUT_S:
-                        raise SliceReadError(
-                            f"{self.topic} partition {partition}: no record after offset {next_offset} for "
-                            f"{_TIMEOUT_S:.0f}s although the slice ends at {end}"
-                        )
-                    continue
-                idle_since = time.monotonic()
-                for message in messages:
-                    if message.error() is not None:
-                        self._raise_for(message.error(), partition, next_offset)
-                    offset = message.offset()
-                    if offset >= end:
-                        return
-                    next_offset = offset + 1
-                    yield KafkaRecord(partition, offset, message.timestamp()[1], message.key(), message.value())
-                    seen += 1
-                    if max_records is not None and seen >= max_records:
-                        return
+                    return
+                next_offset = messages[-1].offset() + 1
+                yield messages
         finally:
             self._consumer.unassign()
 

@@ -8,14 +8,8 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 
 from kafka_lake.compaction import CompactionReport, CompactionTask, compact_partition
+from spark_jobs.tasks import run_on_spark
 
 
 def run_compactions_on_spark(spark: SparkSession, tasks: list[CompactionTask], description: str = "") -> list[CompactionReport]:
-    if not tasks:
-        return []
-    context = spark.sparkContext
-    context.setJobDescription(description or f"compact {len(tasks)} partition(s)")
-    try:
-        return context.parallelize(tasks, numSlices=len(tasks)).map(compact_partition).collect()
-    finally:
-        context.setJobDescription(None)
+    return run_on_spark(spark, tasks, compact_partition, description or f"compact {len(tasks)} partition(s)")
