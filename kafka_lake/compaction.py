@@ -11,7 +11,7 @@ import hashlib
 import struct
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Callable, Iterable
 
 import pyarrow as pa
@@ -22,6 +22,7 @@ from kafka_lake import layout
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.hours import ONE_HOUR, KafkaHour
 from kafka_lake.manifests import ManifestStore
+from kafka_lake.parquet_output import ParquetOutput
 from kafka_lake.storage import LakeStorage
 from kafka_lake.table_state import (
     CompactedFile,
@@ -97,7 +98,7 @@ def offsets_checksum(keys: pa.Table) -> str:
 
 
 def plan_compaction(
-    topic: TopicSpec, hour: datetime, storage: LakeStorage, now: datetime | None = None, target_bytes: int | None = None,
+    topic: TopicSpec, hour: datetime, storage: LakeStorage, target_bytes: int | None = None,
 ) -> tuple[list[CompactionTask], list[TablePartition]]:
     """Tasks for every partition of `hour` whose committed raw files are not yet in its current generation."""
     manifests = ManifestStore(storage, topic.database, topic.table)
@@ -184,7 +185,7 @@ def compact_partition(task: CompactionTask) -> CompactionReport:
     except BaseException:
         writer.abort()
         raise
-    keys = pa.concat_tables(key_tables) if key_tables else pa.table({c: pa.array([], pa.int64()) for c in KEY_COLUMNS})
+    keys = _concat_keys(key_tables)
     return CompactionReport(task, tuple(files), keys.num_rows, rows_read, rows_erased, source_bytes,
                             offsets_checksum(keys), time.monotonic() - started)
 
@@ -219,42 +220,31 @@ class _RollingParquet:
     def __init__(self, storage: LakeStorage, directory: str, target_bytes: int):
         self.storage, self.directory, self.target_bytes = storage, directory, target_bytes
         self.files: list[CompactedFile] = []
-        self._context = self._stream = self._writer = None
-        self._rows = 0
+        self._current: ParquetOutput | None = None
 
     def write(self, table: pa.Table) -> None:
         if table.num_rows == 0:
             return
-        if self._writer is None:
+        if self._current is None:
             path = f"{self.directory}/part-{len(self.files):05d}.parquet"
-            self._path = path
-            self._context = self.storage.open_output(path)
-            self._stream = self._context.__enter__()
-            self._writer = pq.ParquetWriter(self._stream, table.schema, compression="zstd")
-            self._rows = 0
-        self._writer.write_table(table.cast(self._writer.schema), row_group_size=256 * 1024)
-        self._rows += table.num_rows
-        if self._stream.tell() >= self.target_bytes:
+            self._current = ParquetOutput(self.storage, path, table.schema)
+        self._current.write(table.cast(self._current.schema), row_group_size=256 * 1024)
+        if self._current.bytes_written >= self.target_bytes:
             self._finish()
 
     def _finish(self) -> None:
-        self._writer.close()
-        size = self._stream.tell()
-        self._context.__exit__(None, None, None)
-        self.files.append(CompactedFile(self._path, self._rows, size))
-        self._context = self._stream = self._writer = None
+        size = self._current.close()
+        self.files.append(CompactedFile(self._current.path, self._current.rows, size))
+        self._current = None
 
     def close(self) -> list[CompactedFile]:
-        if self._writer is not None:
+        if self._current is not None:
             self._finish()
         return self.files
 
     def abort(self) -> None:
-        if self._context is not None:
-            try:
-                self._context.__exit__(RuntimeError, RuntimeError("compaction aborted"), None)
-            except RuntimeError:
-                pass
+        if self._current is not None:
+            self._current.abort()
 
 
 def commit_compaction(storage: LakeStorage, report: CompactionReport) -> CompactionManifest:
@@ -278,13 +268,12 @@ def commit_compaction(storage: LakeStorage, report: CompactionReport) -> Compact
 
 def delete_sources(storage: LakeStorage, manifest: CompactionManifest) -> list[str]:
     """Deletes what the committed generation replaced; safe once readers use its location."""
-    deleted = []
-    for path in manifest.sources:
-        if path.startswith(manifest.location + "/"):
-            continue
-        if storage.delete(path):
-            deleted.append(path)
-    return deleted
+    return [path for path in replaced_sources(manifest) if storage.delete(path)]
+
+
+def replaced_sources(manifest: CompactionManifest) -> list[str]:
+    """The sources outside the generation's own folder: what it replaced."""
+    return [path for path in manifest.sources if not path.startswith(manifest.location + "/")]
 
 
 Publish = Callable[[list[CompactionManifest]], None]
@@ -301,12 +290,23 @@ def compact_hour(
     """Plans, rewrites, commits, publishes (switches readers) and deletes the sources, in that order."""
     unfinished = _finish_interrupted_swaps(topic, hour, storage, publish)
     tasks, up_to_date = plan_compaction(topic, hour, storage, target_bytes=target_bytes)
+    reports, manifests, deleted = rewrite_generations(storage, tasks, run_tasks, publish)
+    return CompactionResult(hour, tuple(manifests), tuple(reports), tuple(unfinished + deleted), tuple(up_to_date))
+
+
+def rewrite_generations(
+    storage: LakeStorage,
+    tasks: list[CompactionTask],
+    run_tasks: Callable[[list[CompactionTask]], list[CompactionReport]],
+    publish: Publish,
+) -> tuple[list[CompactionReport], list[CompactionManifest], list[str]]:
+    """Writes the new generations, commits them, switches readers to them, then deletes what they replaced."""
     reports = run_tasks(tasks) if tasks else []
     manifests = [commit_compaction(storage, report) for report in reports]
     if manifests:
         publish(manifests)
     deleted = [path for manifest in manifests for path in delete_sources(storage, manifest)]
-    return CompactionResult(hour, tuple(manifests), tuple(reports), tuple(unfinished + deleted), tuple(up_to_date))
+    return reports, manifests, deleted
 
 
 def _finish_interrupted_swaps(topic: TopicSpec, hour: datetime, storage: LakeStorage, publish: Publish) -> list[str]:
@@ -314,7 +314,7 @@ def _finish_interrupted_swaps(topic: TopicSpec, hour: datetime, storage: LakeSto
     pending = []
     for partition in _compacted_partitions(storage, topic, hour):
         manifest = read_compaction(storage, topic.database, topic.table, partition)
-        if any(storage.exists(path) for path in manifest.sources if not path.startswith(manifest.location + "/")):
+        if any(storage.exists(path) for path in replaced_sources(manifest)):
             pending.append(manifest)
     if not pending:
         return []
@@ -328,10 +328,8 @@ def generation_checksum(storage: LakeStorage, manifest: CompactionManifest) -> s
         pq.read_table(storage.full_path(f.path), filesystem=storage.filesystem, columns=KEY_COLUMNS)
         for f in manifest.files
     ]
-    keys = pa.concat_tables(tables) if tables else pa.table({c: pa.array([], pa.int64()) for c in KEY_COLUMNS})
-    return offsets_checksum(keys)
+    return offsets_checksum(_concat_keys(tables))
 
 
-def is_due(topic: TopicSpec, hour: datetime, now: datetime) -> bool:
-    """Whether the wall clock says no raw hour can add to `hour` any more."""
-    return now >= hour + ONE_HOUR + timedelta(hours=topic.allowed_lateness_hours)
+def _concat_keys(tables: list[pa.Table]) -> pa.Table:
+    return pa.concat_tables(tables) if tables else pa.table({c: pa.array([], pa.int64()) for c in KEY_COLUMNS})

@@ -21,8 +21,7 @@ from kafka_lake.compaction import (
     CompactionReport,
     CompactionTask,
     committed_raw_files,
-    commit_compaction,
-    delete_sources,
+    rewrite_generations,
     subject_values,
 )
 from kafka_lake.hours import ONE_HOUR
@@ -186,12 +185,7 @@ def erase(
 ) -> tuple[list[CompactionReport], list[CompactionManifest], list[str]]:
     """Rewrites the affected partitions without the subjects' rows: write, commit, publish, delete."""
     tasks = plan_erasure(storage, topic, subjects, topic.target_file_mb * 1024 * 1024)
-    reports = run_tasks(tasks) if tasks else []
-    manifests = [commit_compaction(storage, report) for report in reports]
-    if manifests:
-        publish(manifests)
-    deleted = [path for manifest in manifests for path in delete_sources(storage, manifest)]
-    return reports, manifests, deleted
+    return rewrite_generations(storage, tasks, run_tasks, publish)
 
 
 def apply_retention(

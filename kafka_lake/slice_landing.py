@@ -13,7 +13,6 @@ from datetime import datetime
 from typing import Sequence
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from kafka_lake import layout
 from kafka_lake.avro_arrow import DEAD_LETTER_SCHEMA
@@ -22,6 +21,7 @@ from kafka_lake.decoding import BatchDecoder, CatalogSchemas, DecodedBatch, Regi
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka_log import KafkaLog
 from kafka_lake.manifests import LandedFile
+from kafka_lake.parquet_output import ParquetOutput
 from kafka_lake.slices import OffsetSlice
 from kafka_lake.storage import LakeStorage
 
@@ -104,31 +104,18 @@ class PlacementFiles:
         self._open.clear()
 
 
-class _OpenFile:
-    def __init__(self, storage, path, schema, kind, partition, first_offset, schema_version, hour):
-        self.path, self.kind, self.partition = path, kind, partition
-        self.first_offset, self.schema_version, self.hour = first_offset, schema_version, hour
-        self.rows = 0
-        self._context = storage.open_output(path)
-        self._stream = self._context.__enter__()
-        self._writer = pq.ParquetWriter(self._stream, schema, compression="zstd")
+class _OpenFile(ParquetOutput):
+    """A landing file, with what its manifest entry needs."""
 
-    def write(self, table: pa.Table) -> None:
-        self._writer.write_table(table)
-        self.rows += table.num_rows
+    def __init__(self, storage, path, schema, kind, partition, first_offset, schema_version, hour):
+        super().__init__(storage, path, schema)
+        self.kind, self.partition = kind, partition
+        self.first_offset, self.schema_version, self.hour = first_offset, schema_version, hour
 
     def close(self) -> LandedFile:
-        self._writer.close()
-        size = self._stream.tell()
-        self._context.__exit__(None, None, None)
+        size = super().close()
         return LandedFile(self.path, self.kind, self.partition, self.first_offset, self.rows, size,
                           self.schema_version, self.hour)
-
-    def abort(self) -> None:
-        try:
-            self._context.__exit__(RuntimeError, RuntimeError("task aborted"), None)
-        except RuntimeError:
-            pass
 
 
 def land_slice(task: SliceTask) -> SliceReport:

@@ -79,12 +79,13 @@ def catalog_asset(topic: TopicSpec):
             catalog = table_catalog.catalog(lambda: pyspark.spark_session)
 
             change = catalog.ensure_table(definition)
-            report = reconcile(catalog, definition, storage_partitions(storage, topic.database, topic.table), only_hours=hours)
+            stored = storage_partitions(storage, topic.database, topic.table)
+            report = reconcile(catalog, definition, stored, only_hours=hours)
             context.log.info(_summary_line(definition, hours, change, report))
 
-            # The check reads both sides again: it states what readers see now, not what reconcile intended.
+            # The check reads the catalog again: it states what readers see now, not what reconcile intended.
             in_catalog = catalog.list_partitions(definition, hours)
-            in_storage = storage_partition_uris(definition, storage_partitions(storage, topic.database, topic.table), hours)
+            in_storage = storage_partition_uris(definition, stored, hours)
             differences = partition_differences(in_catalog, in_storage)
             check = AssetCheckResult(
                 asset_key=key,
