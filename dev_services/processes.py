@@ -6,6 +6,7 @@ The one place that signals processes, so no service is ever stopped by name.
 from __future__ import annotations
 
 import os
+import pwd
 import signal
 import subprocess
 import time
@@ -14,8 +15,9 @@ from pathlib import Path
 DEFAULT_STOP_TIMEOUT = 10.0
 
 
-def launch(argv: list[str], log_file: Path, cwd: Path | None = None, env: dict | None = None) -> subprocess.Popen:
-    """Starts `argv` with stdout and stderr appended to `log_file`.
+def launch(argv: list[str], log_file: Path, cwd: Path | None = None, env: dict | None = None,
+           user: str | None = None) -> subprocess.Popen:
+    """Starts `argv` with stdout and stderr appended to `log_file`, as `user` when given (needs root).
 
     A session of its own keeps the service alive when the starting shell exits (the pid-file
     mode) and keeps Ctrl-C in a test run from reaching it before our own cleanup does.
@@ -24,8 +26,15 @@ def launch(argv: list[str], log_file: Path, cwd: Path | None = None, env: dict |
     with open(log_file, "ab") as log:
         return subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            cwd=cwd, env=env, start_new_session=True,
+            cwd=cwd, env=env, start_new_session=True, **as_user(user),
         )
+
+
+def as_user(user: str | None) -> dict:
+    """Popen arguments that run the child as `user` with that user's own group, or none."""
+    if user is None:
+        return {}
+    return {"user": user, "group": pwd.getpwnam(user).pw_gid, "extra_groups": []}
 
 
 def is_alive(pid: int) -> bool:
@@ -63,11 +72,12 @@ def stop_pid(pid: int, timeout: float = DEFAULT_STOP_TIMEOUT) -> None:
     _wait_gone(pid, 5.0)
 
 
-def stop_process(process: subprocess.Popen, timeout: float = DEFAULT_STOP_TIMEOUT) -> None:
-    """Stops a child we started, and reaps it so no zombie is left behind."""
+def stop_process(process: subprocess.Popen, timeout: float = DEFAULT_STOP_TIMEOUT,
+                 stop_signal: int = signal.SIGTERM) -> None:
+    """Stops a child we started (`stop_signal`, then SIGKILL), and reaps it so no zombie is left behind."""
     if process.poll() is not None:
         return
-    process.terminate()
+    process.send_signal(stop_signal)
     try:
         process.wait(timeout)
     except subprocess.TimeoutExpired:

@@ -1,0 +1,133 @@
+"""The deployment: the rendered Dagster instance (SQLite, or a real PostgreSQL server when DAGSTER_PG_* is
+set), and the webserver loading the code location from the code server the Docker image runs.
+
+No Docker engine runs here, so the test runs the image's ENTRYPOINT and CMD, read from the Dockerfile,
+directly on this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import psycopg2
+import pytest
+from dagster import AssetKey, DagsterInstance, DagsterRunStatus, asset, materialize
+
+from deploy.instance import InstanceConfigError, render_instance, write_instance
+from dev_services.ports import LOOPBACK, free_port
+from dev_services.postgres import PostgresServer
+from kafka_lake.catalog import load_catalog
+from tests.conftest import REPO
+from tests.dagster_servers import VENV_BIN, asset_keys, graphql, loaded_location, serving, webserver_command
+
+LOCATION = "kafka_lake"
+LANDING_POOL = "landing/shop/page_views"
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    with PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_env(postgres, monkeypatch):
+    """DAGSTER_PG_* in this process's environment, where the instance resolves the `env:` references."""
+    for name, value in postgres.env().items():
+        monkeypatch.setenv(name, value)
+    return postgres.env()
+
+
+def dockerfile_instruction(name: str) -> list[str]:
+    """The exec-form argv of a Dockerfile instruction (ENTRYPOINT, CMD)."""
+    lines = [line for line in (REPO / "Dockerfile").read_text().splitlines() if line.startswith(f"{name} ")]
+    assert len(lines) == 1, f"the Dockerfile must have one {name} in exec form, found {lines}"
+    return json.loads(lines[0][len(name) + 1:])
+
+
+def with_option(argv: list[str], option: str, value: str) -> list[str]:
+    assert option in argv, f"the Dockerfile's CMD has no {option}: {argv}"
+    at = argv.index(option) + 1
+    return [*argv[:at], value, *argv[at + 1:]]
+
+
+def test_without_dagster_pg_the_instance_keeps_runs_in_sqlite_with_the_limits_of_dagster_yaml(tmp_path):
+    write_instance(tmp_path, environ={})
+
+    instance = DagsterInstance.from_config(str(tmp_path))
+
+    assert type(instance.run_storage).__name__ == "SqliteRunStorage"
+    concurrency = instance.get_concurrency_config()
+    assert concurrency.pool_config.default_pool_limit == 1
+    assert concurrency.pool_config.pool_granularity.value == "run"
+    assert concurrency.run_queue_config.max_concurrent_runs >= 1
+    assert {"key": "dagster/backfill", "value": {"applyLimitPerUniqueValue": True}, "limit": 2} in \
+        concurrency.run_queue_config.tag_concurrency_limits
+    assert instance.run_retries_enabled and instance.run_retries_max_retries >= 1
+    assert not instance.telemetry_enabled
+
+
+def test_a_partly_set_dagster_pg_is_refused_naming_the_missing_variables():
+    with pytest.raises(InstanceConfigError) as refused:
+        render_instance("telemetry:\n  enabled: false\n", {"DAGSTER_PG_HOST": "db", "DAGSTER_PG_USER": "dagster"})
+
+    assert "DAGSTER_PG_PASSWORD" in str(refused.value) and "DAGSTER_PG_DB" in str(refused.value)
+    assert "DAGSTER_PG_PORT" not in str(refused.value), "the port has Dagster's default"
+
+
+def test_the_rendered_instance_records_runs_and_pools_in_postgres(postgres_env, tmp_path):
+    """Given DAGSTER_PG_* pointing at a real PostgreSQL server, a run recorded through the rendered instance
+    is in Postgres, seen by a second instance and by SQL, and a pool gets dagster.yaml's default limit."""
+    path = write_instance(tmp_path / "home")
+    assert postgres_env["DAGSTER_PG_PASSWORD"] not in path.read_text(), "the password stays in the environment"
+
+    @asset(pool=LANDING_POOL)
+    def deployment_probe():
+        return 1
+
+    with DagsterInstance.from_config(str(path.parent)) as instance:
+        assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+        result = materialize([deployment_probe], instance=instance)
+        assert result.success
+        instance.event_log_storage.initialize_concurrency_limit_to_default(LANDING_POOL)
+
+    with DagsterInstance.from_config(str(path.parent)) as another:
+        run = another.get_run_by_id(result.run_id)
+        assert run is not None and run.status == DagsterRunStatus.SUCCESS
+        assert another.get_latest_materialization_event(AssetKey("deployment_probe")) is not None
+        assert another.event_log_storage.get_concurrency_info(LANDING_POOL).slot_count == 1
+    connection = psycopg2.connect(host=postgres_env["DAGSTER_PG_HOST"], port=postgres_env["DAGSTER_PG_PORT"],
+                                  user=postgres_env["DAGSTER_PG_USER"], password=postgres_env["DAGSTER_PG_PASSWORD"],
+                                  dbname=postgres_env["DAGSTER_PG_DB"])
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT status FROM runs WHERE run_id = %s", (result.run_id,))
+            assert cursor.fetchone() == ("SUCCESS",)
+    finally:
+        connection.close()
+
+
+def test_the_webserver_loads_the_code_location_from_the_images_code_server(postgres_env, tmp_path):
+    """Given the image's command (ENTRYPOINT + CMD of the Dockerfile) serving the code location over gRPC
+    and a webserver with deploy/workspace.yaml on the same Postgres-backed instance, the webserver lists
+    every topic's raw asset, loaded from that code server."""
+    code_port, web_port = free_port(), free_port()
+    command = dockerfile_instruction("ENTRYPOINT") + with_option(
+        with_option(dockerfile_instruction("CMD"), "-h", LOOPBACK), "-p", str(code_port))
+    env = {**os.environ, **postgres_env, "DAGSTER_HOME": str(tmp_path / "home"),
+           "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+           "KAFKA_LAKE_CODE_SERVER_HOST": LOOPBACK, "KAFKA_LAKE_CODE_SERVER_PORT": str(code_port)}
+    expected = {f"raw/{topic.database}/{topic.table}" for topic in load_catalog(REPO / "schema_catalog").topics}
+
+    with serving(command, code_port, tmp_path / "code-server.log", env, REPO, "the code server"):
+        web_log = tmp_path / "webserver.log"
+        with serving(webserver_command(REPO / "deploy" / "workspace.yaml", web_port), web_port, web_log, env,
+                     REPO, "dagster-webserver"):
+            entry = loaded_location(web_port, LOCATION, web_log)
+            instance_info = graphql(web_port, "{ instance { info } }")["instance"]["info"]
+
+    served_from = {item["key"]: item["value"] for item in entry["displayMetadata"]}
+    assert served_from.get("port") == str(code_port), f"not loaded from the code server: {served_from}"
+    assert expected <= asset_keys(entry), f"missing raw assets: {sorted(expected - asset_keys(entry))}"
+    assert "PostgresRunStorage" in instance_info, "the webserver reads the instance the entrypoint rendered"
