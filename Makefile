@@ -10,9 +10,9 @@ export PYTHONUNBUFFERED := 1
 # Spark binds the driver to loopback unless told otherwise: local runs never leave the machine.
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: setup check-java demo test ui broker stop clean bench
+.PHONY: setup check-java instance check-test-tools demo test test-faults ui broker stop clean bench bench-sensors
 
-setup: $(STAMP) check-java $(DAGSTER_HOME)/dagster.yaml
+setup: $(STAMP) check-java instance
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,22 +25,46 @@ $(STAMP): requirements.lock pyproject.toml
 check-java:
 	@command -v java >/dev/null || { echo "Spark needs Java 17 or 21: install it, e.g. 'sudo apt-get install -y openjdk-17-jre-headless' (Debian/Ubuntu) or 'brew install openjdk@17' (macOS)"; exit 1; }
 
-$(DAGSTER_HOME)/dagster.yaml: dagster.yaml
-	@mkdir -p $(DAGSTER_HOME)
-	cp dagster.yaml $@
+# $(DAGSTER_HOME)/dagster.yaml from dagster.yaml: Postgres when DAGSTER_PG_* is set, else SQLite there.
+# Rendered every time, not only when dagster.yaml changes: DAGSTER_PG_* may have changed since.
+instance: $(STAMP)
+	@$(PY) -m deploy.instance $(DAGSTER_HOME)
+
+# The UI test drives Debian's Chromium; the deployment test runs a real PostgreSQL server. Installed
+# when missing as root (CI); otherwise the command to run is printed, as for Java.
+check-test-tools:
+	@missing=""; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq$$missing; \
+	  else \
+	    echo "The tests need$$missing: install them, e.g. 'sudo apt-get install -y$$missing' (Debian/Ubuntu)"; exit 1; \
+	  fi; \
+	fi
 
 # Lands the sample topics for several hours on a fresh local broker and prints a summary.
 demo: setup
 	$(PY) -m dev_services.demo
 
-test: setup
-	$(PY) -m pytest -q
+test: setup check-test-tools
+	$(PY) -m pytest -q -m "not faults"
+
+# The fault suite (docs/RELIABILITY.md): kills, concurrent runs, stopped broker and S3 server, expired
+# offsets, a recreated topic, added partitions; each scenario ends with the exactly-once check. ~4 min.
+test-faults: setup
+	$(PY) -m pytest -q -m faults
 
 # Landing throughput against this machine's raw-consume ceiling, and a task's peak memory (bench/RESULTS.md).
 # `make bench N=200000` for a quick run; the default 2M records takes 3 to 5 minutes here.
 N ?= 2000000
 bench: setup
 	$(PY) -m bench.run --records $(N)
+
+# A tick of each sensor with 100 topics × 32 partitions, against a metadata request and the per-partition way.
+bench-sensors: setup
+	$(PY) -m bench.sensor_ticks --topics 100 --partitions 32
 
 # The Dagster UI on the demo's state (run `make demo` first to have data and a broker).
 ui: setup broker

@@ -5,6 +5,7 @@ Field lookup by dotted path, time-field types, and what counts as a compatible e
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 AvroType = Any  # a str, dict or list, as in the .avsc JSON
@@ -176,3 +177,145 @@ def _describe(node: AvroType) -> str:
     if isinstance(node, dict) and node.get("type") in ("record", "enum", "fixed"):
         return node.get("name", node["type"])
     return type_name(node)
+
+
+# Avro's own rule for names, and the only names that may become column names in DDL.
+AVRO_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+_FULL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+
+
+class _ShapeProblem(Exception):
+    pass
+
+
+def shape_problem(schema: dict, max_depth: int) -> str | None:
+    """Why a schema's shape cannot land as a table, or None; checked before anything else walks the schema.
+
+    Refused: a field name that is no Avro name (it would reach paths and DDL), two fields whose names differ
+    only in case (catalogs fold case), nesting deeper than `max_depth` records, arrays and maps, a record that
+    contains itself (Parquet has no recursive types), an empty or repeated union, a fixed without a size,
+    and an array whose items take no bytes on the wire: a few corrupt bytes could claim 2^62 such items,
+    which a decoder would then count out one by one.
+    """
+    try:
+        _Shape(max_depth).walk(schema, None, 1, "")
+    except _ShapeProblem as problem:
+        return str(problem)
+    except RecursionError:  # not expected, as every step down counts; a last guard for the loader's promise
+        return f"the schema is nested too deeply to walk (the limit is {max_depth} levels)"
+    return None
+
+
+class _Shape:
+    """One bounded walk: it never descends deeper than `max_depth`, so no schema can exhaust the stack."""
+
+    def __init__(self, max_depth: int):
+        self.max_depth = max_depth
+        self.full_names: dict[str, str] = {}  # short name → full name of the named types met so far
+        self.measured: dict[str, tuple[int, bool]] = {}  # full name → (levels, takes no bytes)
+        self.open: list[str] = []  # the records being walked, outermost first
+
+    def walk(self, node: AvroType, namespace: str | None, depth: int, path: str) -> tuple[int, bool]:
+        """(levels of nesting from `node` down, whether its encoding can take no bytes)."""
+        where = f"field {path!r}" if path else "the top-level record"
+        if isinstance(node, str):
+            return self._reference(node, namespace, depth, path) if node not in _PRIMITIVES else (0, node == "null")
+        if isinstance(node, list):
+            if not node:
+                raise _ShapeProblem(f"{where} is an empty union")
+            if any(isinstance(member, list) for member in node):
+                raise _ShapeProblem(f"{where} is a union directly inside a union")
+            kinds = [str(_describe(member) if isinstance(member, (str, dict)) else repr(member))[:80] for member in node]
+            if len(set(kinds)) != len(kinds):
+                raise _ShapeProblem(f"{where} is a union that repeats a member: {', '.join(kinds)}")
+            levels = [self.walk(member, namespace, depth, path)[0] for member in node]
+            return max(levels), False  # the branch index takes a byte
+        if not isinstance(node, dict):
+            return 0, False  # not a type at all: fastavro's parse says so
+        kind = node.get("type")
+        if isinstance(kind, (dict, list)):  # `{"type": {...}}`: a wrapper, counted as a level like any nesting
+            self._check_depth(depth, path)
+            return self.walk(kind, namespace, depth + 1, path)
+        if kind in ("record", "error", "enum", "fixed"):
+            return self._named(node, namespace, depth, path)
+        if kind in ("array", "map"):
+            self._check_depth(depth, path)
+            child = node.get("items" if kind == "array" else "values")
+            levels, empty = self.walk(child, namespace, depth + 1, f"{path}[]" if kind == "array" else f"{path}{{}}")
+            if kind == "array" and empty:
+                raise _ShapeProblem(
+                    f"{where} is an array of items that take no bytes on the wire (null, an empty record or a "
+                    f"zero-size fixed); its length could not be checked against the record's bytes"
+                )
+            return levels + 1, False
+        if isinstance(kind, str) and kind in _PRIMITIVES:
+            return 0, kind == "null"
+        if isinstance(kind, str):
+            return self._reference(kind, namespace, depth, path)
+        return 0, False  # no valid type: fastavro's parse says so
+
+    def _named(self, node: dict, namespace: str | None, depth: int, path: str) -> tuple[int, bool]:
+        name = node.get("name")
+        if not isinstance(name, str) or not _FULL_NAME.match(name):
+            raise _ShapeProblem(f"{node.get('type')} name {name!r:.80} at {path or 'the top'} is not an Avro name")
+        space = node.get("namespace", namespace) if "." not in name else name.rsplit(".", 1)[0]
+        full = name if "." in name or not space else f"{space}.{name}"
+        self.full_names[name.rsplit(".", 1)[-1]] = full
+        kind = node["type"]
+        if kind == "enum":
+            shape = (0, False)
+        elif kind == "fixed":
+            size = node.get("size")
+            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+                raise _ShapeProblem(f"fixed {full!r} has size {size!r:.80}; it must be a whole number of bytes")
+            shape = (0, size == 0)
+        else:
+            shape = self._record(node, full, depth, path)
+        self.measured[full] = shape
+        return shape
+
+    def _record(self, node: dict, full: str, depth: int, path: str) -> tuple[int, bool]:
+        self._check_depth(depth, path)
+        fields = node.get("fields")
+        if not isinstance(fields, list):
+            raise _ShapeProblem(f"record {full!r} has no list of fields")
+        self.open.append(full)
+        seen: dict[str, str] = {}
+        levels, empty = 0, True
+        space = full.rsplit(".", 1)[0] if "." in full else None
+        for child in fields:
+            name = child.get("name") if isinstance(child, dict) else None
+            if not isinstance(name, str) or not AVRO_NAME.match(name):
+                raise _ShapeProblem(
+                    f"record {full!r} has a field named {name!r:.80}: field names must be letters, digits and "
+                    f"underscores, not starting with a digit"
+                )
+            if name.lower() in seen:
+                raise _ShapeProblem(
+                    f"record {full!r} has fields {seen[name.lower()]!r} and {name!r}, which differ only in case; "
+                    f"table catalogs fold column names to lowercase"
+                )
+            seen[name.lower()] = name
+            child_levels, child_empty = self.walk(child.get("type"), space, depth + 1, f"{path}.{name}" if path else name)
+            levels, empty = max(levels, child_levels), empty and child_empty
+        self.open.pop()
+        return levels + 1, empty
+
+    def _reference(self, name: str, namespace: str | None, depth: int, path: str) -> tuple[int, bool]:
+        full = name if "." in name else f"{namespace}.{name}" if namespace else name
+        if full not in self.measured and full not in self.open:
+            full = self.full_names.get(name, full)
+        if full in self.open:
+            raise _ShapeProblem(f"record {full!r} contains itself (at field {path!r}); Parquet has no recursive types")
+        if full not in self.measured:
+            return 0, False  # an unknown name: fastavro's parse says so
+        levels, empty = self.measured[full]
+        self._check_depth(depth + levels - 1, path)
+        return levels, empty
+
+    def _check_depth(self, depth: int, path: str) -> None:
+        if depth > self.max_depth:
+            raise _ShapeProblem(
+                f"field {path!r} is nested more than {self.max_depth} levels deep (records, arrays and maps); "
+                f"flatten the schema"
+            )

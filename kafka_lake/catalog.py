@@ -138,15 +138,18 @@ def _check_unique(topics: list[TopicSpec]) -> None:
 def load_topic(path: str | Path) -> TopicSpec:
     path = Path(path)
     where = str(path)
+    text = _read_catalog_file(path, where)
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as error:
-        raise CatalogError(f"{where}: not valid YAML: {error}") from None
+        document = yaml.safe_load(text)
+    # Beyond YAMLError: a date like 2026-13-45 raises ValueError while being built, deep nesting RecursionError.
+    except (yaml.YAMLError, ValueError, OverflowError, RecursionError) as error:
+        raise CatalogError(f"{where}: not valid YAML: {str(error)[:500]}") from None
     if not isinstance(document, dict):
         raise CatalogError(f"{where}: expected a mapping of keys, got {type(document).__name__}")
     unknown = sorted(set(map(str, document)) - _KNOWN_KEYS)
     if unknown:
-        raise CatalogError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_KNOWN_KEYS))}")
+        shown = ", ".join(_shown(key) if not key.isidentifier() else key for key in unknown[:10])
+        raise CatalogError(f"{where}: unknown key(s) {shown}; allowed: {', '.join(sorted(_KNOWN_KEYS))}")
 
     database, table = path.parent.parent.name, path.parent.name
     for label, name in (("database folder", database), ("table folder", table)):
@@ -157,7 +160,10 @@ def load_topic(path: str | Path) -> TopicSpec:
 
     topic = _required(document, "topic", str, where)
     if not _TOPIC_NAME.match(topic):
-        raise CatalogError(f"{where}: topic {topic!r} is not a valid Kafka topic name")
+        raise CatalogError(f"{where}: topic {_shown(topic)} is not a valid Kafka topic name")
+    if topic.startswith("."):
+        # Data files are named after the topic, and a leading dot makes them hidden from every listing.
+        raise CatalogError(f"{where}: topic {topic!r} starts with a dot; the platform cannot land it")
     owner = _required(document, "owner", str, where)
 
     versions = _load_versions(document, path.parent, where)
@@ -214,9 +220,14 @@ def _load_versions(document: dict, folder: Path, where: str) -> list[SchemaVersi
             raise CatalogError(f"{where}: schema_versions must be numbered 1, 2, … in order; got {number}, expected {expected}")
         if not 0 <= registry_id < 2**31:
             raise CatalogError(f"{where}: registry_id {registry_id} of version {number} is outside 0..2^31-1")
-        schema_path = (folder / file_name).resolve()
-        if schema_path.parent != folder.resolve():
-            raise CatalogError(f"{where}: schema file {file_name!r} of version {number} must sit beside topic.yaml")
+        try:
+            schema_path = (folder / file_name).resolve()
+        except (OSError, ValueError, RuntimeError):  # a NUL byte, a symlink loop, an overlong name
+            schema_path = None
+        if schema_path is None or schema_path.parent != folder.resolve():
+            raise CatalogError(
+                f"{where}: schema file {_shown(file_name)} of version {number} must sit beside topic.yaml"
+            )
         schema, parsed = _parse_schema_file(schema_path)
         versions.append(SchemaVersion(number, file_name, registry_id, schema, parsed))
     for older, newer in zip(versions, versions[1:]):
@@ -230,26 +241,58 @@ def _load_versions(document: dict, folder: Path, where: str) -> list[SchemaVersi
 
 
 def _parse_schema_file(schema_path: Path) -> tuple[dict, Any]:
-    if not schema_path.is_file():
-        raise CatalogError(f"{schema_path}: schema file does not exist")
     try:
-        schema = json.loads(schema_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise CatalogError(f"{schema_path}: not valid JSON: {error}") from None
+        exists = schema_path.is_file()
+    except OSError:
+        exists = False
+    if not exists:
+        raise CatalogError(f"{schema_path}: schema file does not exist")
+    text = _read_catalog_file(schema_path, str(schema_path))
+    try:
+        schema = json.loads(text)
+    except RecursionError:
+        raise CatalogError(f"{schema_path}: nested too deeply to read (the limit is {MAX_SCHEMA_DEPTH} levels)") from None
+    except ValueError as error:  # JSONDecodeError, and numbers too long to convert
+        raise CatalogError(f"{schema_path}: not valid JSON: {str(error)[:300]}") from None
     if not isinstance(schema, dict) or schema.get("type") != "record":
         raise CatalogError(f"{schema_path}: the top-level Avro schema must be a record")
+    # Before fastavro and every walk of ours: the shape check is the one walk that cannot recurse without bound.
+    problem = shape_problem(schema, MAX_SCHEMA_DEPTH)
+    if problem:
+        raise CatalogError(f"{schema_path}: {problem}")
+    for field_name in (f["name"] for f in schema["fields"]):
+        if field_name.lower().startswith(KAFKA_COLUMN_PREFIX) or field_name.lower() in PARTITION_COLUMNS:
+            raise CatalogError(
+                f"{schema_path}: field {field_name!r} takes the name of one of the lake's own columns "
+                f"({KAFKA_COLUMN_PREFIX}…, {', '.join(PARTITION_COLUMNS)}); rename it"
+            )
     try:
         parsed = fastavro.parse_schema(schema)
     except Exception as error:  # fastavro raises several types for bad schemas
-        raise CatalogError(f"{schema_path}: not a valid Avro schema: {error}") from None
+        raise CatalogError(f"{schema_path}: not a valid Avro schema: {str(error)[:300]}") from None
     return schema, parsed
+
+
+def _read_catalog_file(path: Path, where: str) -> str:
+    """The text of a catalog file, read with a size cap; anything else is a CatalogError naming it."""
+    try:
+        with path.open("rb") as stream:
+            data = stream.read(MAX_CATALOG_FILE_BYTES + 1)
+    except (OSError, ValueError) as error:
+        raise CatalogError(f"{where}: cannot be read: {getattr(error, 'strerror', None) or error}") from None
+    if len(data) > MAX_CATALOG_FILE_BYTES:
+        raise CatalogError(f"{where}: larger than {MAX_CATALOG_FILE_BYTES // 1024} KiB; not a catalog file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise CatalogError(f"{where}: not UTF-8 text: {error}") from None
 
 
 def _load_time_partitioning(document: dict, versions: list[SchemaVersion], where: str):
     block = _required(document, "time_partitioning", dict, where)
     source = block.get("source")
     if source not in ("event_time", "kafka_time"):
-        raise CatalogError(f"{where}: time_partitioning.source must be event_time or kafka_time, got {source!r}")
+        raise CatalogError(f"{where}: time_partitioning.source must be event_time or kafka_time, got {_shown(source)}")
     if source == "kafka_time":
         if block.get("field") is not None:
             raise CatalogError(f"{where}: time_partitioning.field is only for source event_time")
@@ -279,14 +322,19 @@ def _parse_start_hour(value: Any, where: str) -> datetime:
         moment = value
     else:
         try:
+            if not isinstance(value, (str, date)):  # a list's text could be an alias bomb's expansion
+                raise ValueError(value)
             moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
         except ValueError:
-            raise CatalogError(f"{where}: start_hour {value!r} is not an ISO 8601 time like \"2026-11-01T00:00Z\"") from None
+            raise CatalogError(f"{where}: start_hour {_shown(value)} is not an ISO 8601 time like \"2026-11-01T00:00Z\"") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    moment = moment.astimezone(timezone.utc)
+    try:
+        moment = moment.astimezone(timezone.utc)
+    except OverflowError:  # an offset that pushes year 1 or 9999 out of range
+        raise CatalogError(f"{where}: start_hour {_shown(value)} is outside the years 1..9999 in UTC") from None
     if moment.minute or moment.second or moment.microsecond:
-        raise CatalogError(f"{where}: start_hour {value!r} must be on the hour")
+        raise CatalogError(f"{where}: start_hour {_shown(value)} must be on the hour")
     return moment
 
 
@@ -295,7 +343,7 @@ def _required(document: dict, key: str, kind: type, where: str):
         raise CatalogError(f"{where}: missing required key {key!r}")
     value = document[key]
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise CatalogError(f"{where}: {key!r} must be a {kind.__name__}, got {value!r}")
+        raise CatalogError(f"{where}: {key!r} must be a {kind.__name__}, got {_shown(value)}")
     return value
 
 
@@ -305,20 +353,27 @@ def _optional(document: dict, key: str, kind: type, where: str):
     return _required(document, key, kind, where)
 
 
-def _optional_int(document: dict, key: str, where: str, default: int) -> int:
+def _optional_int(document: dict, key: str, where: str, default: int, at_most: int | None = None) -> int:
     value = _optional(document, key, int, where)
     if value is None:
         return default
     if value < 0:
         raise CatalogError(f"{where}: {key!r} must not be negative, got {value}")
+    _check_at_most(value, at_most, key, where)
     return value
 
 
-def _optional_positive_int(document: dict, key: str, where: str) -> int | None:
+def _optional_positive_int(document: dict, key: str, where: str, at_most: int | None = None) -> int | None:
     value = _optional(document, key, int, where)
     if value is not None and value <= 0:
-        raise CatalogError(f"{where}: {key!r} must be a positive whole number, got {value}")
+        raise CatalogError(f"{where}: {key!r} must be a positive whole number, got {_shown(value)}")
+    _check_at_most(value, at_most, key, where)
     return value
+
+
+def _check_at_most(value: int | None, at_most: int | None, key: str, where: str) -> None:
+    if value is not None and at_most is not None and value > at_most:
+        raise CatalogError(f"{where}: {key!r} is {_shown(value)}, more than a century ({at_most})")
 
 
 def _optional_rate(document: dict, key: str, where: str, default: float) -> float:
@@ -326,7 +381,7 @@ def _optional_rate(document: dict, key: str, where: str, default: float) -> floa
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise CatalogError(f"{where}: {key!r} must be a fraction between 0 and 1, got {value!r}")
+        raise CatalogError(f"{where}: {key!r} must be a fraction between 0 and 1, got {_shown(value)}")
     return float(value)
 
 
@@ -335,5 +390,9 @@ def _optional_list_of_str(document: dict, key: str, where: str) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
-        raise CatalogError(f"{where}: {key!r} must be a list of field names, got {value!r}")
+        raise CatalogError(f"{where}: {key!r} must be a list of field names, got {_shown(value)}")
     return value
+
+
+def _shown(value: Any) -> str:
+    return _SHOWN.repr(value)

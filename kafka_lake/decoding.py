@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from operator import attrgetter
 from typing import Any, Iterator, NamedTuple, Protocol, Sequence
-from urllib.parse import urlsplit
 
 import fastavro
 import numpy as np
@@ -35,6 +34,7 @@ from kafka_lake.catalog import SchemaVersion, TopicSpec
 from kafka_lake.framing import HEADER_SIZE, MAGIC_BYTE, FramingError, split_confluent
 from kafka_lake.hours import floor_hour, hour_of_millis
 from kafka_lake.pii import ColumnPseudonymizer, pseudonymizer_for
+from kafka_lake.settings import url_without_credentials
 
 _SCHEMA_NOT_FOUND = 40403  # Confluent Schema Registry's error code for an unknown id
 _RFC3339 = re.compile(
@@ -124,7 +124,7 @@ class RegistrySchemas:
         from confluent_kafka.schema_registry import SchemaRegistryClient
 
         self._topic = topic
-        self._url = _without_credentials(url)
+        self._url = url_without_credentials(url)
         self._client = SchemaRegistryClient({**(client_config or {}), "url": url})
         self._forms = [(to_parsing_canonical_form(v.parsed), v) for v in topic.schema_versions]
         self._resolved: dict[int, tuple[SchemaVersion | None, str]] = {}
@@ -678,9 +678,3 @@ def _in_log_order(tables: list[pa.Table]) -> pa.Table:
     if len(tables) == 1:
         return tables[0]
     return pa.concat_tables(tables).sort_by([("_kafka_partition", "ascending"), ("_kafka_offset", "ascending")])
-
-
-def _without_credentials(url: str) -> str:
-    """The URL as safe to print: `https://user:secret@host` loses its user info."""
-    parts = urlsplit(url)
-    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()

@@ -21,6 +21,9 @@ from kafka_lake.slices import PartitionLog
 log = logging.getLogger(__name__)
 
 _TIMEOUT_S = 15.0
+# The values of one decode batch stay under this many bytes: decoding holds about eight times a batch's bytes at
+# its peak, so 20,000 records of 10 MiB each must not make one batch.
+DEFAULT_MAX_BATCH_BYTES = 32 * 1024 * 1024
 
 
 class KafkaUnavailable(RuntimeError):
@@ -112,7 +115,8 @@ class KafkaLog:
             return None
         answer = self._broker_lookup(partition, timestamp_ms)
         if answer is not None and self._lookup_holds(partition, timestamp_ms, answer, log_start, log_end):
-            return None if answer >= log_end else answer
+            # -1 is Kafka's "no record at or after": the same answer as the log end, not an offset.
+            return None if answer < 0 or answer >= log_end else answer
         log.info(
             "%s[%d]: the broker's time lookup for %d answered %s, which the records around it contradict; "
             "searching record timestamps", self.topic, partition, timestamp_ms, answer,
@@ -170,18 +174,25 @@ class KafkaLog:
             return message.offset(), message.timestamp()[1]
         return None
 
-    def read_slice_batches(self, partition: int, start: int, end: int, batch_size: int) -> Iterator[KafkaBatch]:
-        """The records of [start, end) as column batches of exactly `batch_size` (the last one shorter),
-        whatever chunks the client hands over, so a re-run cuts the same batches: no Python object per record."""
+    def read_slice_batches(self, partition: int, start: int, end: int, batch_size: int,
+                           max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> Iterator[KafkaBatch]:
+        """The records of [start, end) as column batches of `batch_size` records, or fewer where their values
+        reach `max_batch_bytes` (the last one shorter), whatever chunks the client hands over, so a re-run cuts
+        the same batches: no Python object per record."""
         columns: tuple[list, ...] = ([], [], [], [])  # offsets, timestamps, keys, values
+        held = 0  # bytes of the values in `columns`
         for messages in self._message_chunks(partition, start, end, batch_size):
+            values = list(map(Message.value, messages))
             columns[0].extend(map(Message.offset, messages))
             columns[1].extend(map(itemgetter(1), map(Message.timestamp, messages)))
             columns[2].extend(map(Message.key, messages))
-            columns[3].extend(map(Message.value, messages))
-            while len(columns[0]) >= batch_size:
-                yield KafkaBatch([partition] * batch_size, *(column[:batch_size] for column in columns))
-                columns = tuple(column[batch_size:] for column in columns)
+            columns[3].extend(values)
+            held += _bytes_of(values)
+            while len(columns[0]) >= batch_size or held >= max_batch_bytes:
+                cut, cut_bytes = _next_batch(columns[3], batch_size, max_batch_bytes)
+                yield KafkaBatch([partition] * cut, *(column[:cut] for column in columns))
+                held -= cut_bytes
+                columns = tuple(column[cut:] for column in columns)
         if columns[0]:
             yield KafkaBatch([partition] * len(columns[0]), *columns)
 
@@ -201,7 +212,8 @@ class KafkaLog:
                     if time.monotonic() - idle_since > _TIMEOUT_S:
                         raise SliceReadError(
                             f"{self.topic} partition {partition}: no record after offset {next_offset} for "
-                            f"{_TIMEOUT_S:.0f}s although the slice ends at {end}"
+                            f"{_TIMEOUT_S:.0f}s although the slice ends at {end}: the broker is unreachable or "
+                            f"no longer holds them"
                         )
                     continue
                 idle_since = time.monotonic()
@@ -231,3 +243,22 @@ class KafkaLog:
         if error.fatal() or not error.retriable():
             raise KafkaUnavailable(f"{self.topic} partition {partition} at offset {offset}: {error.str()}")
         log.warning("%s[%d]: transient error at offset %d: %s", self.topic, partition, offset, error.str())
+
+
+def _bytes_of(values: list[bytes | None]) -> int:
+    return sum(map(len, filter(None, values)))
+
+
+def _next_batch(values: list[bytes | None], batch_size: int, max_batch_bytes: int) -> tuple[int, int]:
+    """(how many of `values` the next batch takes, their bytes): `batch_size`, or fewer whose bytes reach
+    `max_batch_bytes` (always at least one, so a single value larger than the cap still makes a batch)."""
+    first = values[:batch_size]
+    total = _bytes_of(first)
+    if total < max_batch_bytes:
+        return len(first), total
+    held = 0
+    for length, value in enumerate(first, start=1):
+        held += len(value) if value else 0
+        if held >= max_batch_bytes:
+            return length, held
+    return len(first), held

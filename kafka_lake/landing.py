@@ -18,6 +18,7 @@ from kafka_lake.catalog import TopicSpec
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka_log import KafkaLog
 from kafka_lake.manifests import HourManifest, ManifestStore, PartitionLanding
+from kafka_lake.retention import AuditEntry, write_audit
 from kafka_lake.slice_landing import SliceReport, SliceTask
 from kafka_lake.slices import PartitionBounds, fixed_by_neighbours, plan_hour, split_slices
 from kafka_lake.storage import LakeStorage
@@ -33,10 +34,11 @@ class LandingSettings:
 
     lake_root: str
     kafka_config: dict = field(repr=False)
-    schema_registry_url: str | None = None
+    schema_registry_url: str | None = field(default=None, repr=False)  # may carry user:password@
     pii_key: bytes | None = field(default=None, repr=False)
     batch_size: int = 20_000
     max_open_files: int = 16
+    dead_letter_key: bytes | None = field(default=None, repr=False)  # unset: dead-letter values stay in clear
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class LandingResult:
     replaced_files: tuple[str, ...]  # files of the previous landing of this hour, now removed
     orphans_removed: tuple[str, ...]  # files of crashed attempts that no manifest owned
     slices: int
+    audit_path: str | None = None  # the audit entry of an accepted loss of expired offsets
 
 
 def land_hour(
@@ -55,8 +58,13 @@ def land_hour(
     run_slices: RunSlices,
     now: datetime | None = None,
     run_id: str = "",
+    accept_lost_offsets: bool = False,
 ) -> LandingResult:
-    """Lands every record of `topic` whose offsets belong to `hour`, replacing any earlier landing of it."""
+    """Lands every record of `topic` whose offsets belong to `hour`, replacing any earlier landing of it.
+
+    Offsets of the hour that expired from the log before they were landed fail the run, unless
+    `accept_lost_offsets`: then the rest lands, and the loss is written to the manifest and audited.
+    """
     started = time.monotonic()
     now = now or datetime.now(timezone.utc)
     storage = LakeStorage(settings.lake_root)
@@ -64,21 +72,39 @@ def land_hour(
     before, after = manifests.neighbours(hour)
     with KafkaLog(settings.kafka_config, topic.topic) as kafka_log:
         logs = kafka_log.describe_hour(hour, kafka_log.partitions(), *fixed_by_neighbours(hour, before, after))
-    bounds = plan_hour(topic.topic, hour, logs, before, after, now, timedelta(minutes=topic.close_grace_minutes))
+    bounds = plan_hour(topic.topic, hour, logs, before, after, now, timedelta(minutes=topic.close_grace_minutes),
+                       accept_lost_offsets)
     slices = split_slices(bounds, topic.max_rows_per_task)
     log.info("%s hour %s: %d slice(s) over %d partition(s)", topic.topic, hour, len(slices), len(bounds))
     tasks = [
         SliceTask(topic, hour, piece, settings.lake_root, settings.kafka_config, settings.schema_registry_url,
-                  settings.pii_key, settings.batch_size, settings.max_open_files)
+                  settings.pii_key, settings.batch_size, settings.max_open_files, settings.dead_letter_key)
         for piece in slices
     ]
     reports = run_slices(tasks) if tasks else []
     manifest = build_manifest(topic, hour, bounds, reports, run_id, time.monotonic() - started)
+    # Audited before the commit: no manifest ever carries an accepted loss without its audit entry.
+    audit_path = _audit_accepted_losses(storage, topic, manifest) if manifest.accepted_losses else None
     previous = manifests.read(hour)
     path = manifests.write(manifest)
     replaced = _remove_replaced_files(storage, previous, manifest)
     orphans = remove_orphans(storage, topic, manifest)
-    return LandingResult(manifest, path, tuple(replaced), tuple(orphans), len(slices))
+    return LandingResult(manifest, path, tuple(replaced), tuple(orphans), len(slices), audit_path)
+
+
+def _audit_accepted_losses(storage: LakeStorage, topic: TopicSpec, manifest: HourManifest) -> str:
+    losses = {int(p): tuple(r) for p, r in manifest.accepted_losses.items()}
+    described = "; ".join(f"partition {p}: offsets [{a}, {b})" for p, (a, b) in sorted(losses.items()))
+    log.warning("%s hour %s: accepting the loss of expired offsets: %s", topic.topic, manifest.hour, described)
+    return write_audit(storage, topic, AuditEntry(
+        action="accept_lost_offsets",
+        topic=topic.topic,
+        at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        rows=sum(b - a for a, b in losses.values()),
+        partitions=(manifest.hour,),
+        detail=f"expired from the log before hour {manifest.hour} was landed, accepted by run "
+               f"{manifest.run_id or '(no run id)'}: {described}",
+    ))
 
 
 def build_manifest(
@@ -127,6 +153,8 @@ def build_manifest(
         schema_versions=dict(sorted(versions.items())),
         dead_letter_causes=dict(sorted(causes.items())),
         duration_s=round(duration_s, 3),
+        accepted_losses={str(b.partition): list(b.accepted_loss) for b in bounds if b.accepted_loss},
+        new_partitions=tuple(b.partition for b in bounds if b.new_partition),
     )
 
 

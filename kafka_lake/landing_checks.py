@@ -18,28 +18,51 @@ class CheckOutcome:
 
 
 def slices_contiguous(manifest: HourManifest, previous: HourManifest | None, following: HourManifest | None) -> CheckOutcome:
-    """Each partition's slice starts where the previous hour's ended and ends where the next one's starts."""
-    problems = []
+    """Each partition's slice starts where the previous hour's ended and ends where the next one's starts.
+
+    Two differences are reported but pass: a gap that a run accepted as lost (expired offsets, recorded
+    in the later hour's manifest and audited) and a partition added since the previous hour.
+    """
+    problems, accepted, added = [], [], []
     for neighbour, mine, theirs, label in (
         (previous, "start", "end", "previous"),
         (following, "end", "start", "next"),
     ):
         if neighbour is None:
             continue
+        later = manifest if label == "previous" else neighbour
         for landed in manifest.partitions:
             other = neighbour.partition(landed.partition)
             if other is None:
-                problems.append(f"partition {landed.partition} is missing from the {label} hour {neighbour.hour}")
-            elif getattr(landed, mine) != getattr(other, theirs):
+                if label == "previous" and landed.partition in manifest.new_partitions:
+                    added.append(f"partition {landed.partition} (new since {neighbour.hour}, from offset {landed.start})")
+                else:
+                    problems.append(f"partition {landed.partition} is missing from the {label} hour {neighbour.hour}")
+                continue
+            gap = (other.end, landed.start) if label == "previous" else (landed.end, other.start)
+            if gap[0] == gap[1]:
+                continue
+            if later.accepted_loss(landed.partition) == gap:
+                accepted.append(f"partition {landed.partition}: offsets [{gap[0]}, {gap[1]}) accepted as lost in {later.hour}")
+            else:
                 problems.append(
                     f"partition {landed.partition}: {mine} {getattr(landed, mine)} ≠ {label} hour "
                     f"{neighbour.hour}'s {theirs} {getattr(other, theirs)}"
                 )
     checked = [n.hour for n in (previous, following) if n is not None]
+    metadata = {"neighbours": ", ".join(checked) or "none"}
+    if accepted:
+        metadata["accepted_losses"] = "; ".join(accepted)
+    if added:
+        metadata["new_partitions"] = "; ".join(added)
     if problems:
-        return CheckOutcome(False, "; ".join(problems), {"neighbours": ", ".join(checked)})
+        return CheckOutcome(False, "; ".join(problems), metadata)
     described = f"tiles with {', '.join(checked)}" if checked else "no landed neighbour hour to compare with"
-    return CheckOutcome(True, described, {"neighbours": ", ".join(checked) or "none"})
+    if accepted:
+        described += f"; ACCEPTED LOSS (audited): {'; '.join(accepted)}"
+    if added:
+        described += f"; new partitions: {'; '.join(added)}"
+    return CheckOutcome(True, described, metadata)
 
 
 def counts_balance(manifest: HourManifest) -> CheckOutcome:
@@ -72,3 +95,15 @@ def dead_letter_rate(manifest: HourManifest, threshold: float) -> CheckOutcome:
     if rate > threshold:
         return CheckOutcome(False, f"dead-letter rate {rate:.2%} is above {threshold:.2%} ({causes})", metadata)
     return CheckOutcome(True, f"dead-letter rate {rate:.2%} (threshold {threshold:.2%})", metadata)
+
+
+def across_hours(outcomes: dict[str, CheckOutcome]) -> CheckOutcome:
+    """One outcome for a run that landed several hours: it fails if any hour fails, naming those hours."""
+    if len(outcomes) == 1:
+        [outcome] = outcomes.values()
+        return outcome
+    failed = {hour: o for hour, o in outcomes.items() if not o.passed}
+    if failed:
+        return CheckOutcome(False, "; ".join(f"{hour}: {o.description}" for hour, o in failed.items()),
+                            {"hours": len(outcomes), "failed_hours": ", ".join(failed)})
+    return CheckOutcome(True, f"all {len(outcomes)} hours pass", {"hours": len(outcomes)})

@@ -13,6 +13,8 @@ from kafka_lake.hours import KafkaHour
 
 DEAD_LETTERS_PREFIX = "_dead_letters"
 MANIFESTS_PREFIX = "_manifests"
+# The table's partition columns, which live in the path; no Avro field may take their names.
+PARTITION_COLUMNS = ("schema_version", "date", "hour")
 _HOUR_IN_PATH = re.compile(r"date=(\d{4}-\d{2}-\d{2})/hour=(\d{2})/")
 _DATA_FILE = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)\+(?P<partition>\d+)\+(?P<offset>\d{19})\.parquet$")
 

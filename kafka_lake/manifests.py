@@ -63,6 +63,10 @@ class HourManifest:
     schema_versions: dict = field(default_factory=dict)  # version → rows
     dead_letter_causes: dict = field(default_factory=dict)
     duration_s: float = 0.0
+    # partition → [start, end) of offsets that expired unlanded before this hour's start, accepted by
+    # an explicit, audited run option; the check on contiguity reports them instead of failing.
+    accepted_losses: dict = field(default_factory=dict)
+    new_partitions: tuple[int, ...] = ()  # absent from the landed hour before; landed from their first record
 
     @property
     def kafka_hour(self) -> KafkaHour:
@@ -70,6 +74,10 @@ class HourManifest:
 
     def partition(self, number: int) -> PartitionLanding | None:
         return next((p for p in self.partitions if p.partition == number), None)
+
+    def accepted_loss(self, partition: int) -> tuple[int, int] | None:
+        loss = self.accepted_losses.get(str(partition))
+        return None if loss is None else (loss[0], loss[1])
 
     def totals(self) -> dict[str, int]:
         return {
@@ -96,6 +104,7 @@ class HourManifest:
                 raise ValueError(f"unsupported manifest format (expected {MANIFEST_FORMAT})")
             document["partitions"] = tuple(PartitionLanding(**p) for p in document["partitions"])
             document["files"] = tuple(LandedFile(**f) for f in document["files"])
+            document["new_partitions"] = tuple(document.get("new_partitions", ()))
             return cls(**document)
         except (ValueError, KeyError, TypeError) as error:
             raise ValueError(f"manifest {where} cannot be read: {error}") from None

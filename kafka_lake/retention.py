@@ -112,14 +112,28 @@ def retention_cutoff(topic: TopicSpec, now: datetime) -> datetime | None:
     return None if topic.retention_days is None else now - timedelta(days=topic.retention_days)
 
 
+def dead_letter_days(topic: TopicSpec) -> int:
+    """How long dead letters are kept: `dead_letter_retention_days`, never longer than the table's rows."""
+    if topic.retention_days is None:
+        return topic.dead_letter_retention_days
+    return min(topic.dead_letter_retention_days, topic.retention_days)
+
+
+def dead_letter_cutoff(topic: TopicSpec, now: datetime) -> datetime:
+    """Dead letters of Kafka hours that end at or before this moment are expired: they hold raw values, PII
+    in clear unless encrypted, so they go sooner than rows, also for a topic that keeps its rows forever."""
+    return now - timedelta(days=dead_letter_days(topic))
+
+
 def expire(
     storage: LakeStorage, topic: TopicSpec, now: datetime, unpublish: Callable[[list[TablePartition]], None],
 ) -> tuple[list[TablePartition], int, list[str]]:
-    """Removes expired partitions from the catalog, then from storage; returns them, their rows and files."""
+    """Removes expired partitions from the catalog, then from storage, and expired dead letters; returns the
+    partitions, their rows and the files deleted."""
     cutoff = retention_cutoff(topic, now)
-    if cutoff is None:
-        return [], 0, []
-    expired = [p for p in storage_partitions(storage, topic.database, topic.table) if p.hour + ONE_HOUR <= cutoff]
+    expired = [] if cutoff is None else [
+        p for p in storage_partitions(storage, topic.database, topic.table) if p.hour + ONE_HOUR <= cutoff
+    ]
     if expired:
         unpublish(expired)  # readers first: a query never meets a partition whose files are gone
     rows, deleted = 0, []
@@ -130,12 +144,22 @@ def expire(
             storage.delete(stored.path)
             deleted.append(stored.path)
         storage.delete(compaction_manifest_path(topic.database, topic.table, partition))
+    dead_letters_until = dead_letter_cutoff(topic, now)
     for stored in storage.list_files(layout.dead_letter_prefix(topic.database, topic.table)):
         hour = layout.hour_of_path(stored.path)
-        if hour is not None and hour + ONE_HOUR <= cutoff:
+        if hour is not None and hour + ONE_HOUR <= dead_letters_until:
             storage.delete(stored.path)
             deleted.append(stored.path)
     return expired, rows, deleted
+
+
+def _expiry_detail(topic: TopicSpec, now: datetime) -> str:
+    cutoff = retention_cutoff(topic, now)
+    rows = "rows kept forever" if cutoff is None else (
+        f"partitions older than {topic.retention_days} days (before {cutoff:%Y-%m-%d %H:%M}Z)"
+    )
+    return (f"{rows}; dead letters older than {dead_letter_days(topic)} days "
+            f"(before {dead_letter_cutoff(topic, now):%Y-%m-%d %H:%M}Z)")
 
 
 def subjects_to_match(topic: TopicSpec, requests: list[ErasureRequest], pii_key: bytes | None) -> frozenset:
@@ -206,7 +230,7 @@ def apply_retention(
         report.expired_dead_letter_files = sum(1 for path in deleted if path.startswith(layout.DEAD_LETTERS_PREFIX))
         report.audit_paths.append(write_audit(storage, topic, AuditEntry(
             "expire", topic.topic, stamp, rows, tuple(map(str, expired)), tuple(deleted),
-            detail=f"older than {topic.retention_days} days (before {retention_cutoff(topic, now):%Y-%m-%d %H:%M}Z)",
+            detail=_expiry_detail(topic, now),
         )))
     requests = read_erasure_requests(storage) if topic.subject_field else []
     if requests:

@@ -5,8 +5,11 @@ The only place that reads these variables, so every entry point agrees on them.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 KAFKA_CLIENT_PREFIX = "KAFKA_CLIENT_"
 
@@ -15,12 +18,20 @@ KAFKA_CLIENT_PREFIX = "KAFKA_CLIENT_"
 class PlatformSettings:
     kafka_bootstrap_servers: str = "127.0.0.1:9092"
     kafka_client_properties: dict = field(default_factory=dict, repr=False)
-    schema_registry_url: str | None = None
+    schema_registry_url: str | None = field(default=None, repr=False)  # may carry user:password@
     schema_catalog_dir: str = "schema_catalog"
     lake_root: str = ".lake/warehouse"
     table_catalog: str = "hive"
     hive_metastore_uri: str | None = None  # unset: the embedded Derby metastore under .lake/
     spark_master: str = "local[*]"
+    # Sensors and schedules start running when the code location loads; "off" (a staging deployment,
+    # a test) loads them stopped, to be started from the UI.
+    automation: bool = True
+
+    @property
+    def embedded_metastore(self) -> bool:
+        """Spark's embedded Derby metastore, which one process at a time may open."""
+        return self.table_catalog == "hive" and not self.hive_metastore_uri
 
     @classmethod
     def from_env(cls, environ: dict | None = None) -> "PlatformSettings":
@@ -35,6 +46,7 @@ class PlatformSettings:
             table_catalog=env.get("TABLE_CATALOG") or defaults.table_catalog,
             hive_metastore_uri=env.get("HIVE_METASTORE_URI") or None,
             spark_master=env.get("SPARK_MASTER") or defaults.spark_master,
+            automation=_on_or_off(env.get("PLATFORM_AUTOMATION"), "PLATFORM_AUTOMATION", defaults.automation),
         )
 
 
@@ -51,3 +63,39 @@ def pii_key_from_env(environ: dict | None = None) -> bytes | None:
     env = os.environ if environ is None else environ
     value = env.get("PII_HMAC_KEY")
     return value.encode() if value else None
+
+
+def _on_or_off(value: str | None, name: str, default: bool) -> bool:
+    if value is None or value == "":
+        return default
+    if value.lower() in ("on", "off"):
+        return value.lower() == "on"
+    raise ValueError(f"{name} is {value!r}; it must be 'on' or 'off'")
+
+
+DEAD_LETTER_KEY_BYTES = 32
+
+
+def dead_letter_key_from_env(environ: dict | None = None) -> bytes | None:
+    """`DEAD_LETTER_KEY`: the base64 text of 32 random bytes (`openssl rand -base64 32`) that encrypts the value
+    of every dead letter; unset, dead letters keep their values in clear. A wrong value fails without echoing it."""
+    env = os.environ if environ is None else environ
+    text = env.get("DEAD_LETTER_KEY")
+    if not text:
+        return None
+    try:
+        key = base64.b64decode(text.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("DEAD_LETTER_KEY is not base64 text; set it to the output of `openssl rand -base64 32`") from None
+    if len(key) != DEAD_LETTER_KEY_BYTES:
+        raise ValueError(
+            f"DEAD_LETTER_KEY decodes to {len(key)} bytes, not {DEAD_LETTER_KEY_BYTES}; "
+            f"set it to the output of `openssl rand -base64 32`"
+        )
+    return key
+
+
+def url_without_credentials(url: str) -> str:
+    """The URL as safe to show: `https://user:secret@host` loses its user info."""
+    parts = urlsplit(url)
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()

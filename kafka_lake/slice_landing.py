@@ -17,6 +17,7 @@ import pyarrow as pa
 from kafka_lake import layout
 from kafka_lake.avro_arrow import DEAD_LETTER_SCHEMA
 from kafka_lake.catalog import TopicSpec
+from kafka_lake.dead_letters import DeadLetterEncryption
 from kafka_lake.decoding import BatchDecoder, CatalogSchemas, DecodedBatch, RegistrySchemas
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka_log import KafkaLog
@@ -38,10 +39,11 @@ class SliceTask:
     slice: OffsetSlice
     lake_root: str
     kafka_config: dict = field(repr=False)
-    schema_registry_url: str | None = None
+    schema_registry_url: str | None = field(default=None, repr=False)  # may carry user:password@
     pii_key: bytes | None = field(default=None, repr=False)
     batch_size: int = DEFAULT_BATCH_SIZE
     max_open_files: int = DEFAULT_MAX_OPEN_FILES
+    dead_letter_key: bytes | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,7 @@ def land_slice(task: SliceTask) -> SliceReport:
     storage = LakeStorage(task.lake_root)
     schemas = RegistrySchemas(topic, task.schema_registry_url) if task.schema_registry_url else CatalogSchemas(topic)
     decoder = BatchDecoder(topic, schemas, task.pii_key)
+    encryption = DeadLetterEncryption(task.dead_letter_key) if task.dead_letter_key else None
     files = PlacementFiles(storage, topic, piece.partition, task.max_open_files)
     totals = _Totals()
     try:
@@ -137,7 +140,10 @@ def land_slice(task: SliceTask) -> SliceReport:
                     files.write(("data", placement), directory, table, placement.schema_version, placement.hour)
                 for hour, table in batch.dead_letters.items():
                     directory = layout.dead_letter_directory(topic.database, topic.table, hour)
-                    files.write(("dead", hour), directory, table.cast(DEAD_LETTER_SCHEMA), None, hour)
+                    table = table.cast(DEAD_LETTER_SCHEMA)
+                    if encryption is not None:
+                        table = encryption.encrypt_table(table)
+                    files.write(("dead", hour), directory, table, None, hour)
         written = files.close_all()
     except BaseException:
         files.abort()

@@ -33,6 +33,9 @@ class PartitionBounds:
     end: int
     start_from: str  # where the start came from, for the manifest and the UI
     end_from: str
+    # Offsets [a, b) before `start` that expired from the log unlanded, where the run accepted the loss.
+    accepted_loss: tuple[int, int] | None = None
+    new_partition: bool = False  # absent from the landed hour before: landed from its first record
 
 
 @dataclass(frozen=True)
@@ -77,8 +80,13 @@ def plan_hour(
     after: HourManifest | None,
     now: datetime,
     grace: timedelta,
+    accept_lost_offsets: bool = False,
 ) -> list[PartitionBounds]:
-    """The offset range of every partition for `hour`, bound by the nearest landed hours around it."""
+    """The offset range of every partition for `hour`, bound by the nearest landed hours around it.
+
+    Offsets that expired before they were landed raise `OffsetsLost`, unless `accept_lost_offsets`:
+    then the partition starts at its log start and its bounds carry the loss, for the manifest.
+    """
     closes_at = hour.end + grace
     closed_by_clock = now >= closes_at
     _check_partitions_still_exist(topic, hour, logs, before, after)
@@ -99,13 +107,22 @@ def plan_hour(
                     "landed neighbours disagree (an earlier hour ends after a later one starts)",
                 )
             end, end_from = start, f"{end_from}, raised to start"
+        loss = None
         if start < log.log_start and start < end:
-            expired[log.partition] = (start, min(log.log_start, end))
-        bounds.append(PartitionBounds(log.partition, start, end, start_from, end_from))
+            loss = expired[log.partition] = (start, min(log.log_start, end))
+            if accept_lost_offsets:
+                start, start_from = loss[1], f"log start (offsets [{loss[0]}, {loss[1]}) expired; loss accepted)"
+        new = before is not None and before.partition(log.partition) is None
+        bounds.append(PartitionBounds(log.partition, start, end, start_from, end_from,
+                                      loss if accept_lost_offsets else None, new))
     if open_partitions:
         raise HourNotClosed(topic, hour, open_partitions, closes_at)
-    if expired:
-        raise OffsetsLost(topic, hour, expired, "offsets expired from the log before they were landed")
+    if expired and not accept_lost_offsets:
+        raise OffsetsLost(
+            topic, hour, expired,
+            "offsets expired from the log before they were landed (to land the rest and record the loss, "
+            "re-run with accept_lost_offsets)",
+        )
     return bounds
 
 
@@ -123,6 +140,9 @@ def _start(hour: KafkaHour, log: PartitionLog, before: HourManifest | None) -> t
     landed = before.partition(log.partition) if before else None
     if landed is not None and before.kafka_hour == hour.previous():
         return landed.end, f"manifest {before.hour}"
+    if before is not None and landed is None:
+        # Added after the hour before was landed: its records before this hour are in no landed hour yet.
+        return log.log_start, f"log start (partition new since {before.hour})"
     lookup = log.first_at_or_after_hour_start
     start, source = (lookup, "time lookup") if lookup is not None else (log.log_end, "log end (no record in or after the hour)")
     if landed is not None and landed.end > start:

@@ -21,8 +21,8 @@ from kafka_lake.table_schema import (
 )
 from kafka_lake.table_state import TablePartition
 
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_HOUR = re.compile(r"^\d{2}$")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}\Z")
+_HOUR = re.compile(r"^\d{2}\Z")
 
 
 class TableCatalogError(RuntimeError):

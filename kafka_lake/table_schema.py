@@ -20,7 +20,7 @@ PARQUET_OUTPUT_FORMAT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutpu
 PARQUET_SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
 
 # Avro field names are [A-Za-z_][A-Za-z0-9_]*; anything else never reaches SQL or a type string.
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}\Z")
 _PRIMITIVES = ("boolean", "tinyint", "smallint", "int", "bigint", "float", "double", "string", "binary", "date", "timestamp")
 
 # Which wider type can read Parquet files written with a narrower one, measured with pyspark 4.3's

@@ -30,9 +30,9 @@ SQL_BATCH = 100  # partitions per ALTER TABLE statement
 BUSY_WAIT_S = 600  # how long to wait for another process to release the embedded metastore
 BUSY_POLL_S = 5
 PER_HOUR_LISTING = 24  # up to this many hours are listed hour by hour, more as the whole table
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_HOUR = re.compile(r"^\d{2}$")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")  # `\Z`: `$` would let "name\n" through
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}\Z")
+_HOUR = re.compile(r"^\d{2}\Z")
 
 
 def quote(identifier: str) -> str:

@@ -96,7 +96,8 @@ def catalog_copy(tmp_path):
 @pytest.fixture
 def landed(request, broker, spark, tmp_path, lake_root):
     """Given four raw hours landed on Spark with late events, tombstones and dead letters
-    (allowed lateness 2 h, retention 1 day unless the test is marked `retention_days(n)`)."""
+    (allowed lateness 2 h, retention 1 day unless the test is marked `retention_days(n)`, which then holds for
+    dead letters too)."""
     from kafka_lake.kafka_log import consumer_config
     from kafka_lake.landing import LandingSettings
     from kafka_lake.storage import LakeStorage
@@ -107,7 +108,8 @@ def landed(request, broker, spark, tmp_path, lake_root):
     kafka_topic = unique_topic_name()
     marker = request.node.get_closest_marker("retention_days")
     topic = write_test_topic(tmp_path / "catalog", kafka_topic, max_rows_per_task=7, allowed_lateness_hours=2,
-                             retention_days=marker.args[0] if marker else 1)
+                             retention_days=marker.args[0] if marker else 1,
+                             dead_letter_retention_days=marker.args[0] if marker else None)
     broker.create_topic(kafka_topic, PARTITIONS)
     traffic = build_traffic(topic)
     produce(broker.bootstrap_servers, traffic)

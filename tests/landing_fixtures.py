@@ -53,7 +53,8 @@ V2 = {
 
 
 def write_test_topic(catalog_dir: Path, kafka_topic: str, max_rows_per_task: int = 1_000_000,
-                     allowed_lateness_hours: int = 3, retention_days: int = 90) -> TopicSpec:
+                     allowed_lateness_hours: int = 3, retention_days: int = 90,
+                     dead_letter_retention_days: int | None = None) -> TopicSpec:
     folder = catalog_dir / "e2e" / "orders"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "v1.avsc").write_text(json.dumps(V1))
@@ -75,6 +76,7 @@ allowed_lateness_hours: {allowed_lateness_hours}
 retention_days: {retention_days}
 dead_letter_rate_threshold: 0.5
 """
+        + (f"dead_letter_retention_days: {dead_letter_retention_days}\n" if dead_letter_retention_days else "")
     )
     return load_topic(folder / "topic.yaml")
 
@@ -258,6 +260,25 @@ def lake_snapshot(storage: LakeStorage, topic: TopicSpec) -> dict[str, list]:
 
 def unique_topic_name() -> str:
     return f"e2e.orders.{uuid.uuid4().hex[:8]}"
+
+
+def landing_settings(lake_root: str, bootstrap_servers: str):
+    """Landing settings for the test topics: the broker's consumer config and the test PII key."""
+    from kafka_lake.kafka_log import consumer_config
+    from kafka_lake.landing import LandingSettings
+    from tests.conftest import PII_TEST_KEY
+
+    return LandingSettings(lake_root=lake_root, kafka_config=consumer_config(bootstrap_servers), pii_key=PII_TEST_KEY.encode())
+
+
+def topic_with_traffic(broker, catalog_dir: Path, partitions: int = PARTITIONS, **topic_options) -> tuple[TopicSpec, Traffic]:
+    """Given a new topic on `broker` (a `TansuBroker`) holding `build_traffic`'s records."""
+    kafka_topic = unique_topic_name()
+    topic = write_test_topic(catalog_dir, kafka_topic, **topic_options)
+    broker.create_topic(kafka_topic, partitions)
+    traffic = build_traffic(topic)
+    produce(broker.bootstrap_servers, traffic)
+    return topic, traffic
 
 
 def rows_as_readers_see_them(storage: LakeStorage, topic: TopicSpec) -> dict[tuple[int, int], tuple[str, str]]:

@@ -114,3 +114,17 @@ def test_boundaries_fixed_by_adjacent_neighbours_need_no_lookup_and_plan_without
     bounds = plan([PartitionLog(0, 0, 500, None, 250), PartitionLog(1, 0, 90, None, 50)], before, after)
 
     assert [(b.start, b.end) for b in bounds] == [(100, 250), (9, 50)]
+
+
+def test_given_expired_offsets_and_the_loss_accepted_then_the_partition_starts_at_the_log_start_carrying_the_loss():
+    before = manifest(HOUR.previous(), {0: (40, 100), 1: (0, 5)})
+    logs = [PartitionLog(0, 150, 500, 160, 300), PartitionLog(1, 0, 50, 10, 20)]
+    bounds = plan_hour("shop.page_views", HOUR, logs, before, None, LONG_AFTER, GRACE, accept_lost_offsets=True)
+    assert [(b.partition, b.start, b.end, b.accepted_loss) for b in bounds] == [(0, 150, 300, (100, 150)), (1, 5, 20, None)]
+    assert "loss accepted" in bounds[0].start_from
+
+
+def test_given_a_partition_new_since_the_landed_hour_before_a_gap_then_it_starts_at_its_log_start():
+    two_before = manifest(HOUR.previous().previous(), {0: (0, 10)})
+    bounds = plan(logs=[PartitionLog(0, 0, 30, 12, 20), PartitionLog(1, 3, 9, 6, None)], before=two_before)
+    assert [(b.partition, b.start, b.end, b.new_partition) for b in bounds] == [(0, 12, 20, False), (1, 3, 9, True)]

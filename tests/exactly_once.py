@@ -1,0 +1,87 @@
+"""The exactly-once check of a lake against what was produced, which every fault scenario ends with.
+
+Every produced record of the landed hours is in the lake once: as a row or a dead letter (read from
+every file readers would see) or as a tombstone counted in a manifest; nothing is there twice, nothing
+else is there, every file is owned by a manifest, and only offsets a run accepted as lost are missing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from kafka_lake import layout
+from kafka_lake.catalog import TopicSpec
+from kafka_lake.manifests import ManifestStore
+from kafka_lake.storage import LakeStorage
+from tests.landing_fixtures import Produced, read_lake
+
+
+@dataclass(frozen=True)
+class LakeCount:
+    rows: int
+    dead_letters: int
+    tombstones: int
+    accepted_lost: frozenset  # (partition, offset) a run accepted as lost, all of them produced
+
+    @property
+    def records(self) -> int:
+        return self.rows + self.dead_letters + self.tombstones
+
+
+def _offsets(items) -> Counter:
+    return Counter((item.row["_kafka_partition"], item.row["_kafka_offset"]) for item in items)
+
+
+def _described(offsets) -> str:
+    listed = sorted(offsets)
+    return f"{len(listed)}: {listed[:20]}{' …' if len(listed) > 20 else ''}"
+
+
+def assert_exactly_once(storage: LakeStorage, topic: TopicSpec, expected: list[Produced]) -> LakeCount:
+    """`expected`: the produced records (offsets set by `produce`) the landed hours must hold."""
+    manifests = list(ManifestStore(storage, topic.database, topic.table).all())
+    accepted = frozenset(
+        (int(partition), offset)
+        for manifest in manifests for partition, (start, end) in manifest.accepted_losses.items()
+        for offset in range(start, end)
+    )
+    produced = {(p.partition, p.offset): p for p in expected}
+    assert accepted <= set(produced), f"offsets accepted as lost that were never produced: {_described(accepted - set(produced))}"
+    kept = {key: p for key, p in produced.items() if key not in accepted}
+
+    rows = _offsets(read_lake(storage, layout.table_prefix(topic.database, topic.table)))
+    dead = _offsets(read_lake(storage, layout.dead_letter_prefix(topic.database, topic.table)))
+    twice = {key for key, count in (rows + dead).items() if count > 1} | (set(rows) & set(dead))
+    assert not twice, f"records in the lake more than once: {_described(twice)}"
+    for found, kinds, what in ((rows, {"row"}, "rows"), (dead, None, "dead letters")):
+        wanted = {key for key, p in kept.items() if (p.kind in kinds if kinds else p.kind not in ("row", "tombstone"))}
+        assert not wanted - set(found), f"{what} lost: {_described(wanted - set(found))}"
+        assert not set(found) - wanted, f"{what} in the lake that were not expected there: {_described(set(found) - wanted)}"
+
+    tombstones = Counter()
+    for manifest in manifests:
+        tombstones.update({landed.partition: landed.tombstones for landed in manifest.partitions})
+    wanted_tombstones = Counter(p.partition for p in kept.values() if p.kind == "tombstone")
+    assert +tombstones == +wanted_tombstones, f"tombstones counted per partition {dict(tombstones)} ≠ produced {dict(wanted_tombstones)}"
+
+    _assert_ranges_tile(manifests)
+    owned = {f.path for manifest in manifests for f in manifest.files}
+    on_disk = {f.path for prefix in (layout.table_prefix(topic.database, topic.table), layout.dead_letter_prefix(topic.database, topic.table))
+               for f in storage.list_files(prefix)}
+    assert on_disk == owned, f"files no manifest owns: {sorted(on_disk - owned)}; owned but gone: {sorted(owned - on_disk)}"
+    return LakeCount(sum(rows.values()), sum(dead.values()), sum(tombstones.values()), accepted)
+
+
+def _assert_ranges_tile(manifests) -> None:
+    """Per partition the landed hours' ranges follow each other: a gap only where a run accepted it."""
+    ranges: dict[int, list[tuple[int, int, str]]] = {}
+    for manifest in manifests:
+        for landed in manifest.partitions:
+            ranges.setdefault(landed.partition, []).append((landed.start, landed.end, manifest.hour))
+    losses = {(int(p), start, end) for m in manifests for p, (start, end) in m.accepted_losses.items()}
+    for partition, spans in ranges.items():
+        spans.sort(key=lambda span: span[2])
+        for (_, end, hour), (start, _, next_hour) in zip(spans, spans[1:]):
+            assert start == end or (partition, end, start) in losses, (
+                f"partition {partition}: hour {hour} ends at {end} but hour {next_hour} starts at {start}")

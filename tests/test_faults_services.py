@@ -1,0 +1,155 @@
+"""Fault suite, services: the broker stopped mid-run, the S3 server stopped mid-write and restarted,
+transient S3 errors; each ends with the exactly-once check after the re-run.
+
+The broker and S3 server these tests stop are their own instances, never the session's shared ones.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from urllib.parse import unquote
+
+import pytest
+
+from dev_services.seaweedfs import SeaweedS3
+from dev_services.tansu import TansuBroker
+from kafka_lake.hours import KafkaHour
+from kafka_lake.kafka_log import KafkaUnavailable, SliceReadError
+from kafka_lake.landing import land_hour
+from kafka_lake.manifests import ManifestStore
+from kafka_lake.slice_landing import land_slice
+from kafka_lake.storage import LakeStorage
+from spark_jobs.landing_job import run_slices_on_spark
+from tests.exactly_once import assert_exactly_once
+from tests.landing_driver import finish_landing, run_landing, start_landing
+from tests.landing_fixtures import HOURS, landing_settings, produce, topic_with_traffic
+from tests.s3_fault_proxy import S3FaultProxy
+
+pytestmark = pytest.mark.faults
+
+HOUR = KafkaHour(HOURS[1])
+
+
+def land_inline(tasks):
+    return [land_slice(task) for task in tasks]
+
+
+def test_given_the_broker_stopped_mid_run_then_the_run_fails_clearly_commits_nothing_and_the_rerun_lands_once(
+    spark, tmp_path,
+):
+    """Tansu keeps records in memory only: the restarted broker is given the same records again, at the
+    same offsets, as a broker that keeps its log on disk would still hold them."""
+    lake = str(tmp_path / "lake")
+    own = TansuBroker().start()
+    try:
+        topic, traffic = topic_with_traffic(own, tmp_path / "catalog", max_rows_per_task=5)
+        landed_slices = []
+
+        def stop_broker_after_first_slice(tasks):
+            landed_slices.append(land_slice(tasks[0]))
+            own.stop()
+            return landed_slices + land_inline(tasks[1:])
+
+        started = time.monotonic()
+        with pytest.raises((SliceReadError, KafkaUnavailable)) as failed:
+            land_hour(topic, HOUR, landing_settings(lake, own.bootstrap_servers), stop_broker_after_first_slice)
+        failed_after = time.monotonic() - started
+
+        assert topic.topic in str(failed.value) and "partition" in str(failed.value)
+        assert failed_after < 60, "a stopped broker must fail the run, not hang it"
+        assert landed_slices, "the broker was stopped mid-run, after a slice had landed"
+        assert ManifestStore(LakeStorage(lake), topic.database, topic.table).landed_hours() == []
+
+        own.start()  # same port
+        offsets = [p.offset for p in traffic.produced]
+        own.create_topic(topic.topic, 3)
+        produce(own.bootstrap_servers, traffic)
+        assert [p.offset for p in traffic.produced] == offsets
+        land_hour(topic, HOUR, landing_settings(lake, own.bootstrap_servers), lambda tasks: run_slices_on_spark(spark, tasks))
+    finally:
+        own.stop()
+
+    assert_exactly_once(LakeStorage(lake), topic, traffic.in_hours([HOURS[1]]).produced)
+
+
+@pytest.fixture
+def own_s3(tmp_path, monkeypatch):
+    """An S3 server of this test's own, which it may stop; the lake's client is pointed at it."""
+    with SeaweedS3(data_dir=tmp_path / "seaweedfs") as server:
+        server.create_bucket("lake")
+        for name, value in server.env().items():
+            monkeypatch.setenv(name, value)
+        yield server
+
+
+def test_given_the_s3_server_stopped_mid_write_and_restarted_then_nothing_is_committed_twice_and_the_rerun_lands_once(
+    broker, own_s3, tmp_path,
+):
+    topic, traffic = topic_with_traffic(broker, tmp_path / "catalog", max_rows_per_task=5)
+    lake = f"s3://lake/faults-{uuid.uuid4().hex[:12]}"
+    hours = [KafkaHour(hour).partition_key for hour in HOURS]
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    run = start_landing(topic, lake, broker.bootstrap_servers, hours, pause_at="file:3", signal_dir=signals)
+    deadline = time.monotonic() + 120
+    while not (signals / "reached").exists():
+        assert run.poll() is None and time.monotonic() < deadline, "the landing never wrote its third file"
+        time.sleep(0.05)
+
+    own_s3.stop()
+    (signals / "go").touch()
+    time.sleep(2)  # the landing's writes meet a closed port and back off
+    own_s3.start()
+    interrupted = finish_landing(run)
+
+    storage = LakeStorage(lake)
+    if interrupted.returncode != 0:
+        # The outage outlasted the retries: a clear error naming the object, and that hour uncommitted.
+        assert "bucket 'lake'" in interrupted.error or "AWS Error" in interrupted.error, interrupted.output[-3000:]
+        assert len(ManifestStore(storage, topic.database, topic.table).landed_hours()) < len(hours)
+    else:
+        assert sorted(interrupted.landed) == hours  # the writes outlasted the outage by retrying
+    again = run_landing(topic, lake, broker.bootstrap_servers, hours)
+    assert again.returncode == 0, again.output[-3000:]
+    assert_exactly_once(storage, topic, traffic.in_hours(HOURS).produced)
+
+
+def _first_attempt_of_every_write(method: str, path: str, attempts: int) -> bool:
+    return method in ("PUT", "POST") and attempts == 0
+
+
+def test_given_transient_s3_errors_then_every_write_is_retried_and_the_hour_lands_once(broker, s3_server, tmp_path, monkeypatch):
+    """Every write's first attempt answers 503 SlowDown (through a proxy in front of the real S3 server)."""
+    topic, traffic = topic_with_traffic(broker, tmp_path / "catalog")
+    lake = f"s3://lake/faults-{uuid.uuid4().hex[:12]}"
+    with S3FaultProxy(s3_server.endpoint_url, _first_attempt_of_every_write) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint_url)
+        result = land_hour(topic, HOUR, landing_settings(lake, broker.bootstrap_servers), land_inline)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint_url)
+
+    written = {unquote(path) for _, path in proxy.log.failed}
+    assert f"/{lake[len('s3://'):]}/{result.manifest_path}" in written
+    assert all(proxy.log.forwarded[key] >= 1 for key in proxy.log.failed), "a failed write was never retried"
+    assert len(written) == len(result.manifest.files) + 1  # every data file and the manifest
+    assert_exactly_once(LakeStorage(lake), topic, traffic.in_hours([HOURS[1]]).produced)
+
+
+def test_given_s3_refusing_every_write_then_the_run_fails_naming_the_object_and_commits_nothing(broker, s3_server, tmp_path, monkeypatch):
+    topic, _ = topic_with_traffic(broker, tmp_path / "catalog")
+    lake = f"s3://lake/faults-{uuid.uuid4().hex[:12]}"
+    with S3FaultProxy(s3_server.endpoint_url, lambda method, path, attempts: method in ("PUT", "POST")) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint_url)
+        started = time.monotonic()
+        with pytest.raises(OSError) as failed:
+            land_hour(topic, HOUR, landing_settings(lake, broker.bootstrap_servers), land_inline)
+        gave_up_after = time.monotonic() - started
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint_url)
+
+    assert "in bucket 'lake'" in str(failed.value) and "SLOW_DOWN" in str(failed.value)
+    [(attempts)] = proxy.log.failed.values()
+    assert attempts == 8  # the lake's retry budget, spent with growing pauses
+    pauses = [b - a for a, b in zip(proxy.log.failed_at, proxy.log.failed_at[1:])]
+    assert sum(pauses[-3:]) > sum(pauses[:3]), f"no backoff between attempts: {pauses}"
+    assert gave_up_after < 120
+    assert ManifestStore(LakeStorage(lake), topic.database, topic.table).landed_hours() == []

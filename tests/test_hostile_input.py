@@ -1,0 +1,569 @@
+"""Hostile input: corrupted Kafka values, broken catalog files, unsafe names, huge records and deep schemas.
+
+Hypothesis throws generated garbage at the decoder and the catalog loader; every example has a deadline, so a
+decoder or loader that starts to crawl fails the test instead of hanging the run. `HOSTILE_EXAMPLES=5000` fuzzes
+longer than the default few seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafka_lake.catalog import MAX_SCHEMA_DEPTH, CatalogError, load_catalog, load_topic
+from tests.conftest import REPO
+
+SAMPLE = REPO / "schema_catalog" / "shop" / "page_views"
+FUZZ = settings(
+    max_examples=int(os.environ.get("HOSTILE_EXAMPLES", 150)),
+    deadline=timedelta(seconds=5),  # far above the milliseconds one example takes: only a runaway trips it
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+
+
+# --- the catalog loader ---------------------------------------------------------------------------------
+
+
+def sample_copy(root: Path) -> Path:
+    """A writable copy of the sample page_views entry at `<root>/shop/page_views`."""
+    folder = root / "shop" / "page_views"
+    shutil.copytree(SAMPLE, folder)
+    return folder
+
+
+def load_or_refuse(folder: Path):
+    """Loads the entry; the only acceptable failure is a CatalogError that names a file of the entry."""
+    try:
+        return load_topic(folder / "topic.yaml")
+    except CatalogError as error:
+        assert str(folder) in str(error), f"the error names no file of {folder}: {error}"
+        return error
+
+
+SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.integers(-(2**80), 2**80),
+    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12),
+    st.sampled_from(["", ".", "..", "../..", "/etc/passwd", "a;b", "a`b", "a'b", 'a"b', "a b", "\u0430dmin",
+                     "occurred_at", "user_id", "client.ip_address", "event_time", "kafka_time", "v1.avsc",
+                     "2026-11-01T00:00Z", "0001-01-01T00:00+01:00", "9999-12-31T23:00-01:00", "x\x00y"]),
+    st.dates(), st.datetimes(),
+)
+YAML_VALUES = st.recursive(
+    SCALARS,
+    lambda children: st.one_of(st.lists(children, max_size=4), st.dictionaries(st.text(max_size=8), children, max_size=4)),
+    max_leaves=10,
+)
+
+
+def key_paths(document) -> list[tuple]:
+    """Every path to a value in the sample document: top-level keys, nested keys, list items."""
+    found = []
+
+    def visit(node, path):
+        found.append(path)
+        if isinstance(node, dict):
+            for key, child in node.items():
+                visit(child, (*path, key))
+        elif isinstance(node, list):
+            for index, child in enumerate(node):
+                visit(child, (*path, index))
+
+    visit(document, ())
+    return found[1:]
+
+
+def replaced(document, path: tuple, value, delete: bool):
+    document = json.loads(json.dumps(document))
+    *parents, last = path
+    node = document
+    for step in parents:
+        node = node[step]
+    if delete:
+        del node[last]
+    else:
+        node[last] = value
+    return document
+
+
+SAMPLE_DOCUMENT = yaml.safe_load((SAMPLE / "topic.yaml").read_text())
+SAMPLE_SCHEMA = json.loads((SAMPLE / "v1.avsc").read_text())
+
+
+@FUZZ
+@given(path=st.sampled_from(key_paths(SAMPLE_DOCUMENT)), value=YAML_VALUES, delete=st.booleans())
+def test_given_a_topic_yaml_with_one_value_replaced_by_anything_when_loaded_then_it_loads_or_names_the_file(path, value, delete):
+    with tempfile.TemporaryDirectory() as root:
+        folder = sample_copy(Path(root))
+        (folder / "topic.yaml").write_text(yaml.safe_dump(replaced(SAMPLE_DOCUMENT, path, value, delete)))
+
+        load_or_refuse(folder)
+
+
+YAML_TOKENS = st.sampled_from([
+    "topic: ", "owner: x\n", "schema_versions:\n", "  - ", "{", "}", "[", "]", ": ", ",", "\n", "  ", "\t", "&a ", "*a",
+    "*b", "!!python/object:os.system ", "!!binary ", "? ", "---\n", "...\n", "#", "'", '"', "|\n", ">\n", "2026-13-45",
+    "2026-11-01 25:00:00", "1e999", "0x", ".nan", "~", "<<: *a\n", "\ufeff", "\u202e", "é", "\x85", "%YAML 9.9\n",
+])
+
+
+@FUZZ
+@given(text=st.one_of(st.lists(YAML_TOKENS, max_size=30).map("".join), st.text(max_size=200)), raw=st.binary(max_size=64))
+def test_given_a_topic_yaml_of_garbage_when_loaded_then_it_names_the_file(text, raw):
+    with tempfile.TemporaryDirectory() as root:
+        folder = sample_copy(Path(root))
+        (folder / "topic.yaml").write_text(text, encoding="utf-8")
+        load_or_refuse(folder)
+        (folder / "topic.yaml").write_bytes(raw)
+        load_or_refuse(folder)
+
+
+@pytest.mark.parametrize("key", ["freshness_minutes", "start_hour", "pii_fields", "topic"])
+def test_given_a_yaml_bomb_when_loaded_then_it_is_refused_quickly_naming_the_file(tmp_path, key):
+    """Nine levels of nine aliases: 387 million strings if anything expanded them (an error message, say)."""
+    folder = sample_copy(tmp_path)
+    levels = ['&a0 ["lol"]'] + [f"&a{n} [{', '.join([f'*a{n - 1}'] * 9)}]" for n in range(1, 10)]
+    bomb = f"{key}: [{', '.join(levels)}]\n"
+    text = "".join(line for line in (folder / "topic.yaml").read_text().splitlines(True) if not line.startswith(f"{key}:"))
+    (folder / "topic.yaml").write_text(text + bomb)
+
+    with pytest.raises(CatalogError, match=key) as refused:
+        load_topic(folder / "topic.yaml")
+    assert str(folder) in str(refused.value) and len(str(refused.value)) < 2000
+
+
+AVRO_NAMES = st.sampled_from(["x", "X", "_x", "1x", "x y", "x;DROP TABLE t", "x`y", "x'y", 'x"y', "x.y", "../x", "",
+                              "\u0445", "x\u200b", "date", "_kafka_offset", "PageView", "Client", "com.example.shop.Client"])
+AVRO_TYPES = st.recursive(
+    st.one_of(
+        st.sampled_from(["null", "boolean", "int", "long", "float", "double", "bytes", "string", "PageView", "Client",
+                         "Nowhere", "record", "array", "decimal"]),
+        st.builds(lambda size: {"type": "fixed", "name": "F", "size": size}, st.one_of(st.integers(-2, 3), st.text(max_size=2))),
+        st.builds(lambda p, s: {"type": "bytes", "logicalType": "decimal", "precision": p, "scale": s},
+                  st.integers(-1, 100), st.integers(-1, 100)),
+        st.just({"type": "long", "logicalType": "timestamp-millis"}),
+        SCALARS,
+    ),
+    lambda children: st.one_of(
+        st.lists(children, max_size=3),
+        st.builds(lambda items: {"type": "array", "items": items}, children),
+        st.builds(lambda values: {"type": "map", "values": values}, children),
+        st.builds(lambda name, fields: {"type": "record", "name": name, "fields": fields},
+                  AVRO_NAMES, st.lists(st.builds(lambda n, t: {"name": n, "type": t}, AVRO_NAMES, children), max_size=3)),
+        st.dictionaries(st.sampled_from(["type", "name", "fields", "items", "values", "symbols", "size"]), children, max_size=3),
+    ),
+    max_leaves=12,
+)
+
+
+def schema_nodes(schema) -> list[tuple]:
+    """Paths to every type and name in a schema: what a careless edit of an .avsc changes."""
+    return [path for path in key_paths(schema) if path and path[-1] in ("type", "name", "items", "values", "fields")]
+
+
+@FUZZ
+@given(path=st.sampled_from(schema_nodes(SAMPLE_SCHEMA)), value=st.one_of(AVRO_TYPES, AVRO_NAMES), delete=st.booleans())
+def test_given_an_avsc_with_one_node_replaced_by_anything_when_loaded_then_it_loads_or_names_the_file(path, value, delete):
+    with tempfile.TemporaryDirectory() as root:
+        folder = sample_copy(Path(root))
+        (folder / "v1.avsc").write_text(json.dumps(replaced(SAMPLE_SCHEMA, path, value, delete), default=str))
+
+        load_or_refuse(folder)
+
+
+@FUZZ
+@given(text=st.one_of(st.text(max_size=200), st.just("[" * 5000 + "]" * 5000), st.just('{"type": "record", "x": 1' + "0" * 5000 + "}"),
+                      st.recursive(SCALARS, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3)).map(
+                          lambda v: json.dumps(v, default=str))),
+       raw=st.binary(max_size=64))
+def test_given_an_avsc_of_garbage_when_loaded_then_it_names_the_file(text, raw):
+    with tempfile.TemporaryDirectory() as root:
+        folder = sample_copy(Path(root))
+        (folder / "v2.avsc").write_text(text, encoding="utf-8")
+        assert isinstance(load_or_refuse(folder), CatalogError)
+        (folder / "v2.avsc").write_bytes(raw)
+        assert isinstance(load_or_refuse(folder), CatalogError)
+
+
+def nested_schema(levels: int) -> str:
+    """A record whose field `x` holds a record whose field `x` holds … `levels` records in all, as JSON text
+    (built as text: json.dumps itself recurses once per level)."""
+    opening = "".join(f'{{"type": "record", "name": "Level{level}", "fields": [{{"name": "x", "type": ' for level in range(1, levels))
+    closing = "}]}" * (levels - 1)
+    return ('{"type": "record", "name": "Level0", "fields": [{"name": "occurred_at", '
+            '"type": {"type": "long", "logicalType": "timestamp-millis"}}, {"name": "x", "type": '
+            + opening + '"int"' + closing + "}]}")
+
+
+@pytest.mark.parametrize("levels", [MAX_SCHEMA_DEPTH + 1, 400, 5000])
+def test_given_a_schema_nested_deeper_than_the_limit_when_loaded_then_it_is_refused_naming_the_limit(tmp_path, levels):
+    folder = sample_copy(tmp_path)
+    (folder / "v2.avsc").write_text(nested_schema(levels))
+
+    with pytest.raises(CatalogError) as refused:
+        load_topic(folder / "topic.yaml")
+
+    assert str(folder / "v2.avsc") in str(refused.value)
+    assert f"nested more than {MAX_SCHEMA_DEPTH} levels" in str(refused.value) or "nested too deeply" in str(refused.value)
+
+
+def test_given_a_schema_at_the_nesting_limit_when_loaded_then_it_lands_as_a_table(tmp_path):
+    from kafka_lake.table_schema import table_columns
+
+    folder = sample_copy(tmp_path)
+    (folder / "v1.avsc").write_text(nested_schema(MAX_SCHEMA_DEPTH))
+    (folder / "v2.avsc").unlink()
+    document = {**SAMPLE_DOCUMENT, "schema_versions": SAMPLE_DOCUMENT["schema_versions"][:1],
+                "pii_fields": None, "subject_field": None}
+    (folder / "topic.yaml").write_text(yaml.safe_dump(document))
+
+    topic = load_topic(folder / "topic.yaml")
+
+    assert [c.name for c in table_columns(topic)][:2] == ["occurred_at", "x"]
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ({"type": "record", "name": "Node", "fields": [{"name": "next", "type": ["null", "Node"]}]}, "record 'Node' contains itself"),
+        ({"type": "record", "name": "A", "namespace": "n", "fields": [
+            {"name": "b", "type": {"type": "record", "name": "B", "fields": [{"name": "a", "type": ["null", "n.A"]}]}}]},
+         "record 'n.A' contains itself"),
+        ({"type": "record", "name": "Node", "fields": [{"name": "next", "type": "Node"}]}, "record 'Node' contains itself"),
+        ({"type": "record", "name": "R", "fields": [{"name": "xs", "type": {"type": "array", "items": "null"}}]},
+         "array of items that take no bytes"),
+        ({"type": "record", "name": "R", "fields": [{"name": "xs", "type": {"type": "array", "items": {
+            "type": "record", "name": "Nothing", "fields": []}}}]}, "array of items that take no bytes"),
+        ({"type": "record", "name": "R", "fields": [{"name": "x", "type": []}]}, "empty union"),
+        ({"type": "record", "name": "R", "fields": [{"name": "x", "type": ["int", "int"]}]}, "repeats a member"),
+        ({"type": "record", "name": "R", "fields": [{"name": "x", "type": {"type": "fixed", "name": "F", "size": -1}}]},
+         "fixed 'F' has size -1"),
+    ],
+    ids=["nullable self reference", "cycle through a nested record", "plain self reference", "array of nulls",
+         "array of empty records", "empty union", "repeated union member", "negative fixed size"],
+)
+def test_given_a_schema_with_an_impossible_shape_when_loaded_then_it_is_refused_naming_the_file(tmp_path, schema, message):
+    folder = sample_copy(tmp_path)
+    (folder / "v2.avsc").write_text(json.dumps(schema))
+
+    with pytest.raises(CatalogError, match=message) as refused:
+        load_topic(folder / "topic.yaml")
+
+    assert str(folder / "v2.avsc") in str(refused.value)
+
+
+# --- the decoder ----------------------------------------------------------------------------------------
+
+CAUSES = {"bad_magic_byte", "unknown_schema_id", "undecodable_payload", "missing_event_time", "unparseable_event_time"}
+HUGE = [2**31 - 1, 2**31, 2**62, 2**63 - 1, -1, -(2**63)]
+MUTATIONS = st.one_of(
+    st.tuples(st.just("intact")),
+    st.tuples(st.just("tombstone")),
+    st.tuples(st.just("flip"), st.integers(0, 10**4), st.integers(0, 7)),  # one bit anywhere, header included
+    st.tuples(st.just("truncate"), st.integers(0, 10**4)),
+    # A length or block count claiming up to 2^63 bytes or items, written over or between a field's bytes.
+    st.tuples(st.just("huge_length"), st.integers(0, 10**4), st.sampled_from(HUGE), st.booleans()),
+    st.tuples(st.just("overlong_varint"), st.integers(0, 10**4), st.integers(11, 40)),
+    st.tuples(st.just("magic"), st.integers(1, 255)),
+    st.tuples(st.just("schema_id"), st.integers(0, 2**32 - 1)),
+    st.tuples(st.just("random"), st.binary(max_size=80)),
+)
+
+
+def zigzag(value: int) -> bytes:
+    unsigned, out = (value << 1) ^ (value >> 63), bytearray()
+    while unsigned >= 0x80:
+        out.append((unsigned & 0x7F) | 0x80)
+        unsigned >>= 7
+    return bytes(out + bytes([unsigned]))
+
+
+def in_payload(good: bytes, position: int) -> int:
+    """A position after the 5-byte Confluent header."""
+    return 5 + position % max(len(good) - 5, 1)
+
+
+def mutated(good: bytes, mutation: tuple) -> bytes | None:
+    kind, *args = mutation
+    if kind == "intact":
+        return good
+    if kind == "tombstone":
+        return None
+    if kind == "flip":
+        at = args[0] % len(good)
+        return good[:at] + bytes([good[at] ^ (1 << args[1])]) + good[at + 1:]
+    if kind == "truncate":
+        return good[: args[0] % len(good)]
+    if kind == "huge_length":
+        at, claim, overwrite = in_payload(good, args[0]), zigzag(args[1]), args[2]
+        return good[:at] + claim + good[at + (len(claim) if overwrite else 0):]
+    if kind == "overlong_varint":
+        at = in_payload(good, args[0])
+        return good[:at] + b"\xff" * args[1] + b"\x01" + good[at:]
+    if kind == "magic":
+        return bytes([args[0]]) + good[1:]
+    if kind == "schema_id":
+        return b"\x00" + args[0].to_bytes(4, "big") + good[5:]
+    return args[0]
+
+
+@pytest.fixture(scope="module")
+def hostile_topics(tmp_path_factory):
+    """The sample page views (two versions, PII, columnar) and the decoding tests' zoo of every Avro type."""
+    from tests.test_decoding import ZOO_SCHEMA, framed, page_view, write_topic, zoo_value
+
+    views = load_catalog(REPO / "schema_catalog").by_name("shop", "page_views")
+    zoo = write_topic(tmp_path_factory.mktemp("zoo"), [ZOO_SCHEMA], pii_fields=["name", "address.street"])
+    goods = {
+        "page_views": [framed(views, page_view(1), 1), framed(views, page_view(2, url="é" * 300), 2),
+                       framed(views, page_view(2, user_id=None, experiments={"a": "b" * 40, "c": ""}), 2)],
+        "zoo": [framed(zoo, zoo_value()), framed(zoo, zoo_value(tags=["x"] * 30, scores={}, choice=7))],
+    }
+    return {"page_views": views, "zoo": zoo}, goods
+
+
+@settings(FUZZ, max_examples=int(os.environ.get("HOSTILE_EXAMPLES", 400)))
+@given(which=st.sampled_from(["page_views", "zoo"]), picks=st.lists(st.tuples(st.integers(0, 2), MUTATIONS), min_size=1, max_size=12))
+def test_given_corrupted_confluent_values_when_decoded_then_each_record_is_a_row_a_dead_letter_or_a_tombstone(
+    hostile_topics, which, picks
+):
+    from kafka_lake.decoding import BatchDecoder, CatalogSchemas, KafkaRecord
+
+    topics, goods = hostile_topics
+    topic = topics[which]
+    values = [mutated(goods[which][pick % len(goods[which])], mutation) for pick, mutation in picks]
+    records = [KafkaRecord(0, offset, 1_793_000_000_000, b"k", value) for offset, value in enumerate(values)]
+
+    outcomes = []
+    for columnar in (True, False):
+        batch = BatchDecoder(topic, CatalogSchemas(topic), b"fuzz-key", columnar=columnar).decode(records)
+
+        row_offsets = sorted(o for t in batch.rows.values() for o in t.column("_kafka_offset").to_pylist())
+        dead = [letter for t in batch.dead_letters.values() for letter in t.to_pylist()]
+        assert batch.records == len(values)
+        assert len(row_offsets) + len(dead) + batch.tombstones == len(values)
+        assert sorted(row_offsets + [d["_kafka_offset"] for d in dead]) == [o for o, v in enumerate(values) if v is not None]
+        assert batch.tombstones == values.count(None)
+        for letter in dead:
+            assert letter["value"] == values[letter["_kafka_offset"]], "a dead letter keeps the raw bytes for replay"
+            assert letter["error"].split(":", 1)[0] in CAUSES, letter["error"]
+        assert sum(batch.dead_letter_causes.values()) == len(dead) and set(batch.dead_letter_causes) <= CAUSES
+        outcomes.append((row_offsets, sorted((d["_kafka_offset"], d["error"].split(":", 1)[0]) for d in dead)))
+    assert outcomes[0] == outcomes[1], "the columnar and the fastavro path must sort the records alike"
+
+
+# --- names that become paths and SQL identifiers -----------------------------------------------------------
+
+UNSAFE_FOLDER_NAMES = ["..", "a b", " a", "a\tb", "a`b", "a'b", 'a"b', "a;b", "a--b", "Shop", "sh\u043ep", "\uff53hop",
+                       "a\u200bb", "1abc", "a" * 129, "shop\n"]
+
+
+@pytest.mark.parametrize("name", UNSAFE_FOLDER_NAMES)
+@pytest.mark.parametrize("level", ["database", "table"])
+def test_given_an_unsafe_database_or_table_folder_when_loaded_then_it_is_refused_naming_it(tmp_path, name, level):
+    folder = sample_copy(tmp_path)
+    if name == "..":  # a path that climbs out: shop/page_views/../topic.yaml, or shop/page_views/../page_views/…
+        path = folder / ".." / "topic.yaml" if level == "table" else folder / ".." / "page_views" / "topic.yaml"
+        if level == "table":
+            shutil.copy(folder / "topic.yaml", path)
+    else:
+        target = tmp_path / "catalog" / (name if level == "database" else "shop") / (name if level == "table" else "page_views")
+        shutil.copytree(folder, target)
+        path = target / "topic.yaml"
+
+    with pytest.raises(CatalogError) as refused:
+        load_topic(path)
+
+    assert f"{level} folder" in str(refused.value) and "must be lowercase letters, digits and underscores" in str(refused.value)
+
+
+@pytest.mark.parametrize("topic_name", ["../etc", "a/b", "/abs", "a`b", "a'b", "a;b", "a b", "\uff41", "", ".", "..",
+                                        ".hidden", "x" * 250, "shop.page_views\n"])
+def test_given_an_unsafe_kafka_topic_name_when_loaded_then_it_is_refused_naming_the_file(tmp_path, topic_name):
+    folder = sample_copy(tmp_path)
+    (folder / "topic.yaml").write_text(yaml.safe_dump({**SAMPLE_DOCUMENT, "topic": topic_name}))
+
+    with pytest.raises(CatalogError, match="topic") as refused:
+        load_topic(folder / "topic.yaml")
+
+    assert str(folder / "topic.yaml") in str(refused.value)
+
+
+UNFIT_FIELD_NAMES = ["a b", "a`b", "a'b", 'a"b', "a;DROP TABLE t", "a)b", "a>b", "a:b", "a,b", "../a", "a/b", "", "1a",
+                     "\uff41", "a\u200b", "a\n"]
+RESERVED_FIELD_NAMES = ["_kafka_offset", "date", "Hour", "schema_version"]  # only at the top level, beside the lake's
+
+
+@pytest.mark.parametrize(
+    ("field_name", "nested"),
+    [(name, nested) for name in UNFIT_FIELD_NAMES for nested in (False, True)] + [(name, False) for name in RESERVED_FIELD_NAMES],
+)
+def test_given_a_field_name_unfit_for_ddl_when_loaded_then_the_schema_file_is_named(tmp_path, field_name, nested):
+    folder = sample_copy(tmp_path)
+    schema = json.loads((folder / "v2.avsc").read_text())
+    unfit = {"name": field_name, "type": ["null", "string"], "default": None}
+    if nested:
+        client = next(f for f in schema["fields"] if f["name"] == "client")
+        client["type"]["fields"].append(unfit)
+    else:
+        schema["fields"].append(unfit)
+    (folder / "v2.avsc").write_text(json.dumps(schema))
+
+    with pytest.raises(CatalogError) as refused:
+        load_topic(folder / "topic.yaml")
+
+    assert str(folder / "v2.avsc") in str(refused.value)
+    assert "field" in str(refused.value)
+
+
+def test_given_two_fields_differing_only_in_case_when_loaded_then_it_is_refused(tmp_path):
+    folder = sample_copy(tmp_path)
+    schema = json.loads((folder / "v2.avsc").read_text())
+    schema["fields"].append({"name": "URL", "type": ["null", "string"], "default": None})
+    (folder / "v2.avsc").write_text(json.dumps(schema))
+
+    with pytest.raises(CatalogError, match="'url' and 'URL', which differ only in case"):
+        load_topic(folder / "topic.yaml")
+
+
+@pytest.mark.parametrize("key", ["pii_fields", "subject_field", "time_partitioning"])
+@pytest.mark.parametrize("path", ["../user_id", "user_id;DROP", "client/ip_address", "client..ip_address", "`user_id`",
+                                  "user_id ", "/user_id", "user\u0456d", "client.ip_address.x"])
+def test_given_an_unsafe_field_path_when_loaded_then_it_is_no_field_and_is_refused(tmp_path, key, path):
+    folder = sample_copy(tmp_path)
+    value = {"pii_fields": [path], "subject_field": path, "time_partitioning": {"source": "event_time", "field": path}}[key]
+    (folder / "topic.yaml").write_text(yaml.safe_dump({**SAMPLE_DOCUMENT, key: value}))
+
+    with pytest.raises(CatalogError, match="is not a field") as refused:
+        load_topic(folder / "topic.yaml")
+
+    assert str(folder / "topic.yaml") in str(refused.value)
+
+
+@pytest.mark.parametrize("file_name", ["../v1.avsc", "../../payments/transactions/v1.avsc", "/etc/passwd", "v1.avsc\x00",
+                                       "sub/v1.avsc", ".", "x" * 5000])
+def test_given_a_schema_file_outside_the_topic_folder_when_loaded_then_it_is_refused(tmp_path, file_name):
+    folder = sample_copy(tmp_path)
+    document = json.loads(json.dumps(SAMPLE_DOCUMENT))
+    document["schema_versions"][1]["file"] = file_name
+    (folder / "topic.yaml").write_text(yaml.safe_dump(document))
+
+    with pytest.raises(CatalogError, match="must sit beside topic.yaml|does not exist") as refused:
+        load_topic(folder / "topic.yaml")
+
+    assert str(folder / "topic.yaml") in str(refused.value) or str(folder) in str(refused.value)
+
+
+@pytest.mark.parametrize("identifier", ["a b", "a`b", "a;DROP TABLE t", "a'b", "a.b", "", "\uff41", "a\nb", "a\n"])
+def test_given_a_name_no_identifier_when_quoted_for_hive_ddl_then_it_is_refused(identifier):
+    pytest.importorskip("pyspark")  # the Hive back end lives in the Spark shell
+    from spark_jobs.hive_catalog import quote
+
+    with pytest.raises(ValueError, match="not a plain identifier"):
+        quote(identifier)
+    assert quote("page_views") == "`page_views`"
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("text", ["it's", "a\\'; DROP TABLE x; --", "back\\slash", "s3a://lake/a b/é", "\\\\'", "'", "\\"])
+def test_given_a_hostile_string_literal_when_spark_sql_reads_it_then_it_is_exactly_that_text(spark, text):
+    from spark_jobs.hive_catalog import sql_string
+
+    assert spark.sql(f"SELECT {sql_string(text)} AS value").collect()[0]["value"] == text
+
+
+# --- huge records ------------------------------------------------------------------------------------------
+
+MIB = 1024 * 1024
+
+
+def produce_values(bootstrap_servers: str, topic: str, values: list[bytes | None]) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap_servers, "message.max.bytes": 64 * MIB, "linger.ms": 5})
+    for value in values:
+        producer.produce(topic, value=value, partition=0, timestamp=1_793_000_000_000)
+        producer.flush(60)
+
+
+def test_given_big_values_when_a_slice_is_read_then_batches_are_cut_by_bytes_the_same_way_every_time(broker):
+    from kafka_lake.kafka_log import KafkaLog, consumer_config
+
+    topic = f"hostile.bytes.{os.urandom(4).hex()}"
+    broker.create_topic(topic, 1)
+    produce_values(broker.bootstrap_servers, topic, [bytes([n]) * 1000 for n in range(10)] + [None])
+
+    with KafkaLog(consumer_config(broker.bootstrap_servers), topic) as kafka_log:
+        by_bytes = [len(b) for b in kafka_log.read_slice_batches(0, 0, 11, batch_size=4, max_batch_bytes=2500)]
+        by_count = [len(b) for b in kafka_log.read_slice_batches(0, 0, 11, batch_size=4)]
+        offsets = [o for b in kafka_log.read_slice_batches(0, 0, 11, batch_size=4, max_batch_bytes=2500) for o in b.offsets]
+
+    assert by_bytes == [3, 3, 3, 2]  # 3,000 bytes reach the 2,500-byte cap; the tombstone weighs nothing
+    assert by_count == [4, 4, 3]
+    assert offsets == list(range(11))
+
+
+LAND_AND_MEASURE = """
+import pickle, resource, sys, json
+from kafka_lake.slice_landing import land_slice
+task = pickle.loads(sys.stdin.buffer.read())
+before = int(open("/proc/self/statm").read().split()[1]) * 4096
+report = land_slice(task)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"rows": report.rows, "dead_letters": report.dead_letters, "growth": peak - before,
+                  "causes": report.dead_letter_causes}))
+"""
+
+
+def test_given_records_of_ten_mib_when_a_slice_lands_then_they_land_or_dead_letter_in_bounded_memory(broker, tmp_path):
+    """Nine 10 MiB page views (one of them truncated) in one slice, landed by the Spark task body in a fresh
+    process whose peak memory is measured: 540 MiB of growth here, 910 MiB without the batch byte cap."""
+    import pickle
+    import subprocess
+    import sys
+    from datetime import datetime, timezone
+
+    import pyarrow.parquet as pq
+
+    from kafka_lake import layout
+    from kafka_lake.hours import KafkaHour
+    from kafka_lake.kafka_log import consumer_config
+    from kafka_lake.slice_landing import SliceTask
+    from kafka_lake.slices import OffsetSlice
+    from kafka_lake.storage import LakeStorage
+    from tests.test_decoding import framed, page_view
+
+    views = load_catalog(REPO / "schema_catalog").by_name("shop", "page_views")
+    topic = f"hostile.huge.{os.urandom(4).hex()}"
+    views = dataclasses.replace(views, topic=topic)
+    broker.create_topic(topic, 1)
+    urls = [f"https://shop.example/{n}?" + "q" * (10 * MIB) for n in range(8)]
+    values = [framed(views, page_view(2, url=url), 2) for url in urls]
+    truncated = values[3][: 10 * MIB]
+    produce_values(broker.bootstrap_servers, topic, values[:4] + [truncated] + values[4:])
+    lake = tmp_path / "lake"
+    task = SliceTask(views, KafkaHour(datetime(2026, 11, 1, 13, tzinfo=timezone.utc)), OffsetSlice(0, 0, 9), str(lake),
+                     consumer_config(broker.bootstrap_servers), pii_key=b"huge-test-key")
+
+    landed = subprocess.run([sys.executable, "-c", LAND_AND_MEASURE], input=pickle.dumps(task), capture_output=True,
+                            cwd=REPO, timeout=300, check=True)
+
+    report = json.loads(landed.stdout.decode().strip().splitlines()[-1])
+    assert (report["rows"], report["dead_letters"], report["causes"]) == (8, 1, {"undecodable_payload": 1})
+    assert report["growth"] < 750 * MIB, f"landing 90 MiB of records grew the task by {report['growth'] / MIB:.0f} MiB"
+    storage = LakeStorage(str(lake))
+    rows = [r for f in storage.list_files(layout.table_prefix("shop", "page_views"))
+            for r in pq.read_table(storage.full_path(f.path), columns=["url", "_kafka_offset"]).to_pylist()]
+    assert sorted((r["_kafka_offset"], r["url"]) for r in rows) == list(zip([0, 1, 2, 3, 5, 6, 7, 8], urls))
+    [dead] = [r for f in storage.list_files(layout.dead_letter_prefix("shop", "page_views"))
+              for r in pq.read_table(storage.full_path(f.path)).to_pylist()]
+    assert (dead["_kafka_offset"], dead["value"]) == (4, truncated)
