@@ -7,23 +7,44 @@ from __future__ import annotations
 
 import json
 import re
+import reprlib
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
 import fastavro
 import yaml
 
-from kafka_lake.avro_types import field_type_at, is_time_type, evolution_problem
+from kafka_lake.avro_types import field_type_at, is_time_type, evolution_problem, shape_problem
+from kafka_lake.layout import PARTITION_COLUMNS
 
-# Names that become paths and SQL identifiers: lowercase, no dots, no traversal.
-_IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]{0,127}$")
-_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+# Names that become paths and SQL identifiers: lowercase, no dots, no traversal. `\Z`, not `$`, which would
+# let a trailing newline through.
+_IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]{0,127}\Z")
+_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}\Z")
+# Records, arrays and maps inside each other: deeper schemas are refused at load. Generous for real events,
+# and it keeps every recursive walk of a schema (ours, fastavro's, the catalogs' type strings) far from limits.
+MAX_SCHEMA_DEPTH = 32
+# A catalog file larger than this is no hand-written topic entry or schema; refused before parsing.
+MAX_CATALOG_FILE_BYTES = 1024 * 1024
+# Shown values in errors are cut short: a YAML alias bomb must not expand into a message.
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlist, _SHOWN.maxdict = 3, 80, 80, 6, 6
 
 DEFAULT_MAX_ROWS_PER_TASK = 1_000_000
 DEFAULT_CLOSE_GRACE_MINUTES = 10
+# Producers stamp records with their own clocks: one stamped a little after H+1 does not yet mean
+# every producer has moved past H.
+DEFAULT_RECORD_GRACE_MINUTES = 2
 DEFAULT_TARGET_FILE_MB = 256
+# Dead letters hold raw values, PII in clear included: they expire after this many days unless the catalog says
+# otherwise, and never later than the table's own retention_days.
+DEFAULT_DEAD_LETTER_RETENTION_DAYS = 14
+# The prefix of the lake's own columns (`_kafka_offset`, …); no Avro field may start with it.
+KAFKA_COLUMN_PREFIX = "_kafka_"
+# Upper bounds of durations, so an absurd value fails here rather than overflowing a date in a run.
+_CENTURY = {"days": 36_525, "hours": 876_600, "minutes": 52_596_000}
 # How many raw hours after H may still add rows to H: late events for event time, out-of-order
 # producer timestamps for Kafka time.
 DEFAULT_ALLOWED_LATENESS_HOURS = {"event_time": 3, "kafka_time": 1}
@@ -31,7 +52,8 @@ DEFAULT_ALLOWED_LATENESS_HOURS = {"event_time": 3, "kafka_time": 1}
 _KNOWN_KEYS = {
     "topic", "owner", "time_partitioning", "start_hour", "schema_versions", "retention_days",
     "pii_fields", "subject_field", "freshness_minutes", "max_rows_per_task",
-    "close_grace_minutes", "dead_letter_rate_threshold", "allowed_lateness_hours", "target_file_mb",
+    "close_grace_minutes", "record_grace_minutes", "dead_letter_rate_threshold", "allowed_lateness_hours", "target_file_mb",
+    "dead_letter_retention_days",
 }
 
 
@@ -66,9 +88,11 @@ class TopicSpec:
     freshness_minutes: int | None = None
     max_rows_per_task: int = DEFAULT_MAX_ROWS_PER_TASK
     close_grace_minutes: int = DEFAULT_CLOSE_GRACE_MINUTES
+    record_grace_minutes: int = DEFAULT_RECORD_GRACE_MINUTES
     dead_letter_rate_threshold: float = 0.05
     allowed_lateness_hours: int = 3
     target_file_mb: int = DEFAULT_TARGET_FILE_MB
+    dead_letter_retention_days: int = DEFAULT_DEAD_LETTER_RETENTION_DAYS
     source_file: str = ""
 
     @property
@@ -189,17 +213,25 @@ def load_topic(path: str | Path) -> TopicSpec:
         time_field=time_field,
         start_hour=start_hour,
         schema_versions=tuple(versions),
-        retention_days=_optional_positive_int(document, "retention_days", where),
+        retention_days=_optional_positive_int(document, "retention_days", where, _CENTURY["days"]),
         pii_fields=pii_fields,
         subject_field=subject_field,
-        freshness_minutes=_optional_positive_int(document, "freshness_minutes", where),
+        freshness_minutes=_optional_positive_int(document, "freshness_minutes", where, _CENTURY["minutes"]),
         max_rows_per_task=_optional_positive_int(document, "max_rows_per_task", where) or DEFAULT_MAX_ROWS_PER_TASK,
-        close_grace_minutes=_optional_int(document, "close_grace_minutes", where, DEFAULT_CLOSE_GRACE_MINUTES),
+        close_grace_minutes=_optional_int(
+            document, "close_grace_minutes", where, DEFAULT_CLOSE_GRACE_MINUTES, _CENTURY["minutes"]
+        ),
+        record_grace_minutes=_optional_int(
+            document, "record_grace_minutes", where, DEFAULT_RECORD_GRACE_MINUTES, _CENTURY["minutes"]
+        ),
         dead_letter_rate_threshold=_optional_rate(document, "dead_letter_rate_threshold", where, 0.05),
         allowed_lateness_hours=_optional_int(
-            document, "allowed_lateness_hours", where, DEFAULT_ALLOWED_LATENESS_HOURS[time_source]
+            document, "allowed_lateness_hours", where, DEFAULT_ALLOWED_LATENESS_HOURS[time_source], _CENTURY["hours"]
         ),
         target_file_mb=_optional_positive_int(document, "target_file_mb", where) or DEFAULT_TARGET_FILE_MB,
+        dead_letter_retention_days=_optional_positive_int(
+            document, "dead_letter_retention_days", where, _CENTURY["days"]
+        ) or DEFAULT_DEAD_LETTER_RETENTION_DAYS,
         source_file=where,
     )
 

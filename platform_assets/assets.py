@@ -1,10 +1,23 @@
 """The asset factory: every catalog topic becomes `raw/<db>/<table>` + `dead_letters/<db>/<table>`.
 
-One multi-asset per topic lands a Kafka hour on Spark; the work is `kafka_lake.landing`.
+One multi-asset per topic lands Kafka hours on Spark; the work is `kafka_lake.landing`. A backfill
+run lands up to a day of hours in order, in one Spark application.
 """
 
+from datetime import timedelta
 
-from dagster import AssetCheckKey, AssetExecutionContext, AssetSpec, MaterializeResult, MetadataValue, multi_asset
+from dagster import (
+    AssetCheckKey,
+    AssetExecutionContext,
+    AssetMaterialization,
+    AssetSpec,
+    BackfillPolicy,
+    Config,
+    FreshnessPolicy,
+    MaterializeResult,
+    MetadataValue,
+    multi_asset,
+)
 from dagster_pyspark import LazyPySparkResource
 
 from kafka_lake.catalog import TopicSpec
@@ -14,11 +27,30 @@ from kafka_lake.manifests import ManifestStore
 from platform_assets.checks import raw_check_results, raw_check_specs
 from platform_assets.keys import dead_letters_key, raw_key
 from platform_assets.partitions import hourly_partitions
+from platform_assets.pools import landing_pool
 from resources import KafkaResource, LakeStorageResource, PiiKeyResource, SchemaRegistryResource
 from spark_jobs.landing_job import run_slices_on_spark
 
+# A backfill run lands up to a day of hours in one Spark application: one start-up per day, not per hour,
+# and a failure costs at most a day's re-run (every hour is idempotent).
+HOURS_PER_BACKFILL_RUN = 24
 
-def raw_landing_asset(topic: TopicSpec):
+
+def raw_freshness_policy(topic: TopicSpec) -> FreshnessPolicy | None:
+    """Hours land one after another, so the newest landing is at most an hour plus the SLA old."""
+    if topic.freshness_minutes is None:
+        return None
+    fail = timedelta(hours=1, minutes=topic.freshness_minutes)
+    return FreshnessPolicy.time_window(fail_window=fail, warn_window=timedelta(hours=1, minutes=topic.freshness_minutes // 2))
+
+
+class RawLandingConfig(Config):
+    accept_lost_offsets: bool = False
+    """Land an hour whose offsets expired from Kafka before they were landed: the rest lands, and the
+    loss is recorded in the manifest, reported by `slices_contiguous` and audited under `_audit/`."""
+
+
+def raw_landing_asset(topic: TopicSpec, embedded_metastore: bool = True):
     tags = {"topic": topic.topic, "owner": topic.owner}
 
     @multi_asset(
@@ -33,6 +65,7 @@ def raw_landing_asset(topic: TopicSpec):
                 tags={"layer": "raw"},
                 metadata={"topic": topic.topic, "catalog_file": topic.source_file},
                 kinds={"kafka", "spark", "parquet"},
+                freshness_policy=raw_freshness_policy(topic),
             ),
             AssetSpec(
                 dead_letters_key(topic),
@@ -45,39 +78,50 @@ def raw_landing_asset(topic: TopicSpec):
         partitions_def=hourly_partitions(topic),
         check_specs=raw_check_specs(topic),
         op_tags=tags,
+        pool=landing_pool(topic),
+        backfill_policy=BackfillPolicy.multi_run(max_partitions_per_run=HOURS_PER_BACKFILL_RUN),
         # `--select raw/<db>/<table>` alone must work: the landing always writes both, and reports what was selected.
         can_subset=True,
     )
     def land(
         context: AssetExecutionContext,
+        config: RawLandingConfig,
         pyspark: LazyPySparkResource,
         kafka: KafkaResource,
         lake: LakeStorageResource,
         schema_registry: SchemaRegistryResource,
         pii: PiiKeyResource,
     ):
-        hour = KafkaHour.from_partition_key(context.partition_key)
         settings = LandingSettings(
             lake_root=lake.root,
             kafka_config=kafka.consumer_config(),
-            schema_registry_url=schema_registry.url,
+            schema_registry_url=schema_registry.client_url(),
             pii_key=pii.key(),
+            dead_letter_key=pii.dead_letter_key(),
         )
         spark = pyspark.spark_session
-        result = land_hour(
-            topic,
-            hour,
-            settings,
-            lambda tasks: run_slices_on_spark(spark, tasks, f"land {topic.topic} {hour}"),
-            run_id=context.run.run_id,
-        )
-        context.log.info(_summary_line(topic, result))
-        selected = context.selected_asset_keys
-        if raw_key(topic) in selected:
-            yield MaterializeResult(asset_key=raw_key(topic), metadata=raw_metadata(lake, result))
-        if dead_letters_key(topic) in selected:
-            yield MaterializeResult(asset_key=dead_letters_key(topic), metadata=dead_letter_metadata(lake, result))
-        checks = raw_check_results(topic, result.manifest, ManifestStore(lake.storage(), topic.database, topic.table))
+        hours = [KafkaHour.from_partition_key(key) for key in context.partition_keys]
+        results: list[LandingResult] = []
+        try:
+            for hour in hours:
+                results.append(land_hour(
+                    topic,
+                    hour,
+                    settings,
+                    lambda tasks, hour=hour: run_slices_on_spark(spark, tasks, f"land {topic.topic} {hour}"),
+                    run_id=context.run.run_id,
+                    accept_lost_offsets=config.accept_lost_offsets,
+                ))
+                context.log.info(_summary_line(topic, results[-1]))
+        except Exception:
+            # The hours before the failure are committed: the UI shows them landed, the rest failed.
+            for result in results:
+                for key, metadata in _selected_metadata(context, topic, lake, [result]):
+                    context.log_event(AssetMaterialization(key, partition=result.manifest.hour, metadata=metadata))
+            raise
+        for key, metadata in _selected_metadata(context, topic, lake, results):
+            yield MaterializeResult(asset_key=key, metadata=metadata)
+        checks = raw_check_results(topic, [r.manifest for r in results], ManifestStore(lake.storage(), topic.database, topic.table))
         yield from (check for check in checks if AssetCheckKey(check.asset_key, check.check_name) in context.selected_asset_check_keys)
 
     return land
@@ -90,6 +134,16 @@ def _summary_line(topic: TopicSpec, result: LandingResult) -> str:
         f"{totals['tombstones']} tombstones, {totals['late_events']} late, {totals['files']} files from "
         f"{totals['offsets']} offsets in {result.slices} slice(s)"
     )
+
+
+def _selected_metadata(context: AssetExecutionContext, topic: TopicSpec, lake: LakeStorageResource,
+                       results: list[LandingResult]):
+    selected = context.selected_asset_keys
+    one = len(results) == 1
+    if raw_key(topic) in selected:
+        yield raw_key(topic), raw_metadata(lake, results[0]) if one else hours_metadata(results)
+    if dead_letters_key(topic) in selected:
+        yield dead_letters_key(topic), dead_letter_metadata(lake, results[0]) if one else hours_metadata(results, "dead_letters")
 
 
 def raw_metadata(lake: LakeStorageResource, result: LandingResult) -> dict:
@@ -131,4 +185,23 @@ def dead_letter_metadata(lake: LakeStorageResource, result: LandingResult) -> di
         "causes": MetadataValue.json(manifest.dead_letter_causes),
         "files": len(files),
         "paths": MetadataValue.json([lake.storage().uri(f.path) for f in files][:50]),
+    }
+
+
+def hours_metadata(results: list[LandingResult], focus: str = "rows") -> dict:
+    """A run of several hours: totals, and one line per hour (each hour's manifest has the detail)."""
+    totals = [r.manifest.totals() for r in results]
+    lines = ["| hour | offsets | rows | dead letters | tombstones | late | files |", "|---|---|---|---|---|---|---|"]
+    lines += [
+        f"| {r.manifest.hour} | {t['offsets']} | {t['rows']} | {t['dead_letters']} | {t['tombstones']} | {t['late_events']} | {t['files']} |"
+        for r, t in zip(results, totals)
+    ]
+    summed = {key: sum(t[key] for t in totals) for key in ("rows", "offsets", "dead_letters", "tombstones", "late_events", "files", "bytes")}
+    return {
+        focus: summed[focus],
+        **{key: value for key, value in summed.items() if key != focus},
+        "hours": len(results),
+        "first_hour": results[0].manifest.hour,
+        "last_hour": results[-1].manifest.hour,
+        "per_hour": MetadataValue.md("\n".join(lines)),
     }

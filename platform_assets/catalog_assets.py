@@ -3,7 +3,6 @@ or evolved from the Avro versions, and H's partitions made equal to the partitio
 """
 
 import time
-import warnings
 
 from dagster import (
     AssetCheckResult,
@@ -12,7 +11,6 @@ from dagster import (
     AssetExecutionContext,
     AssetKey,
     BackfillPolicy,
-    BetaWarning,
     MaterializeResult,
     MetadataValue,
     asset,
@@ -25,7 +23,8 @@ from kafka_lake.table_catalog import ReconcileReport, TableChange, partition_dif
 from kafka_lake.table_schema import TableDefinition
 from kafka_lake.table_state import storage_partitions
 from platform_assets.keys import asset_key
-from platform_assets.partitions import hourly_partitions
+from platform_assets.pools import table_pool
+from platform_assets.partitions import backfill_policy_in_beta, hourly_partitions
 from platform_assets.table_publishing import definition_for
 from resources import LakeStorageResource, TableCatalogResource
 
@@ -37,13 +36,10 @@ def catalog_key(topic: TopicSpec) -> AssetKey:
     return asset_key("catalog", topic)
 
 
-def catalog_asset(topic: TopicSpec):
+def catalog_asset(topic: TopicSpec, embedded_metastore: bool = True):
     key = catalog_key(topic)
 
-    # Single-run backfills are beta in Dagster 1.13; the warning would repeat at every load of the code location.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", BetaWarning)
-
+    with backfill_policy_in_beta():
         @asset(
             key=key,
             deps=[asset_key("compacted", topic)],
@@ -62,6 +58,7 @@ def catalog_asset(topic: TopicSpec):
                 )
             ],
             op_tags={"topic": topic.topic, "owner": topic.owner},
+            pool=table_pool(topic, "catalog", embedded_metastore),
             # Registering an hour is a few metastore calls: a backfill of many hours is one run, not one
             # Spark start per hour (`--partition-range` on the CLI).
             backfill_policy=BackfillPolicy.single_run(),

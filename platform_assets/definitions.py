@@ -3,28 +3,41 @@
 `dagster dev -m platform_assets.definitions` or `dagster asset materialize -m platform_assets.definitions`.
 """
 
-from dagster import Definitions
+from dagster import AssetSelection, DefaultScheduleStatus, Definitions, ScheduleDefinition, define_asset_job
 
 from kafka_lake.catalog import TopicCatalog, load_catalog
 from kafka_lake.settings import PlatformSettings
 from platform_assets.assets import raw_landing_asset
+from platform_assets.checks import freshness_check
 from platform_assets.catalog_assets import catalog_asset
 from platform_assets.compaction_assets import compacted_asset
 from platform_assets.retention_assets import retention_asset
+from platform_assets.sensors import platform_sensors
 from resources import (
-    KafkaResource, LakeStorageResource, PiiKeyResource, SchemaRegistryResource, TableCatalogResource, spark_resource,
+    AlertWebhookResource, KafkaResource, LakeStorageResource, PiiKeyResource, SchemaRegistryResource, TableCatalogResource, spark_resource,
 )
 
 
 def build_definitions(catalog: TopicCatalog, settings: PlatformSettings) -> Definitions:
     return Definitions(
         assets=[
-            factory(topic)
+            factory(topic, embedded_metastore=settings.embedded_metastore)
             for topic in catalog.topics
             for factory in (raw_landing_asset, compacted_asset, catalog_asset, retention_asset)
         ],
+        asset_checks=[freshness_check(topic) for topic in catalog.topics if topic.freshness_minutes is not None],
+        sensors=platform_sensors(catalog, running=settings.automation),
+        schedules=[retention_schedule(running=settings.automation)],
         resources=platform_resources(settings),
     )
+
+
+def retention_schedule(running: bool = True) -> ScheduleDefinition:
+    """Expiry and erasure once a day, for every topic, in one run (each topic's work is a few deletes)."""
+    job = define_asset_job("retention", selection=AssetSelection.key_prefixes(["retention"]),
+                           description="GDPR expiry and erasure requests over every topic's table.")
+    return ScheduleDefinition(name="retention_daily", job=job, cron_schedule="17 3 * * *", execution_timezone="UTC",
+                              default_status=DefaultScheduleStatus.RUNNING if running else DefaultScheduleStatus.STOPPED)
 
 
 def platform_resources(settings: PlatformSettings) -> dict:
@@ -32,8 +45,9 @@ def platform_resources(settings: PlatformSettings) -> dict:
         "pyspark": spark_resource(settings.spark_master, hive_metastore_uri=settings.hive_metastore_uri),
         "kafka": KafkaResource(bootstrap_servers=settings.kafka_bootstrap_servers),
         "lake": LakeStorageResource(root=settings.lake_root),
-        "schema_registry": SchemaRegistryResource(url=settings.schema_registry_url),
+        "schema_registry": SchemaRegistryResource.for_url(settings.schema_registry_url),
         "pii": PiiKeyResource(),
+        "alerts": AlertWebhookResource(),
         "table_catalog": TableCatalogResource(kind=settings.table_catalog, hive_metastore_uri=settings.hive_metastore_uri),
     }
 

@@ -1,8 +1,10 @@
 """Hourly partitions in UTC, one definition per topic starting at its `start_hour`."""
 
+import warnings
+from contextlib import contextmanager
 from functools import lru_cache
 
-from dagster import HourlyPartitionsDefinition
+from dagster import BetaWarning, HourlyPartitionsDefinition
 
 from kafka_lake.hours import PARTITION_KEY_FORMAT
 
@@ -14,3 +16,11 @@ def _hourly_from(start_key: str) -> HourlyPartitionsDefinition:
 
 def hourly_partitions(topic) -> HourlyPartitionsDefinition:
     return _hourly_from(topic.start_hour.strftime(PARTITION_KEY_FORMAT))
+
+
+@contextmanager
+def backfill_policy_in_beta():
+    """Backfill policies are beta in Dagster 1.13; the warning would repeat at every load of the code location."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BetaWarning)
+        yield

@@ -18,6 +18,7 @@ from kafka_lake.hours import ONE_HOUR
 from kafka_lake.retention import apply_retention, retention_cutoff
 from kafka_lake.table_state import storage_partitions
 from platform_assets.keys import asset_key
+from platform_assets.pools import table_pool
 from platform_assets.table_publishing import table_publisher
 from resources import LakeStorageResource, PiiKeyResource
 from resources.table_catalog import TableCatalogResource
@@ -26,7 +27,7 @@ from spark_jobs.compaction_job import run_compactions_on_spark
 NOTHING_EXPIRED_REMAINS = "nothing_expired_remains"
 
 
-def retention_asset(topic: TopicSpec):
+def retention_asset(topic: TopicSpec, embedded_metastore: bool = True):
     key = asset_key("retention", topic)
     keeps = f"{topic.retention_days} days" if topic.retention_days else "forever"
 
@@ -41,6 +42,7 @@ def retention_asset(topic: TopicSpec):
         kinds={"spark", "parquet"},
         tags={"layer": "retention"},
         op_tags={"topic": topic.topic},
+        pool=table_pool(topic, "retention", embedded_metastore),
     )
     def retain(
         context: AssetExecutionContext,

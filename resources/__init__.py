@@ -1,5 +1,6 @@
 """Dagster resources: Kafka, schema registry, lake storage, PII key, Spark and the table catalog, configured from the environment."""
 
+from resources.alerts import AlertWebhookResource
 from resources.kafka import KafkaResource
 from resources.lake import LakeStorageResource
 from resources.pii import PiiKeyResource
@@ -7,4 +8,4 @@ from resources.schema_registry import SchemaRegistryResource
 from resources.spark import spark_resource
 from resources.table_catalog import TableCatalogResource
 
-__all__ = ["KafkaResource", "LakeStorageResource", "PiiKeyResource", "SchemaRegistryResource", "TableCatalogResource", "spark_resource"]
+__all__ = ["AlertWebhookResource", "KafkaResource", "LakeStorageResource", "PiiKeyResource", "SchemaRegistryResource", "TableCatalogResource", "spark_resource"]

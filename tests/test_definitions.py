@@ -35,7 +35,12 @@ def describe_definitions(catalog_dir) -> dict:
             if partitions else None,
             "checks": sorted(check.name for check in node.check_keys),
             "kinds": sorted(node.kinds),
+            "pools": sorted(node.pools or []),
+            "backfill": str(node.backfill_policy) if node.backfill_policy else None,
+            "freshness": repr(node.freshness_policy) if node.freshness_policy else None,
         }
+    described["sensors"] = sorted(s.name for s in definitions.sensors)
+    described["schedules"] = sorted(f"{s.name} {s.cron_schedule}" for s in definitions.schedules)
     return described
 
 

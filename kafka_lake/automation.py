@@ -1,0 +1,171 @@
+"""The rules the platform runs itself by: when a Kafka hour is closed, which placement hours a landing
+makes due for compaction, how fresh a topic is and how far its landing lags behind the log.
+
+Plain functions of what the broker, the manifests and the clock say; the sensors only gather those.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Callable, Iterable
+
+from kafka_lake import layout
+from kafka_lake.catalog import TopicSpec
+from kafka_lake.compaction import missing_raw_hours
+from kafka_lake.hours import ONE_HOUR, KafkaHour, floor_hour, to_millis
+from kafka_lake.manifests import HourManifest
+
+# A sensor that was off for days catches up a day at a time: older hours are a backfill, a person's call.
+MAX_HOURS_PER_TICK = 24
+# How far back freshness looks for the first hour of a gap.
+FRESHNESS_LOOKBACK = timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class LogTail:
+    """The end of one partition's log: its high watermark and the newest record timestamp seen there."""
+
+    partition: int
+    log_end: int
+    last_timestamp_ms: int | None  # None: the partition holds no record
+
+
+# --- When an hour is closed ------------------------------------------------------------------
+
+def closed_by_clock_at(topic: TopicSpec, hour: KafkaHour) -> datetime:
+    """Quiet partitions close `hour` when the wall clock passes its end plus the idle timeout."""
+    return hour.end + timedelta(minutes=topic.close_grace_minutes)
+
+
+def closed_by_records_from(topic: TopicSpec, hour: KafkaHour) -> datetime:
+    """The "H+1 appears" rule: a partition closes `hour` once it holds a record stamped this late."""
+    return hour.end + timedelta(minutes=topic.record_grace_minutes)
+
+
+def needs_log_tails(topic: TopicSpec, hour: KafkaHour, now: datetime) -> bool:
+    """Only between those two moments does the answer depend on the broker: before, no record can
+    prove the hour closed; after, the clock has closed it anyway."""
+    return closed_by_records_from(topic, hour) <= now < closed_by_clock_at(topic, hour)
+
+
+def is_closed(topic: TopicSpec, hour: KafkaHour, now: datetime, tails: Iterable[LogTail] | None = None) -> bool:
+    if now >= closed_by_clock_at(topic, hour):
+        return True
+    if tails is None or now < closed_by_records_from(topic, hour):
+        return False
+    tails = list(tails)
+    threshold = to_millis(closed_by_records_from(topic, hour))
+    return bool(tails) and all(t.last_timestamp_ms is not None and t.last_timestamp_ms >= threshold for t in tails)
+
+
+def hours_closed_by_clock(topic: TopicSpec, first: KafkaHour, now: datetime) -> list[KafkaHour]:
+    """`first` and the consecutive hours after it that the clock has closed, at most a day of them."""
+    hours, hour = [], first
+    while len(hours) < MAX_HOURS_PER_TICK and is_closed(topic, hour, now):
+        hours.append(hour)
+        hour = hour.next()
+    return hours
+
+
+def first_hour_to_land(topic: TopicSpec, newest_landed: KafkaHour | None, now: datetime) -> KafkaHour:
+    """Where automation starts: after the newest landed hour, or, on a topic never landed, at the
+    last hour before now (the history before it is a backfill someone starts on purpose)."""
+    if newest_landed is not None:
+        return newest_landed.next()
+    return max(KafkaHour(topic.start_hour), KafkaHour.containing(now).previous())
+
+
+# --- What a landing makes due downstream -----------------------------------------------------
+
+def placement_hours(manifest: HourManifest) -> list[KafkaHour]:
+    """The placement hours the landed hour wrote data into (late events reach older hours)."""
+    hours = {layout.hour_of_path(f.path) for f in manifest.files if f.kind == "data"}
+    return sorted(KafkaHour(h) for h in hours if h is not None)
+
+
+def due_for_compaction(
+    topic: TopicSpec, landed_hour: KafkaHour, touched: Iterable[KafkaHour], is_landed: Callable[[KafkaHour], bool],
+) -> list[KafkaHour]:
+    """Placement hours to compact after `landed_hour` landed: those it wrote into, and the hour its
+    landing completes the allowed lateness of; each only once every raw hour that feeds it has landed."""
+    completed = KafkaHour(landed_hour.start - topic.allowed_lateness_hours * ONE_HOUR)
+    candidates = {h for h in (*touched, completed) if h.start >= topic.start_hour}
+    return sorted(h for h in candidates if not missing_raw_hours(topic, h.start, _landed_among(topic, h, is_landed)))
+
+
+def _landed_among(topic: TopicSpec, hour: KafkaHour, is_landed: Callable[[KafkaHour], bool]) -> list[KafkaHour]:
+    feeding = [KafkaHour(hour.start + n * ONE_HOUR) for n in range(topic.allowed_lateness_hours + 1)]
+    return [h for h in feeding if is_landed(h)]
+
+
+# --- Freshness --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Freshness:
+    passed: bool
+    description: str
+    due_hour: KafkaHour | None  # the latest hour whose deadline has passed
+    minutes_late: float  # of the oldest hour still missing; 0 when passing
+    missing_hours: int
+
+
+def freshness(topic: TopicSpec, is_landed: Callable[[KafkaHour], bool], now: datetime,
+              newest_landed: KafkaHour | None) -> Freshness | None:
+    """The latest closed hour must be landed within `freshness_minutes` of its end. None when the
+    topic declares no SLA."""
+    if topic.freshness_minutes is None:
+        return None
+    allowed = timedelta(minutes=topic.freshness_minutes)
+    due = KafkaHour.containing(now - allowed).previous()
+    newest = f"newest landed hour {newest_landed}" if newest_landed else "no hour landed yet"
+    if due.start < topic.start_hour:
+        return Freshness(True, f"no hour is due yet (the topic starts at {KafkaHour(topic.start_hour)})", None, 0.0, 0)
+    if is_landed(due):
+        return Freshness(True, f"hour {due} landed within {topic.freshness_minutes} min; {newest}", due, 0.0, 0)
+    oldest, missing = due, 1
+    floor = max(topic.start_hour, floor_hour(now - FRESHNESS_LOOKBACK))
+    while oldest.start - ONE_HOUR >= floor and not is_landed(oldest.previous()):
+        oldest, missing = oldest.previous(), missing + 1
+    late = (now - (oldest.end + allowed)).total_seconds() / 60
+    gap = f"{missing} hours missing since {oldest}" if missing > 1 else f"hour {due} missing"
+    return Freshness(
+        False,
+        f"{topic.topic} is {late:.0f} min late: {gap}, each due {topic.freshness_minutes} min after its end; {newest}",
+        due, late, missing,
+    )
+
+
+# --- Lag --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PartitionLag:
+    partition: int
+    landed_end: int  # the first offset not landed yet
+    log_end: int
+    records: int  # offsets between the landed end and the log end
+    seconds: float  # from the end of the newest landed hour to the newest record, when records wait
+
+
+def landing_lag(newest: HourManifest | None, tails: Iterable[LogTail]) -> list[PartitionLag]:
+    """How far landing is behind each partition's log end, in records and in time."""
+    landed_through_ms = newest.kafka_hour.end_ms if newest else None
+    lags = []
+    for tail in sorted(tails, key=lambda t: t.partition):
+        landed = newest.partition(tail.partition) if newest else None
+        landed_end = landed.end if landed else 0
+        records = max(0, tail.log_end - landed_end)
+        seconds = 0.0
+        if records and tail.last_timestamp_ms is not None:
+            since = landed_through_ms if landed_through_ms is not None else tail.last_timestamp_ms
+            seconds = max(0.0, (tail.last_timestamp_ms - since) / 1000)
+        lags.append(PartitionLag(tail.partition, landed_end, tail.log_end, records, seconds))
+    return lags
+
+
+# --- Topics the catalog does not know ---------------------------------------------------------
+
+def topics_missing_from_catalog(cluster_topics: Iterable[str], catalog_topics: Iterable[str]) -> list[str]:
+    """Topics on the cluster that no catalog entry lands; Kafka's and tools' internal topics aside."""
+    known = set(catalog_topics)
+    return sorted(t for t in cluster_topics if t not in known and not t.startswith(("_", "connect-", "__")))

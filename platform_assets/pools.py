@@ -1,0 +1,16 @@
+"""Concurrency pools (every pool's limit is 1 unless dagster.yaml says otherwise): one landing of a topic
+at a time, and one process at a time in the embedded Derby metastore."""
+
+from kafka_lake.catalog import TopicSpec
+
+EMBEDDED_METASTORE = "embedded_metastore"
+
+
+def landing_pool(topic: TopicSpec) -> str:
+    """Two runs landing one topic at once would race for the same hours' boundaries."""
+    return f"landing/{topic.database}/{topic.table}"
+
+
+def table_pool(topic: TopicSpec, layer: str, embedded_metastore: bool) -> str:
+    """Compaction, registration and retention write the table catalog; Derby admits one process."""
+    return EMBEDDED_METASTORE if embedded_metastore else f"{layer}/{topic.database}/{topic.table}"

@@ -1,0 +1,32 @@
+"""Where alerts go: the run's log always, and a webhook (Slack-compatible JSON `{"text": …}`) when
+`ALERT_WEBHOOK_URL` is set. The URL is read at use time: webhook URLs carry their own secret."""
+
+import json
+import logging
+import os
+import urllib.error
+import urllib.request
+
+from dagster import ConfigurableResource
+
+log = logging.getLogger(__name__)
+
+
+class AlertWebhookResource(ConfigurableResource):
+    timeout_s: float = 5.0
+
+    def send(self, text: str) -> bool:
+        """Logs the alert and posts it; a webhook that is down must not stop the sensor that alerts."""
+        log.warning("ALERT %s", text)
+        url = os.environ.get("ALERT_WEBHOOK_URL")
+        if not url:
+            return False
+        request = urllib.request.Request(
+            url, data=json.dumps({"text": text}).encode(), headers={"Content-Type": "application/json"}, method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                return 200 <= response.status < 300
+        except (urllib.error.URLError, OSError) as error:
+            log.error("the alert webhook did not take the alert (%s): %s", type(error).__name__, text)
+            return False

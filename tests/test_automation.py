@@ -1,0 +1,154 @@
+"""The rules behind the sensors (kafka_lake.automation): plain data in, decisions out."""
+
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from kafka_lake import automation
+from kafka_lake.automation import LogTail
+from kafka_lake.catalog import load_catalog
+from kafka_lake.hours import KafkaHour, to_millis
+from kafka_lake.manifests import HourManifest, LandedFile, PartitionLanding
+from tests.conftest import REPO
+
+H = KafkaHour(datetime(2026, 11, 21, 10, tzinfo=timezone.utc))
+
+
+@pytest.fixture(scope="module")
+def page_views():
+    topic = load_catalog(REPO / "schema_catalog").by_name("shop", "page_views")
+    return replace(topic, close_grace_minutes=10, record_grace_minutes=2, allowed_lateness_hours=3, freshness_minutes=120)
+
+
+def at(hour: KafkaHour, minutes: float) -> datetime:
+    return hour.end + timedelta(minutes=minutes)
+
+
+def tail(partition: int, stamped: datetime | None, log_end: int = 100) -> LogTail:
+    return LogTail(partition, log_end, to_millis(stamped) if stamped else None)
+
+
+# --- closing an hour ---
+
+def test_an_hour_closes_when_every_partition_shows_a_record_after_its_end_plus_grace(page_views):
+    tails = [tail(0, at(H, 3)), tail(1, at(H, 2))]
+    assert automation.is_closed(page_views, H, at(H, 4), tails)
+
+
+def test_one_partition_still_before_the_grace_keeps_the_hour_open(page_views):
+    tails = [tail(0, at(H, 3)), tail(1, at(H, 1))]
+    assert not automation.is_closed(page_views, H, at(H, 4), tails)
+
+
+def test_a_quiet_partition_keeps_the_hour_open_until_the_idle_timeout_closes_it(page_views):
+    tails = [tail(0, at(H, 3)), tail(1, None, log_end=0)]
+    assert not automation.is_closed(page_views, H, at(H, 9), tails)
+    assert automation.is_closed(page_views, H, at(H, 10), tails)
+    assert automation.is_closed(page_views, H, at(H, 10), None), "the clock needs no broker"
+
+
+def test_the_broker_is_asked_only_between_the_record_grace_and_the_idle_timeout(page_views):
+    assert not automation.needs_log_tails(page_views, H, at(H, 1))
+    assert automation.needs_log_tails(page_views, H, at(H, 2))
+    assert automation.needs_log_tails(page_views, H, at(H, 9))
+    assert not automation.needs_log_tails(page_views, H, at(H, 10))
+
+
+def test_records_stamped_in_the_future_do_not_close_an_hour_before_its_grace(page_views):
+    assert not automation.is_closed(page_views, H, at(H, 1), [tail(0, at(H, 30))])
+
+
+def test_hours_closed_by_the_clock_are_consecutive_and_at_most_a_day(page_views):
+    now = at(H, 10) + timedelta(hours=2)
+    assert automation.hours_closed_by_clock(page_views, H, now) == [H, H.next(), H.next().next()]
+    long_after = now + timedelta(days=5)
+    assert len(automation.hours_closed_by_clock(page_views, H, long_after)) == automation.MAX_HOURS_PER_TICK
+
+
+def test_automation_starts_after_the_newest_landed_hour_or_at_the_last_hour_for_a_new_topic(page_views):
+    assert automation.first_hour_to_land(page_views, H, at(H, 300)) == H.next()
+    now = datetime(2026, 11, 22, 7, 30, tzinfo=timezone.utc)
+    assert automation.first_hour_to_land(page_views, None, now) == KafkaHour(datetime(2026, 11, 22, 6, tzinfo=timezone.utc))
+
+
+# --- what a landing makes due ---
+
+def hours_from(start: KafkaHour, count: int) -> set[KafkaHour]:
+    return {KafkaHour(start.start + timedelta(hours=n)) for n in range(count)}
+
+
+def test_landing_an_hour_makes_the_hour_it_completes_the_lateness_of_due(page_views):
+    landed = hours_from(H, 4)  # H … H+3
+    last = KafkaHour(H.start + timedelta(hours=3))
+    assert automation.due_for_compaction(page_views, last, [last], landed.__contains__) == [H]
+
+
+def test_late_data_makes_an_old_compacted_hour_due_again(page_views):
+    landed = hours_from(H, 30)
+    late_landing = KafkaHour(H.start + timedelta(hours=29))
+    due = automation.due_for_compaction(page_views, late_landing, [H, late_landing], landed.__contains__)
+    assert H in due, "the old hour the late events reached"
+    assert KafkaHour(late_landing.start - timedelta(hours=3)) in due
+    assert late_landing not in due, "hours after it have not landed yet"
+
+
+def test_an_hour_is_not_due_while_a_raw_hour_that_feeds_it_is_missing(page_views):
+    landed = hours_from(H, 4) - {H.next()}
+    last = KafkaHour(H.start + timedelta(hours=3))
+    assert automation.due_for_compaction(page_views, last, [last], landed.__contains__) == []
+
+
+def test_placement_hours_are_read_from_the_data_files_of_a_manifest():
+    files = (
+        LandedFile("shop/page_views/schema_version=1/date=2026-11-21/hour=10/t+0+0.parquet", "data", 0, 0, 5, 9, 1, ""),
+        LandedFile("shop/page_views/schema_version=2/date=2026-11-21/hour=07/t+0+5.parquet", "data", 0, 5, 1, 9, 2, ""),
+        LandedFile("_dead_letters/shop/page_views/date=2026-11-21/hour=10/t+0+6.parquet", "dead_letter", 0, 6, 1, 9, None, ""),
+    )
+    manifest = HourManifest("shop", "page_views", "shop.page_views", H.partition_key, (), files, "")
+    assert automation.placement_hours(manifest) == [KafkaHour(datetime(2026, 11, 21, 7, tzinfo=timezone.utc)), H]
+
+
+# --- freshness ---
+
+def test_fresh_when_the_latest_hour_past_its_deadline_has_landed(page_views):
+    now = at(H, 121)
+    result = automation.freshness(page_views, {H}.__contains__, now, H)
+    assert result.passed and result.due_hour == H
+
+
+def test_stale_names_how_late_and_how_many_hours_are_missing(page_views):
+    landed = {KafkaHour(H.start - timedelta(hours=3))}
+    now = at(H, 150)  # H is 30 min past its deadline; H-1 and H-2 are missing too
+    result = automation.freshness(page_views, landed.__contains__, now, min(landed))
+    assert not result.passed
+    assert result.missing_hours == 3
+    assert result.minutes_late == pytest.approx(150.0)
+    assert "3 hours missing since" in result.description and "150 min late" in result.description
+
+
+def test_no_freshness_without_an_sla(page_views):
+    assert automation.freshness(replace(page_views, freshness_minutes=None), set().__contains__, at(H, 500), None) is None
+
+
+def test_nothing_is_due_before_the_topic_starts(page_views):
+    young = replace(page_views, start_hour=H.start)
+    result = automation.freshness(young, set().__contains__, at(H, 60), None)
+    assert result.passed and result.due_hour is None
+
+
+# --- lag ---
+
+def test_lag_counts_records_after_the_landed_end_and_time_after_the_landed_hour():
+    manifest = HourManifest("shop", "page_views", "shop.page_views", H.partition_key,
+                            (PartitionLanding(0, 0, 80), PartitionLanding(1, 0, 50)), (), "")
+    tails = [tail(0, at(H, 30), log_end=100), tail(1, at(H, -5), log_end=50), tail(2, at(H, 1), log_end=7)]
+    lags = {lag.partition: lag for lag in automation.landing_lag(manifest, tails)}
+    assert (lags[0].records, lags[0].seconds) == (20, 1800.0)
+    assert (lags[1].records, lags[1].seconds) == (0, 0.0)
+    assert (lags[2].records, lags[2].landed_end) == (7, 0), "a partition the manifest does not know waits whole"
+
+
+def test_topics_missing_from_the_catalog_leave_out_internal_topics():
+    cluster = ["shop.page_views", "shop.orders", "__consumer_offsets", "_schemas", "connect-offsets"]
+    assert automation.topics_missing_from_catalog(cluster, ["shop.page_views"]) == ["shop.orders"]

@@ -1,0 +1,142 @@
+"""A backfill launched the way the UI launches it: the webserver's GraphQL `launchPartitionBackfill`,
+then the daemon, the run queue with the repository's dagster.yaml, and Spark runs in their own processes.
+
+Two backfills of the same hours, the second launched while the first runs: each lands its hours in one
+run (one Spark application), the topic's pool queues the second run until the first has finished, and
+every record is in the lake exactly once.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
+
+from dev_services.ports import free_port
+from kafka_lake.hours import KafkaHour
+from kafka_lake.manifests import ManifestStore
+from kafka_lake.storage import LakeStorage
+from platform_assets.assets import HOURS_PER_BACKFILL_RUN
+from tests.conftest import PII_TEST_KEY, REPO
+from tests.landing_fixtures import RAW_HOURS, rows_as_readers_see_them, topic_with_traffic
+
+LAUNCH = """
+mutation Launch($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message }
+    ... on InvalidSubsetError { message }
+    ... on UnauthorizedError { message }
+  }
+}
+"""
+DONE = {"COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"}
+
+
+def graphql(port: int, query: str, variables: dict | None = None) -> dict:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query, "variables": variables or {}}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+@pytest.fixture
+def dagster_dev(tmp_path, broker):
+    """`dagster dev` (webserver, daemon, code server) on a fresh instance with the repository's dagster.yaml."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
+    port = free_port()
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "SCHEMA_CATALOG_DIR": str(tmp_path / "catalog"),
+        "LAKE_ROOT": str(tmp_path / "lake"),
+        "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
+        "PII_HMAC_KEY": PII_TEST_KEY,
+        "SPARK_MASTER": "local[2]",
+        "PLATFORM_AUTOMATION": "off",  # only the backfill runs: no sensor lands hours of its own
+    }
+    log = open(tmp_path / "dagster_dev.log", "w")
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "dagster"), "dev", "-m", "platform_assets.definitions",
+         "-h", "127.0.0.1", "-p", str(port)],
+        cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    try:
+        yield port, home, tmp_path / "dagster_dev.log"
+    finally:
+        os.killpg(process.pid, 15)
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, 9)
+        log.close()
+
+
+def launch_backfill(port: int, keys: list[AssetKey], partitions: list[str], log: Path, timeout: float = 120) -> str:
+    params = {"assetSelection": [{"path": key.path} for key in keys], "partitionNames": partitions}
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            result = graphql(port, LAUNCH, {"params": params})
+        except OSError as error:  # the webserver is still starting
+            last = error
+            time.sleep(1)
+            continue
+        launched = (result.get("data") or {}).get("launchPartitionBackfill") or {}
+        if launched.get("__typename") == "LaunchBackfillSuccess":
+            return launched["backfillId"]
+        last = result  # the code location is still loading
+        time.sleep(1)
+    raise AssertionError(f"the backfill was not launched: {last}\n{log.read_text()[-3000:]}")
+
+
+def test_a_backfill_launched_like_the_ui_lands_every_hour_once_in_multi_hour_runs(dagster_dev, broker, tmp_path):
+    port, home, log = dagster_dev
+    topic, traffic = topic_with_traffic(broker, tmp_path / "catalog")
+    keys = [AssetKey(["raw", topic.database, topic.table]), AssetKey(["dead_letters", topic.database, topic.table])]
+    hours = [KafkaHour(h).partition_key for h in RAW_HOURS]
+    assert len(hours) <= HOURS_PER_BACKFILL_RUN
+
+    instance = DagsterInstance.from_config(str(home))
+    backfills = [launch_backfill(port, keys, hours, log)]
+    # Dagster creates a pool's limit when it first queues a run that uses it: the second backfill comes
+    # once the first run holds the pool, as it does for every run but a new topic's very first.
+    deadline = time.monotonic() + 180
+    while not instance.get_run_records(RunsFilter(tags={"dagster/backfill": backfills[0]},
+                                                  statuses=[DagsterRunStatus.STARTING, DagsterRunStatus.STARTED])):
+        assert time.monotonic() < deadline, f"the first backfill's run did not start\n{log.read_text()[-3000:]}"
+        time.sleep(0.5)
+    backfills.append(launch_backfill(port, keys, hours, log))
+
+    deadline = time.monotonic() + 420
+    while not all(instance.get_backfill(b).status.value in DONE for b in backfills):
+        assert time.monotonic() < deadline, f"backfills not done: {[instance.get_backfill(b).status for b in backfills]}\n{log.read_text()[-3000:]}"
+        time.sleep(2)
+    assert [instance.get_backfill(b).status.value for b in backfills] == ["COMPLETED_SUCCESS"] * 2, log.read_text()[-3000:]
+
+    records = instance.get_run_records(RunsFilter(tags={"dagster/backfill": backfills}))
+    assert len(records) == 2, "each backfill lands its hours in one run"
+    for record in records:
+        tags = record.dagster_run.tags
+        assert (tags["dagster/asset_partition_range_start"], tags["dagster/asset_partition_range_end"]) == (hours[0], hours[-1])
+    first, second = sorted(records, key=lambda r: r.start_time)
+    assert first.end_time <= second.start_time, "the topic's landing pool let two runs land the same hours at once"
+
+    storage = LakeStorage(str(tmp_path / "lake"))
+    assert [h.partition_key for h in ManifestStore(storage, topic.database, topic.table).landed_hours()] == hours
+    landed = set(rows_as_readers_see_them(storage, topic))
+    assert landed == {(p.partition, p.offset) for p in traffic.rows()}, "every record exactly once"
+    materialized = instance.get_materialized_partitions(keys[0])
+    assert materialized == set(hours)

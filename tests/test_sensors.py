@@ -1,0 +1,245 @@
+"""The sensors against the real broker, a real lake folder and a real (temporary) Dagster instance.
+
+The wall clock is the one thing set by the test (`platform_assets.sensors._now`): closing an hour is
+about time, and a test cannot wait an hour.
+"""
+
+import json
+import threading
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+from confluent_kafka import Producer
+from dagster import (
+    AssetMaterialization, SensorResult, asset, build_run_status_sensor_context, build_sensor_context, instance_for_test,
+    materialize,
+)
+
+from kafka_lake.catalog import TopicCatalog
+from kafka_lake.hours import KafkaHour, to_millis
+from kafka_lake.manifests import HourManifest, LandedFile, ManifestStore, PartitionLanding
+from kafka_lake.storage import LakeStorage
+from platform_assets import sensors
+from platform_assets.catalog_assets import catalog_key
+from platform_assets.keys import asset_key, raw_key
+from resources import AlertWebhookResource, KafkaResource, LakeStorageResource
+from tests.landing_fixtures import unique_topic_name, write_test_topic
+
+H = KafkaHour(datetime(2026, 11, 20, 10, tzinfo=timezone.utc))
+
+
+@pytest.fixture
+def instance():
+    with instance_for_test() as temporary:
+        yield temporary
+
+
+@pytest.fixture
+def topic(tmp_path, broker):
+    name = unique_topic_name()
+    broker.create_topic(name, 2)
+    spec = write_test_topic(tmp_path / "catalog", name, allowed_lateness_hours=1)
+    return replace(spec, record_grace_minutes=2, close_grace_minutes=10, freshness_minutes=60)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    def set_to(moment: datetime):
+        monkeypatch.setattr(sensors, "_now", lambda: moment)
+    return set_to
+
+
+@pytest.fixture
+def webhook(monkeypatch):
+    """A real HTTP server on loopback taking the alerts the sensors post."""
+    received = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("ALERT_WEBHOOK_URL", f"http://127.0.0.1:{server.server_port}/hooks/alerts")
+    yield received
+    server.shutdown()
+
+
+def produce_at(broker, topic_name: str, partition: int, moment: datetime) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    producer.produce(topic_name, value=b"\x00", partition=partition, timestamp=to_millis(moment))
+    producer.flush(10)
+
+
+def tick(sensor, instance, cursor=None, **resources) -> SensorResult:
+    context = build_sensor_context(instance=instance, cursor=cursor, resources=resources)
+    return sensor(context)
+
+
+def test_a_closed_hour_is_requested_once_every_partition_shows_a_record_after_it(broker, topic, instance, clock):
+    sensor = sensors.landing_sensor(TopicCatalog((topic,)))
+    kafka = KafkaResource(bootstrap_servers=broker.bootstrap_servers)
+    cursor = json.dumps({topic.topic: H.partition_key})
+    produce_at(broker, topic.topic, 0, H.start + timedelta(minutes=30))
+    produce_at(broker, topic.topic, 0, H.end + timedelta(minutes=3))
+    produce_at(broker, topic.topic, 1, H.start + timedelta(minutes=50))
+
+    clock(H.end + timedelta(minutes=5))
+    waiting = tick(sensor, instance, cursor, kafka=kafka)
+    assert not waiting.run_requests, "partition 1 shows nothing after H+1 yet"
+    assert f"waiting for records after {topic.topic} {H}" in waiting.skip_reason.skip_message
+
+    produce_at(broker, topic.topic, 1, H.end + timedelta(minutes=4))
+    closed = tick(sensor, instance, cursor, kafka=kafka)
+    assert [r.partition_key for r in closed.run_requests] == [H.partition_key]
+    assert set(closed.run_requests[0].asset_selection) == {raw_key(topic), asset_key("dead_letters", topic)}
+    assert json.loads(closed.cursor)[topic.topic] == H.next().partition_key
+
+    again = tick(sensor, instance, closed.cursor, kafka=kafka)
+    assert not again.run_requests, "an hour is requested once"
+
+
+def test_quiet_partitions_close_the_hour_when_the_idle_timeout_passes(broker, topic, instance, clock):
+    sensor = sensors.landing_sensor(TopicCatalog((topic,)))
+    kafka = KafkaResource(bootstrap_servers=broker.bootstrap_servers)
+    cursor = json.dumps({topic.topic: H.partition_key})
+    clock(H.end + timedelta(minutes=9))
+    assert not tick(sensor, instance, cursor, kafka=kafka).run_requests
+    clock(H.end + timedelta(minutes=10) + timedelta(hours=2))
+    requested = tick(sensor, instance, cursor, kafka=kafka).run_requests
+    assert [r.partition_key for r in requested] == [H.partition_key, H.next().partition_key, H.next().next().partition_key]
+
+
+def test_a_new_topic_starts_after_its_newest_landed_hour(broker, topic, instance, clock):
+    instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=H.partition_key))
+    clock(H.end + timedelta(hours=1, minutes=11))
+    sensor = sensors.landing_sensor(TopicCatalog((topic,)))
+    result = tick(sensor, instance, kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers))
+    assert [r.partition_key for r in result.run_requests] == [H.next().partition_key]
+
+
+def write_manifest(storage: LakeStorage, topic, hour: KafkaHour, placement: KafkaHour) -> None:
+    path = (f"{topic.database}/{topic.table}/schema_version=1/date={placement.start:%Y-%m-%d}/"
+            f"hour={placement.start:%H}/{topic.topic}+0+{hour.start_ms}.parquet")
+    ManifestStore(storage, topic.database, topic.table).write(HourManifest(
+        topic.database, topic.table, topic.topic, hour.partition_key, (PartitionLanding(0, 0, 1, 1, 1),),
+        (LandedFile(path, "data", 0, 0, 1, 10, 1, ""),), "2026-11-20T12:00:00Z",
+    ))
+
+
+def land(instance, storage, topic, hour: KafkaHour, placement: KafkaHour | None = None) -> None:
+    write_manifest(storage, topic, hour, placement or hour)
+    instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=hour.partition_key))
+
+
+def requested(result: SensorResult) -> set[tuple[str, str]]:
+    return {(key.to_user_string(), r.partition_key) for r in result.run_requests for key in r.asset_selection}
+
+
+def test_landings_make_compaction_and_then_registration_follow_late_data_included(topic, instance, tmp_path):
+    storage = LakeStorage(str(tmp_path / "lake"))
+    lake = LakeStorageResource(root=str(tmp_path / "lake"))
+    sensor = sensors.follow_up_sensor(TopicCatalog((topic,)))
+    compacted = asset_key("compacted", topic).to_user_string()
+    start = tick(sensor, instance, lake=lake)
+    assert not start.run_requests
+
+    land(instance, storage, topic, H)
+    first = tick(sensor, instance, start.cursor, lake=lake)
+    assert requested(first) == set(), "H is not due while H+1 (allowed lateness 1 h) has not landed"
+
+    land(instance, storage, topic, H.next())
+    second = tick(sensor, instance, first.cursor, lake=lake)
+    assert requested(second) == {(compacted, H.partition_key)}
+
+    instance.report_runless_asset_event(AssetMaterialization(asset_key("compacted", topic), partition=H.partition_key))
+    third = tick(sensor, instance, second.cursor, lake=lake)
+    assert requested(third) == {(catalog_key(topic).to_user_string(), H.partition_key)}
+
+    later = KafkaHour(H.start + timedelta(hours=5))
+    for hour in (KafkaHour(H.start + timedelta(hours=n)) for n in (2, 3, 4)):
+        write_manifest(storage, topic, hour, hour)
+    land(instance, storage, topic, later, placement=H)  # late events of H, landed hours later
+    fourth = tick(sensor, instance, third.cursor, lake=lake)
+    assert (compacted, H.partition_key) in requested(fourth), "late data makes H due again"
+    assert (compacted, KafkaHour(later.start - timedelta(hours=1)).partition_key) in requested(fourth)
+
+
+def test_freshness_fails_with_how_late_alerts_and_recovers(broker, topic, instance, clock, webhook, tmp_path):
+    sensor = sensors.health_sensor(TopicCatalog((topic,)))
+    resources = dict(kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers),
+                     lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=AlertWebhookResource())
+    instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=H.previous().partition_key))
+    clock(H.end + timedelta(minutes=75))  # H was due 15 minutes ago
+
+    stale = tick(sensor, instance, **resources)
+    [evaluation] = [e for e in stale.asset_events if type(e).__name__ == "AssetCheckEvaluation"]
+    assert not evaluation.passed
+    assert evaluation.metadata["minutes_late"].value == pytest.approx(15.0)
+    assert "15 min late" in evaluation.description
+    assert webhook[-1]["text"].startswith("[FAILED] freshness of " + topic.topic)
+
+    unchanged = tick(sensor, instance, stale.cursor, **resources)
+    assert not [e for e in unchanged.asset_events if type(e).__name__ == "AssetCheckEvaluation"], "no repeat while unchanged"
+    assert len(webhook) == 1
+
+    instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=H.partition_key))
+    fresh = tick(sensor, instance, unchanged.cursor, **resources)
+    [evaluation] = [e for e in fresh.asset_events if type(e).__name__ == "AssetCheckEvaluation"]
+    assert evaluation.passed
+    assert webhook[-1]["text"].startswith("[RECOVERED] freshness of " + topic.topic)
+
+
+def test_lag_is_observed_per_partition_in_records_and_time(broker, topic, instance, clock, tmp_path):
+    storage = LakeStorage(str(tmp_path / "lake"))
+    for minute in (10, 20, 30):
+        produce_at(broker, topic.topic, 0, H.start + timedelta(minutes=minute))
+    produce_at(broker, topic.topic, 0, H.end + timedelta(minutes=40))
+    land(instance, storage, topic, H)  # the manifest says partition 0 landed [0, 1)
+    clock(H.end + timedelta(hours=1))
+    sensor = sensors.health_sensor(TopicCatalog((topic,)))
+    result = tick(sensor, instance, kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers),
+                  lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=AlertWebhookResource())
+    [observation] = [e for e in result.asset_events if type(e).__name__ == "AssetObservation"]
+    metadata = {k: v.value for k, v in observation.metadata.items()}
+    assert metadata["lag_records_p0"] == 3, "four records produced, one landed"
+    assert metadata["lag_seconds_p0"] == pytest.approx(40 * 60)
+    assert metadata["lag_records_p1"] == 0
+    assert metadata["lag_records"] == 3
+
+
+def test_topics_on_the_cluster_missing_from_the_catalog_are_reported_once(broker, topic, instance, webhook):
+    stray = unique_topic_name().replace("e2e.orders", "e2e.stray")
+    broker.create_topic(stray, 1)
+    sensor = sensors.missing_topics_sensor(TopicCatalog((topic,)))
+    resources = dict(kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers), alerts=AlertWebhookResource())
+    first = tick(sensor, instance, **resources)
+    assert stray in first.skip_reason.skip_message and topic.topic not in first.skip_reason.skip_message
+    assert any(stray in alert["text"] for alert in webhook)
+    alerts = len(webhook)
+    second = tick(sensor, instance, first.cursor, **resources)
+    assert stray in second.skip_reason.skip_message
+    assert len(webhook) == alerts, "a topic already reported is not alerted again"
+
+
+def test_a_failed_run_is_posted_with_its_error(instance, webhook, topic):
+    @asset(name="always_fails")
+    def always_fails():
+        raise RuntimeError("hour 2026-11-20-10:00 is not closed: partition(s) 1 have no record")
+
+    result = materialize([always_fails], instance=instance, raise_on_error=False)
+    context = build_run_status_sensor_context(
+        sensor_name="alert_on_failed_runs", dagster_instance=instance, dagster_run=result.dagster_run,
+        dagster_event=result.get_run_failure_event(),
+    ).for_run_failure()
+    sensors.failed_runs_sensor(TopicCatalog((topic,)))(context, alerts=AlertWebhookResource())
+    [alert] = webhook
+    assert alert["text"].startswith(f"[FAILED] run {result.dagster_run.run_id[:8]} of ")
+    assert "RuntimeError: hour 2026-11-20-10:00 is not closed" in alert["text"], "the step's error, not just its name"
