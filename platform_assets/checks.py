@@ -56,13 +56,18 @@ def freshness_check(topic: TopicSpec):
     @asset_check(asset=raw_key(topic), name=FRESHNESS,
                  description=f"The latest closed hour is landed within {topic.freshness_minutes} min of its end.")
     def fresh(context: AssetCheckExecutionContext) -> AssetCheckResult:
-        landed = context.instance.get_materialized_partitions(raw_key(topic))
-        newest = KafkaHour.from_partition_key(max(landed)) if landed else None
+        landed, newest = landed_hours(context.instance, topic)
         result = automation.freshness(topic, lambda h: h.partition_key in landed, datetime.now(timezone.utc), newest)
         return AssetCheckResult(passed=result.passed, severity=AssetCheckSeverity.ERROR, description=result.description,
                                 metadata=freshness_metadata(topic, result))
 
     return fresh
+
+
+def landed_hours(instance, topic: TopicSpec) -> tuple[set[str], KafkaHour | None]:
+    """The raw hours Dagster has seen landed (partition keys), and the newest of them."""
+    keys = instance.get_materialized_partitions(raw_key(topic))
+    return keys, (KafkaHour.from_partition_key(max(keys)) if keys else None)
 
 
 def freshness_metadata(topic: TopicSpec, result: automation.Freshness) -> dict:

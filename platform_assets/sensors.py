@@ -31,7 +31,7 @@ from kafka_lake.cluster import KafkaCluster
 from kafka_lake.hours import KafkaHour
 from kafka_lake.manifests import ManifestStore
 from platform_assets.catalog_assets import catalog_key
-from platform_assets.checks import FRESHNESS, freshness_metadata
+from platform_assets.checks import FRESHNESS, freshness_metadata, landed_hours
 from platform_assets.keys import asset_key, dead_letters_key, raw_key
 from resources import AlertWebhookResource, KafkaResource, LakeStorageResource
 
@@ -43,9 +43,12 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def _status(running: bool) -> DefaultSensorStatus:
+    return DefaultSensorStatus.RUNNING if running else DefaultSensorStatus.STOPPED
+
+
 def newest_landed_hour(context: SensorEvaluationContext, topic: TopicSpec) -> KafkaHour | None:
-    keys = context.instance.get_materialized_partitions(raw_key(topic))
-    return KafkaHour.from_partition_key(max(keys)) if keys else None
+    return landed_hours(context.instance, topic)[1]
 
 
 def landing_sensor(catalog: TopicCatalog, running: bool = True):
@@ -57,7 +60,7 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True):
         "after H+1 + record_grace_minutes, or the clock passed H+1 + close_grace_minutes (quiet partitions).",
         minimum_interval_seconds=60,
         asset_selection=[key for topic in topics for key in (raw_key(topic), dead_letters_key(topic))],
-        default_status=DefaultSensorStatus.RUNNING if running else DefaultSensorStatus.STOPPED,
+        default_status=_status(running),
     )
     def land_closed_hours(context: SensorEvaluationContext, kafka: KafkaResource):
         now = _now()
@@ -113,7 +116,7 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True):
         "with the hour's registration in the table catalog.",
         minimum_interval_seconds=30,
         asset_selection=[key for t in catalog.topics for key in (asset_key("compacted", t), catalog_key(t))],
-        default_status=DefaultSensorStatus.RUNNING if running else DefaultSensorStatus.STOPPED,
+        default_status=_status(running),
     )
     def compact_and_register(context: SensorEvaluationContext, lake: LakeStorageResource):
         after = int(context.cursor) if context.cursor else _latest_storage_id(context)
@@ -171,7 +174,7 @@ def health_sensor(catalog: TopicCatalog, running: bool = True):
         description="Per topic: the freshness check (latest closed hour landed within freshness_minutes), "
         "offset and time lag per partition as observations of raw/…, alerts on failure and recovery.",
         minimum_interval_seconds=300,
-        default_status=DefaultSensorStatus.RUNNING if running else DefaultSensorStatus.STOPPED,
+        default_status=_status(running),
     )
     def topic_health(context: SensorEvaluationContext, kafka: KafkaResource, lake: LakeStorageResource,
                      alerts: AlertWebhookResource):
@@ -183,8 +186,7 @@ def health_sensor(catalog: TopicCatalog, running: bool = True):
         tails = cluster.log_tails({t.topic: on_cluster[t.topic] for t in topics if t.topic in on_cluster})
         events = []
         for topic in topics:
-            landed = context.instance.get_materialized_partitions(raw_key(topic))
-            newest = KafkaHour.from_partition_key(max(landed)) if landed else None
+            landed, newest = landed_hours(context.instance, topic)
             result = automation.freshness(topic, lambda h: h.partition_key in landed, now, newest)
             if result is not None:
                 previous = state.get(topic.topic)
@@ -234,7 +236,7 @@ def missing_topics_sensor(catalog: TopicCatalog, running: bool = True):
         name="topics_missing_from_catalog",
         description="Reports Kafka topics on the cluster that no catalog entry lands (add them under schema_catalog/).",
         minimum_interval_seconds=600,
-        default_status=DefaultSensorStatus.RUNNING if running else DefaultSensorStatus.STOPPED,
+        default_status=_status(running),
     )
     def topics_missing_from_catalog(context: SensorEvaluationContext, kafka: KafkaResource, alerts: AlertWebhookResource):
         missing = automation.topics_missing_from_catalog(KafkaCluster(kafka.consumer_config()).topics(), catalog_topics)
@@ -255,7 +257,7 @@ def failed_runs_sensor(catalog: TopicCatalog, running: bool = True):
     @run_failure_sensor(
         name="alert_on_failed_runs",
         description="Posts every failed run (after its retries) to the alert webhook, with the error's first line.",
-        default_status=DefaultSensorStatus.RUNNING if running else DefaultSensorStatus.STOPPED,
+        default_status=_status(running),
         monitor_all_code_locations=False,
     )
     def alert_on_failed_runs(context: RunFailureSensorContext, alerts: AlertWebhookResource):

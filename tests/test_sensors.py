@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 from confluent_kafka import Producer
 from dagster import (
-    AssetMaterialization, SensorResult, asset, build_run_status_sensor_context, build_sensor_context, instance_for_test,
+    AssetMaterialization, AssetSelection, AssetSpec, Definitions, SensorResult, asset, define_asset_job, build_run_status_sensor_context, build_sensor_context, instance_for_test,
     materialize,
 )
 
@@ -23,6 +23,7 @@ from kafka_lake.manifests import HourManifest, LandedFile, ManifestStore, Partit
 from kafka_lake.storage import LakeStorage
 from platform_assets import sensors
 from platform_assets.catalog_assets import catalog_key
+from platform_assets.checks import freshness_check
 from platform_assets.keys import asset_key, raw_key
 from resources import AlertWebhookResource, KafkaResource, LakeStorageResource
 from tests.landing_fixtures import unique_topic_name, write_test_topic
@@ -243,3 +244,18 @@ def test_a_failed_run_is_posted_with_its_error(instance, webhook, topic):
     [alert] = webhook
     assert alert["text"].startswith(f"[FAILED] run {result.dagster_run.run_id[:8]} of ")
     assert "RuntimeError: hour 2026-11-20-10:00 is not closed" in alert["text"], "the step's error, not just its name"
+
+
+def test_the_freshness_check_runs_on_demand_with_the_same_rule(topic, instance):
+    """*Execute* on the check in the UI: a run of the check alone, against what the instance saw land."""
+    now = datetime.now(timezone.utc)
+    due = KafkaHour.containing(now - timedelta(minutes=topic.freshness_minutes)).previous()
+    job = define_asset_job("freshness", selection=AssetSelection.checks(freshness_check(topic)))
+    definitions = Definitions(assets=[AssetSpec(raw_key(topic))], asset_checks=[freshness_check(topic)], jobs=[job])
+
+    [stale] = definitions.resolve_job_def("freshness").execute_in_process(instance=instance).get_asset_check_evaluations()
+    assert not stale.passed and "no hour landed yet" in stale.description
+
+    instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=due.partition_key))
+    [fresh] = definitions.resolve_job_def("freshness").execute_in_process(instance=instance).get_asset_check_evaluations()
+    assert fresh.passed and str(due) in fresh.description
