@@ -1,14 +1,13 @@
 """A backfill launched the way the UI launches it: the webserver's GraphQL `launchPartitionBackfill`,
 then the daemon, the run queue with the repository's dagster.yaml, and Spark runs in their own processes.
 
-Two backfills of the same hours, the second launched while the first runs: each lands its hours in one
-run (one Spark application), the topic's pool queues the second run until the first has finished, and
-every record is in the lake exactly once.
+Two backfills of the same hours launched together: each lands its hours in one run (one Spark
+application), the topic's pool queues the second run until the first has finished, and every record is
+in the lake exactly once.
 """
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -16,14 +15,15 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster import AssetKey, DagsterInstance, RunsFilter
 
+from deploy.instance import initialize_pools, write_instance
 from dev_services.ports import free_port
 from kafka_lake.hours import KafkaHour
 from kafka_lake.manifests import ManifestStore
 from kafka_lake.storage import LakeStorage
 from platform_assets.assets import HOURS_PER_BACKFILL_RUN
-from tests.conftest import PII_TEST_KEY, REPO
+from tests.conftest import PII_TEST_KEY
 from tests.landing_fixtures import RAW_HOURS, rows_as_readers_see_them, topic_with_traffic
 
 LAUNCH = """
@@ -50,11 +50,19 @@ def graphql(port: int, query: str, variables: dict | None = None) -> dict:
 
 
 @pytest.fixture
-def dagster_dev(tmp_path, broker):
-    """`dagster dev` (webserver, daemon, code server) on a fresh instance with the repository's dagster.yaml."""
+def landed_topic(tmp_path, broker):
+    """A topic with traffic, in the catalog the code location will load."""
+    return topic_with_traffic(broker, tmp_path / "catalog")
+
+
+@pytest.fixture
+def dagster_dev(tmp_path, broker, landed_topic, monkeypatch):
+    """`dagster dev` (webserver, daemon, code server) on a fresh instance rendered as a deployment renders it:
+    the repository's dagster.yaml, and every pool of the code location created at its limit."""
     home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
+    monkeypatch.setenv("SCHEMA_CATALOG_DIR", str(tmp_path / "catalog"))
+    write_instance(home, environ={})
+    assert "landing/e2e/orders" in initialize_pools(home)
     port = free_port()
     env = {
         **os.environ,
@@ -102,24 +110,16 @@ def launch_backfill(port: int, keys: list[AssetKey], partitions: list[str], log:
     raise AssertionError(f"the backfill was not launched: {last}\n{log.read_text()[-3000:]}")
 
 
-def test_a_backfill_launched_like_the_ui_lands_every_hour_once_in_multi_hour_runs(dagster_dev, broker, tmp_path):
+def test_a_backfill_launched_like_the_ui_lands_every_hour_once_in_multi_hour_runs(dagster_dev, landed_topic, tmp_path):
     port, home, log = dagster_dev
-    topic, traffic = topic_with_traffic(broker, tmp_path / "catalog")
+    topic, traffic = landed_topic
     keys = [AssetKey(["raw", topic.database, topic.table]), AssetKey(["dead_letters", topic.database, topic.table])]
     hours = [KafkaHour(h).partition_key for h in RAW_HOURS]
     assert len(hours) <= HOURS_PER_BACKFILL_RUN
 
-    instance = DagsterInstance.from_config(str(home))
-    backfills = [launch_backfill(port, keys, hours, log)]
-    # Dagster creates a pool's limit when it first queues a run that uses it: the second backfill comes
-    # once the first run holds the pool, as it does for every run but a new topic's very first.
-    deadline = time.monotonic() + 180
-    while not instance.get_run_records(RunsFilter(tags={"dagster/backfill": backfills[0]},
-                                                  statuses=[DagsterRunStatus.STARTING, DagsterRunStatus.STARTED])):
-        assert time.monotonic() < deadline, f"the first backfill's run did not start\n{log.read_text()[-3000:]}"
-        time.sleep(0.5)
-    backfills.append(launch_backfill(port, keys, hours, log))
+    backfills = [launch_backfill(port, keys, hours, log), launch_backfill(port, keys, hours, log)]
 
+    instance = DagsterInstance.from_config(str(home))
     deadline = time.monotonic() + 420
     while not all(instance.get_backfill(b).status.value in DONE for b in backfills):
         assert time.monotonic() < deadline, f"backfills not done: {[instance.get_backfill(b).status for b in backfills]}\n{log.read_text()[-3000:]}"
