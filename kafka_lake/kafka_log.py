@@ -24,6 +24,8 @@ _TIMEOUT_S = 15.0
 # The values of one decode batch stay under this many bytes: decoding holds about eight times a batch's bytes at
 # its peak, so 20,000 records of 10 MiB each must not make one batch.
 DEFAULT_MAX_BATCH_BYTES = 32 * 1024 * 1024
+# librdkafka wants fetch.max.bytes ≥ message.max.bytes, which only bounds what a producer sends.
+_ONE_BATCH_FETCHES = {"fetch.max.bytes": 1024, "max.partition.fetch.bytes": 1024, "message.max.bytes": 1000}
 
 
 class KafkaUnavailable(RuntimeError):
@@ -60,10 +62,14 @@ class KafkaLog:
 
     def __init__(self, config: dict, topic: str):
         self.topic = topic
+        self._config = config
         self._consumer = Consumer(config)
+        self._prober: Consumer | None = None  # reads single records; made on the first
 
     def close(self) -> None:
         self._consumer.close()
+        if self._prober is not None:
+            self._prober.close()
 
     def __enter__(self) -> "KafkaLog":
         return self
@@ -158,21 +164,37 @@ class KafkaLog:
         return None
 
     def _search(self, partition: int, timestamp_ms: int, log_start: int, log_end: int) -> int | None:
+        """Bisection's narrowing with a better pivot: timestamps grow about steadily with offsets, so each probe
+        is aimed where the records known on either side put the boundary (a few probes instead of ~20 a
+        million offsets); after two aimed probes in a row that did not halve the range, it probes the middle.
+        The narrowing is bisection's, so where timestamps follow offsets the answer is the one bisection gives."""
         low, high = log_start, log_end
+        below = above = None  # (offset, timestamp) of the nearest records probed before `low` and at/after `high`
+        misses = 0  # aimed probes in a row that left more than half of the range
         while low < high:
-            middle = (low + high) // 2
-            found = self.record_at_or_after(partition, middle, high)
+            aimed = misses < 2 and below is not None and above is not None
+            pivot = _pivot(low, high, below, above, timestamp_ms) if misses < 2 else (low + high) // 2
+            span = high - low
+            found = self.record_at_or_after(partition, pivot, high)
             if found is None or found[1] >= timestamp_ms:
-                high = middle
+                high, above = pivot, found or above
             else:
-                low = found[0] + 1
+                low, below = found[0] + 1, found
+            misses = misses + 1 if aimed and high - low > span // 2 else 0
         return low if low < log_end else None
 
     def record_at_or_after(self, partition: int, offset: int, limit: int) -> tuple[int, int] | None:
         """(offset, timestamp ms) of the first record at or after `offset` and before `limit`."""
-        for [message, *_] in self._message_chunks(partition, offset, limit, chunk_size=1):
+        for [message, *_] in self._message_chunks(partition, offset, limit, 1, self._probe_consumer()):
             return message.offset(), message.timestamp()[1]
         return None
+
+    def _probe_consumer(self) -> Consumer:
+        # Fetches of one record batch, not megabytes: a broker returns the first batch whole however small the
+        # limits (Kafka's KIP-74), and a probe here then takes ~1 ms instead of ~30 ms.
+        if self._prober is None:
+            self._prober = Consumer({**self._config, **_ONE_BATCH_FETCHES})
+        return self._prober
 
     def read_slice_batches(self, partition: int, start: int, end: int, batch_size: int,
                            max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> Iterator[KafkaBatch]:
@@ -196,18 +218,20 @@ class KafkaLog:
         if columns[0]:
             yield KafkaBatch([partition] * len(columns[0]), *columns)
 
-    def _message_chunks(self, partition: int, start: int, end: int, chunk_size: int) -> Iterator[list[Message]]:
+    def _message_chunks(self, partition: int, start: int, end: int, chunk_size: int,
+                        consumer: Consumer | None = None) -> Iterator[list[Message]]:
         """The messages of [start, end), as the client hands them over, at most `chunk_size` at a time."""
         if start >= end:
             return
-        self._consumer.assign([TopicPartition(self.topic, partition, start)])
+        consumer = consumer or self._consumer
+        consumer.assign([TopicPartition(self.topic, partition, start)])
         next_offset = start
         idle_since = time.monotonic()
         try:
             while next_offset < end:
-                messages = self._consumer.consume(num_messages=min(chunk_size, 10_000), timeout=0.5)
+                messages = consumer.consume(num_messages=min(chunk_size, 10_000), timeout=0.5)
                 if not messages:
-                    if self._position(partition) >= end:
+                    if self._position(consumer, partition) >= end:
                         return
                     if time.monotonic() - idle_since > _TIMEOUT_S:
                         raise SliceReadError(
@@ -229,10 +253,10 @@ class KafkaLog:
                 next_offset = messages[-1].offset() + 1
                 yield messages
         finally:
-            self._consumer.unassign()
+            consumer.unassign()
 
-    def _position(self, partition: int) -> int:
-        [position] = self._consumer.position([TopicPartition(self.topic, partition)])
+    def _position(self, consumer: Consumer, partition: int) -> int:
+        [position] = consumer.position([TopicPartition(self.topic, partition)])
         return position.offset
 
     def _raise_for(self, error: KafkaError, partition: int, offset: int) -> None:
@@ -243,6 +267,20 @@ class KafkaLog:
         if error.fatal() or not error.retriable():
             raise KafkaUnavailable(f"{self.topic} partition {partition} at offset {offset}: {error.str()}")
         log.warning("%s[%d]: transient error at offset %d: %s", self.topic, partition, offset, error.str())
+
+
+def _pivot(low: int, high: int, below: tuple[int, int] | None, above: tuple[int, int] | None, timestamp_ms: int) -> int:
+    """Where in [low, high) to probe next: the range's ends until a record on each side is known (a boundary at
+    the log's start or past its end is then found with one probe), then the offset interpolated between them."""
+    if below is None:
+        return low
+    if above is None:
+        return high - 1
+    (low_offset, low_ms), (high_offset, high_ms) = below, above
+    if high_ms <= low_ms:  # timestamps out of order here: nothing to aim with
+        return (low + high) // 2
+    aimed = low_offset + (timestamp_ms - low_ms) * (high_offset - low_offset) // (high_ms - low_ms)
+    return min(max(aimed, low), high - 1)
 
 
 def _bytes_of(values: list[bytes | None]) -> int:

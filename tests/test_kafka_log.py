@@ -32,10 +32,7 @@ def produce_timestamps(bootstrap: str, topic: str, partition: int, timestamps: l
 @pytest.fixture(scope="module")
 def timed_log(broker):
     """Given 600 records a minute apart from 10:00, on a broker that writes them all now."""
-    topic = unique_topic_name()
-    broker.create_topic(topic, 1)
-    timestamps = [to_millis(BASE) + minute * 60_000 for minute in range(600)]
-    produce_timestamps(broker.bootstrap_servers, topic, 0, timestamps)
+    topic, timestamps = timed_topic(broker)
     with KafkaLog(consumer_config(broker.bootstrap_servers), topic) as log:
         yield log, timestamps
 
@@ -62,6 +59,69 @@ def test_the_broker_here_really_answers_time_lookups_wrongly(timed_log):
     answer = log._broker_lookup(0, moment)
     assert answer != expected_boundary(timestamps, moment)
     assert not log._lookup_holds(0, moment, answer, 0, len(timestamps))
+
+
+def count_probes(log: KafkaLog) -> list[int]:
+    """Wraps the log's single-record reads (the unit of a boundary search's cost) and returns their offsets."""
+    probed: list[int] = []
+    read = log.record_at_or_after
+
+    def counted(partition, offset, limit):
+        probed.append(offset)
+        return read(partition, offset, limit)
+
+    log.record_at_or_after = counted
+    return probed
+
+
+@pytest.mark.parametrize("hours_after_base", [1, 3.5, 9])
+def test_given_steady_timestamps_then_the_search_aims_and_needs_fewer_probes_than_bisection(broker, hours_after_base):
+    # The module's log is shared: a fresh reader over it, so counting probes changes nothing for the others.
+    topic, timestamps = timed_topic(broker)
+    moment = to_millis(BASE + timedelta(hours=hours_after_base))
+    with KafkaLog(consumer_config(broker.bootstrap_servers), topic) as log:
+        probed = count_probes(log)
+
+        assert log._search(0, moment, 0, len(timestamps)) == expected_boundary(timestamps, moment)
+
+    assert len(probed) <= 6, probed  # bisection over 600 offsets takes 10
+
+
+def test_given_bunched_timestamps_then_the_search_still_finds_the_boundary_within_thrice_bisection(broker):
+    # 500 records in one second, then 100 spread over ten hours: aiming by offset is far off at first.
+    topic = unique_topic_name()
+    broker.create_topic(topic, 1)
+    start = to_millis(BASE)
+    timestamps = [start + index for index in range(500)] + [start + 1000 + minute * 6_000_000 for minute in range(100)]
+    produce_timestamps(broker.bootstrap_servers, topic, 0, timestamps)
+    with KafkaLog(consumer_config(broker.bootstrap_servers), topic) as log:
+        for moment in (start + 250, start + 499, start + 500, start + 1000 + 42 * 6_000_000, start + 10**12):
+            probed = count_probes(log)
+            assert log.first_offset_at_or_after(0, moment, 0, 600) == expected_boundary(timestamps, moment), moment
+            # Aiming misses at most twice before each halving: at worst three times bisection's 10, plus the checks.
+            assert len(probed) <= 34, (moment, probed)
+
+
+def test_given_records_far_larger_than_a_probe_fetch_then_boundaries_are_still_found(broker):
+    # Probes fetch with a 1 KiB limit: the broker must still hand over a 3 MiB record whole.
+    topic = unique_topic_name()
+    broker.create_topic(topic, 1)
+    start = to_millis(BASE)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "message.max.bytes": 8_000_000})
+    for index, size in enumerate([10, 3_000_000, 10, 3_000_000]):
+        producer.produce(topic, value=b"x" * size, partition=0, timestamp=start + index * 1000)
+        producer.flush(30)
+    with KafkaLog(consumer_config(broker.bootstrap_servers), topic) as log:
+        assert [log.record_at_or_after(0, offset, 4)[0] for offset in range(4)] == [0, 1, 2, 3]
+        assert [log.first_offset_at_or_after(0, start + ms, 0, 4) for ms in (0, 1, 2500, 3000, 3001)] == [0, 1, 3, 3, None]
+
+
+def timed_topic(broker) -> tuple[str, list[int]]:
+    topic = unique_topic_name()
+    broker.create_topic(topic, 1)
+    timestamps = [to_millis(BASE) + minute * 60_000 for minute in range(600)]
+    produce_timestamps(broker.bootstrap_servers, topic, 0, timestamps)
+    return topic, timestamps
 
 
 def test_given_an_hour_with_records_but_none_after_it_and_the_clock_inside_grace_then_it_is_refused(broker, tmp_path):
