@@ -30,11 +30,14 @@ from kafka_lake.catalog import TopicCatalog, TopicSpec
 from kafka_lake.cluster import KafkaCluster
 from kafka_lake.hours import KafkaHour
 from kafka_lake.manifests import ManifestStore
+from platform_assets.assets import HOURS_PER_BACKFILL_RUN
 from platform_assets.catalog_assets import catalog_key
 from platform_assets.checks import FRESHNESS, freshness_metadata, landed_hours
 from platform_assets.keys import asset_key, dead_letters_key, raw_key
 from resources import AlertWebhookResource, KafkaResource, LakeStorageResource
 
+# Dagster's run tags for a run over a range of partitions (what the UI's backfills set).
+PARTITION_RANGE_START, PARTITION_RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 # Follow-up work found in one tick: more waits for the next tick rather than flooding the queue.
 MAX_EVENTS_PER_TICK = 500
 
@@ -86,12 +89,7 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True):
         requests = []
         for topic in topics:
             hours = closed[topic.topic]
-            for hour in hours:
-                requests.append(RunRequest(
-                    run_key=f"{raw_key(topic).to_user_string()}:{hour}",
-                    partition_key=hour.partition_key,
-                    asset_selection=[raw_key(topic), dead_letters_key(topic)],
-                ))
+            requests += runs_for_hours([raw_key(topic), dead_letters_key(topic)], hours)
             if hours:
                 cursor[topic.topic] = hours[-1].next().partition_key
         if not requests:
@@ -145,16 +143,31 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True):
             elif event.asset_key in by_compacted:
                 to_register.setdefault(by_compacted[event.asset_key], set()).add(hour)
         requests = [
-            RunRequest(run_key=f"{key.to_user_string()}:{hour}:{events[-1].storage_id}", partition_key=hour.partition_key,
-                       asset_selection=[key])
+            request
             for layer, wanted in (("compacted", to_compact), ("catalog", to_register))
             for topic, hours in wanted.items()
-            for key in [asset_key(layer, topic)]
-            for hour in sorted(hours)
+            # The event's id in the run key: late data may ask for the same hour again later.
+            for request in runs_for_hours([asset_key(layer, topic)], hours, f":{events[-1].storage_id}")
         ]
         return SensorResult(run_requests=requests, cursor=str(events[-1].storage_id))
 
     return compact_and_register
+
+
+def runs_for_hours(keys: list, hours, run_key_suffix: str = "") -> list[RunRequest]:
+    """One run per stretch of consecutive hours (a day at most), as a backfill would cut them: a sensor
+    catching up, or a backfill's landings followed by compaction, starts one Spark application per day."""
+    requests = []
+    for run in automation.consecutive_runs(hours, HOURS_PER_BACKFILL_RUN):
+        first, last = run[0], run[-1]
+        run_key = f"{keys[0].to_user_string()}:{first}{'..' + str(last) if len(run) > 1 else ''}{run_key_suffix}"
+        if len(run) == 1:
+            requests.append(RunRequest(run_key=run_key, partition_key=first.partition_key, asset_selection=keys))
+        else:
+            requests.append(RunRequest(run_key=run_key, asset_selection=keys, tags={
+                PARTITION_RANGE_START: first.partition_key, PARTITION_RANGE_END: last.partition_key,
+            }))
+    return requests
 
 
 def _latest_storage_id(context: SensorEvaluationContext) -> int:
