@@ -6,24 +6,21 @@ application), the topic's pool queues the second run until the first has finishe
 in the lake exactly once.
 """
 
-import json
 import os
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from dagster import AssetKey, DagsterInstance, RunsFilter
 
 from deploy.instance import initialize_pools, write_instance
-from dev_services.ports import free_port
+from dev_services.ports import LOOPBACK, free_port
 from kafka_lake.hours import KafkaHour
 from kafka_lake.manifests import ManifestStore
 from kafka_lake.storage import LakeStorage
 from platform_assets.assets import HOURS_PER_BACKFILL_RUN
 from tests.conftest import PII_TEST_KEY
+from tests.dagster_servers import VENV_BIN, graphql, loaded_location, log_tail, serving
 from tests.landing_fixtures import RAW_HOURS, rows_as_readers_see_them, topic_with_traffic
 
 LAUNCH = """
@@ -38,15 +35,6 @@ mutation Launch($params: LaunchBackfillParams!) {
 }
 """
 DONE = {"COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"}
-
-
-def graphql(port: int, query: str, variables: dict | None = None) -> dict:
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query, "variables": variables or {}}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())
 
 
 @pytest.fixture
@@ -74,40 +62,18 @@ def dagster_dev(tmp_path, broker, landed_topic, monkeypatch):
         "SPARK_MASTER": "local[2]",
         "PLATFORM_AUTOMATION": "off",  # only the backfill runs: no sensor lands hours of its own
     }
-    log = open(tmp_path / "dagster_dev.log", "w")
-    process = subprocess.Popen(
-        [str(Path(sys.executable).parent / "dagster"), "dev", "-m", "platform_assets.definitions",
-         "-h", "127.0.0.1", "-p", str(port)],
-        cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    try:
-        yield port, home, tmp_path / "dagster_dev.log"
-    finally:
-        os.killpg(process.pid, 15)
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, 9)
-        log.close()
+    log = tmp_path / "dagster_dev.log"
+    command = [str(VENV_BIN / "dagster"), "dev", "-m", "platform_assets.definitions", "-h", LOOPBACK, "-p", str(port)]
+    with serving(command, port, log, env, tmp_path, "dagster dev"):
+        loaded_location(port, "platform_assets.definitions", log)
+        yield port, home, log
 
 
-def launch_backfill(port: int, keys: list[AssetKey], partitions: list[str], log: Path, timeout: float = 120) -> str:
+def launch_backfill(port: int, keys: list[AssetKey], partitions: list[str], log: Path) -> str:
     params = {"assetSelection": [{"path": key.path} for key in keys], "partitionNames": partitions}
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            result = graphql(port, LAUNCH, {"params": params})
-        except OSError as error:  # the webserver is still starting
-            last = error
-            time.sleep(1)
-            continue
-        launched = (result.get("data") or {}).get("launchPartitionBackfill") or {}
-        if launched.get("__typename") == "LaunchBackfillSuccess":
-            return launched["backfillId"]
-        last = result  # the code location is still loading
-        time.sleep(1)
-    raise AssertionError(f"the backfill was not launched: {last}\n{log.read_text()[-3000:]}")
+    launched = graphql(port, LAUNCH, {"params": params})["launchPartitionBackfill"]
+    assert launched["__typename"] == "LaunchBackfillSuccess", f"the backfill was not launched: {launched}\n{log_tail(log)}"
+    return launched["backfillId"]
 
 
 def test_a_backfill_launched_like_the_ui_lands_every_hour_once_in_multi_hour_runs(dagster_dev, landed_topic, tmp_path):
@@ -122,9 +88,9 @@ def test_a_backfill_launched_like_the_ui_lands_every_hour_once_in_multi_hour_run
     instance = DagsterInstance.from_config(str(home))
     deadline = time.monotonic() + 420
     while not all(instance.get_backfill(b).status.value in DONE for b in backfills):
-        assert time.monotonic() < deadline, f"backfills not done: {[instance.get_backfill(b).status for b in backfills]}\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"backfills not done: {[instance.get_backfill(b).status for b in backfills]}\n{log_tail(log)}"
         time.sleep(2)
-    assert [instance.get_backfill(b).status.value for b in backfills] == ["COMPLETED_SUCCESS"] * 2, log.read_text()[-3000:]
+    assert [instance.get_backfill(b).status.value for b in backfills] == ["COMPLETED_SUCCESS"] * 2, log_tail(log)
 
     records = instance.get_run_records(RunsFilter(tags={"dagster/backfill": backfills}))
     assert len(records) == 2, "each backfill lands its hours in one run"
