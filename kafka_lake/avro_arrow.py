@@ -802,6 +802,16 @@ class _NullableUnion(_Node):
         return self.inner.convert(array)
 
 
+def _with_branch_hits(found: np.ndarray | None, branch_mask: np.ndarray | None, chosen: np.ndarray,
+                      offsets: np.ndarray) -> np.ndarray | None:
+    """`found` (a mask over the union's rows, or None) joined with a mask over one branch's child rows."""
+    if branch_mask is None:
+        return found
+    hits = np.zeros(len(chosen), dtype=bool)
+    hits[chosen] = branch_mask[offsets[chosen]]
+    return hits if found is None else found | hits
+
+
 def _union_parts(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     type_ids = np.frombuffer(array.buffers()[1], dtype=np.int8, count=len(array) + array.offset)[array.offset:]
     offsets = np.frombuffer(array.buffers()[2], dtype=np.int32, count=len(array) + array.offset)[array.offset:]
@@ -826,11 +836,7 @@ class _GeneralUnion(_Node):
             values = array.field(branch_id)
             at = np.zeros(len(values), dtype=np.int64)
             at[offsets[chosen]] = at_value[chosen]
-            wrong = branch.misread(values, payload, at)
-            if wrong is not None:
-                hits = np.zeros(len(array), dtype=bool)
-                hits[chosen] = wrong[offsets[chosen]]
-                found = hits if found is None else found | hits
+            found = _with_branch_hits(found, branch.misread(values, payload, at), chosen, offsets)
         return found
 
     def lengths(self, array):
@@ -848,10 +854,7 @@ class _GeneralUnion(_Node):
         for branch_id, branch in enumerate(self.branches):
             chosen = type_ids == branch_id
             mask = branch.misfits(array.field(branch_id)) if branch is not None and chosen.any() else None
-            if mask is not None:
-                hits = np.zeros(len(array), dtype=bool)
-                hits[chosen] = mask[offsets[chosen]]
-                found = hits if found is None else found | hits
+            found = _with_branch_hits(found, mask, chosen, offsets)
         return found
 
     def convert(self, array):

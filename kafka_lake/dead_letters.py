@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from typing import Callable
 
 import pyarrow as pa
 from cryptography.exceptions import InvalidTag
@@ -53,18 +54,7 @@ class DeadLetterEncryption:
 
     def encrypt_table(self, table: pa.Table) -> pa.Table:
         """The dead-letter table with its `value` column encrypted and its schema marked as such."""
-        values = table.column("value").to_pylist()
-        encrypted = [
-            None if value is None else self.encrypt_value(value, topic, partition, offset)
-            for value, topic, partition, offset in zip(
-                values,
-                table.column("_kafka_topic").to_pylist(),
-                table.column("_kafka_partition").to_pylist(),
-                table.column("_kafka_offset").to_pylist(),
-            )
-        ]
-        position = table.schema.get_field_index("value")
-        table = table.set_column(position, table.schema.field(position), pa.array(encrypted, pa.binary()))
+        table = _with_values_mapped(table, self.encrypt_value)
         return table.replace_schema_metadata({**(table.schema.metadata or {}), ENCRYPTION_METADATA_KEY: ENCRYPTION_FORMAT})
 
     def __repr__(self) -> str:
@@ -94,8 +84,15 @@ def decrypt_table(key: bytes, table: pa.Table) -> pa.Table:
     """A dead-letter table as read from the lake, with its `value` column in clear (unchanged if it was)."""
     if not is_encrypted(table.schema):
         return table
+    table = _with_values_mapped(table, lambda value, *record: decrypt_value(key, value, *record))
+    metadata = {k: v for k, v in (table.schema.metadata or {}).items() if k != ENCRYPTION_METADATA_KEY}
+    return table.replace_schema_metadata(metadata or None)
+
+
+def _with_values_mapped(table: pa.Table, change: Callable[[bytes, str, int, int], bytes]) -> pa.Table:
+    """`table` with each non-null `value` replaced by `change(value, topic, partition, offset)`."""
     values = [
-        None if value is None else decrypt_value(key, value, topic, partition, offset)
+        None if value is None else change(value, topic, partition, offset)
         for value, topic, partition, offset in zip(
             table.column("value").to_pylist(),
             table.column("_kafka_topic").to_pylist(),
@@ -104,6 +101,4 @@ def decrypt_table(key: bytes, table: pa.Table) -> pa.Table:
         )
     ]
     position = table.schema.get_field_index("value")
-    table = table.set_column(position, table.schema.field(position), pa.array(values, pa.binary()))
-    metadata = {k: v for k, v in (table.schema.metadata or {}).items() if k != ENCRYPTION_METADATA_KEY}
-    return table.replace_schema_metadata(metadata or None)
+    return table.set_column(position, table.schema.field(position), pa.array(values, pa.binary()))
