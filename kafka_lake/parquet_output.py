@@ -6,18 +6,19 @@ Landing tasks and compaction both write through it.
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kafka_lake.storage import LakeStorage
 
 
 class ParquetOutput:
-    def __init__(self, storage: LakeStorage, path: str, schema: pa.Schema):
+    def __init__(self, storage: LakeStorage, path: str, schema: pa.Schema, use_dictionary: bool | list[str] = True):
         self.path = path
         self.rows = 0
         self._context = storage.open_output(path)
         self._stream = self._context.__enter__()
-        self._writer = pq.ParquetWriter(self._stream, schema, compression="zstd")
+        self._writer = pq.ParquetWriter(self._stream, schema, compression="zstd", use_dictionary=use_dictionary)
 
     @property
     def schema(self) -> pa.Schema:
@@ -43,3 +44,39 @@ class ParquetOutput:
             self._context.__exit__(RuntimeError, RuntimeError("write aborted"), None)
         except RuntimeError:
             pass
+
+
+DICTIONARY_SAMPLE_ROWS = 10_000
+
+
+def dictionary_columns(table: pa.Table) -> list[str]:
+    """The Parquet paths of `table`'s columns worth dictionary-encoding: all but the top-level and struct-field
+    columns whose first rows are mostly distinct (ids, offsets, timestamps, pseudonyms). On those, Parquet's
+    dictionary only costs time and bytes: the writer builds one per row group, then falls back to plain."""
+    sample = table.slice(0, DICTIONARY_SAMPLE_ROWS)
+    chosen: list[str] = []
+    for field in sample.schema:
+        chosen += _dictionary_paths(field.name, sample.column(field.name).combine_chunks())
+    return chosen
+
+
+def _dictionary_paths(path: str, column: pa.Array) -> list[str]:
+    kind = column.type
+    if pa.types.is_struct(kind):
+        return [name for index in range(kind.num_fields)
+                for name in _dictionary_paths(f"{path}.{kind.field(index).name}", column.field(index))]
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_map(kind):
+        return _leaf_paths(path, kind)  # items keep the writer's default
+    present = len(column) - column.null_count
+    return [path] if present and pc.count_distinct(column).as_py() <= present // 2 else []
+
+
+def _leaf_paths(path: str, kind: pa.DataType) -> list[str]:
+    if pa.types.is_struct(kind):
+        return [leaf for index in range(kind.num_fields)
+                for leaf in _leaf_paths(f"{path}.{kind.field(index).name}", kind.field(index).type)]
+    if pa.types.is_map(kind):
+        return _leaf_paths(f"{path}.key_value.key", kind.key_type) + _leaf_paths(f"{path}.key_value.value", kind.item_type)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return _leaf_paths(f"{path}.list.element", kind.value_type)
+    return [path]

@@ -24,12 +24,14 @@ from kafka_lake.decoding import BatchDecoder, CatalogSchemas, DecodedBatch, Regi
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka_log import KafkaLog
 from kafka_lake.manifests import LandedFile
-from kafka_lake.parquet_output import ParquetOutput
+from kafka_lake.parquet_output import ParquetOutput, dictionary_columns
 from kafka_lake.slices import OffsetSlice
 from kafka_lake.storage import LakeStorage
 
 DEFAULT_BATCH_SIZE = 20_000
 DEFAULT_MAX_OPEN_FILES = 16
+ROW_GROUP_ROWS = 128 * 1024  # rows of a landing file's row group, unless the buffer below fills first
+BUFFER_BYTES = 64 * 2**20  # Arrow bytes a task holds for its open files before writing the fullest out
 
 
 @dataclass(frozen=True)
@@ -67,16 +69,23 @@ class SliceReport:
 class PlacementFiles:
     """The open Parquet files of one task, one per placement, at most `max_open` at a time.
 
-    Closing the least recently used file when the cap is hit keeps memory and file handles
-    bounded however many event hours a slice spreads over.
+    Rows are held per file until a row group's worth (`row_group_rows`) has gathered, so a file is written in
+    large row groups however the batches cut it, and a placement that gets a few rows per batch (late events)
+    does not make a row group of each. Memory stays bounded: past `buffer_bytes` held in all, the file holding
+    the most is written out; past `max_open` files, the least recently used is closed (a backfill spreading
+    over many event hours must not open a file per hour).
     """
 
-    def __init__(self, storage: LakeStorage, topic: TopicSpec, partition: int, max_open: int):
+    def __init__(self, storage: LakeStorage, topic: TopicSpec, partition: int, max_open: int,
+                 row_group_rows: int = ROW_GROUP_ROWS, buffer_bytes: int = BUFFER_BYTES):
         self._storage = storage
         self._topic = topic
         self._partition = partition
         self._max_open = max_open
+        self._row_group_rows = row_group_rows
+        self._buffer_bytes = buffer_bytes
         self._open: OrderedDict[tuple, _OpenFile] = OrderedDict()
+        self._held = 0  # bytes held in all open files' pending rows
         self.closed: list[LandedFile] = []
 
     def write(self, key: tuple, directory: str, table: pa.Table, schema_version: int | None, hour: datetime) -> None:
@@ -86,40 +95,80 @@ class PlacementFiles:
         if current is None:
             if len(self._open) >= self._max_open:
                 _, oldest = self._open.popitem(last=False)
-                self.closed.append(oldest.close())
+                self._close(oldest)
             first_offset = table.column("_kafka_offset")[0].as_py()
             name = layout.data_file_name(self._topic.topic, self._partition, first_offset)
             kind = "data" if schema_version is not None else "dead_letter"
-            current = _OpenFile(self._storage, f"{directory}/{name}", table.schema, kind, self._partition,
-                                first_offset, schema_version, layout.hour_directory(hour))
+            current = _OpenFile(self._storage, f"{directory}/{name}", kind, self._partition, first_offset,
+                                schema_version, layout.hour_directory(hour))
             self._open[key] = current
         self._open.move_to_end(key)
-        current.write(table)
+        self._held += current.add(table)
+        if current.pending_rows >= self._row_group_rows:
+            self._held -= current.flush()
+        while self._held > self._buffer_bytes:
+            self._held -= max(self._open.values(), key=lambda opened: opened.pending_bytes).flush()
 
     def close_all(self) -> list[LandedFile]:
         while self._open:
             _, oldest = self._open.popitem(last=False)
-            self.closed.append(oldest.close())
+            self._close(oldest)
         return self.closed
 
     def abort(self) -> None:
         for opened in self._open.values():
             opened.abort()
         self._open.clear()
+        self._held = 0
+
+    def _close(self, opened: "_OpenFile") -> None:
+        self._held -= opened.pending_bytes
+        self.closed.append(opened.close())
 
 
-class _OpenFile(ParquetOutput):
-    """A landing file, with what its manifest entry needs."""
+class _OpenFile:
+    """A landing file and its rows not yet written, with what its manifest entry needs. Nothing is written
+    before its first row group: the writer's dictionary columns are chosen from those rows."""
 
-    def __init__(self, storage, path, schema, kind, partition, first_offset, schema_version, hour):
-        super().__init__(storage, path, schema)
-        self.kind, self.partition = kind, partition
+    def __init__(self, storage: LakeStorage, path: str, kind: str, partition: int, first_offset: int,
+                 schema_version: int | None, hour: str):
+        self.storage, self.path, self.kind, self.partition = storage, path, kind, partition
         self.first_offset, self.schema_version, self.hour = first_offset, schema_version, hour
+        self._output: ParquetOutput | None = None
+        self._pending: list[pa.Table] = []
+        self.pending_rows = 0
+        self.pending_bytes = 0
+
+    def add(self, table: pa.Table) -> int:
+        """Holds `table`'s rows; returns the bytes now held for them."""
+        size = table.nbytes
+        self._pending.append(table)
+        self.pending_rows += table.num_rows
+        self.pending_bytes += size
+        return size
+
+    def flush(self) -> int:
+        """Writes the rows held as one row group; returns the bytes no longer held."""
+        if not self._pending:
+            return 0
+        table = self._pending[0] if len(self._pending) == 1 else pa.concat_tables(self._pending)
+        if self._output is None:
+            self._output = ParquetOutput(self.storage, self.path, table.schema, dictionary_columns(table))
+        self._output.write(table, row_group_size=table.num_rows)
+        released = self.pending_bytes
+        self._pending, self.pending_rows, self.pending_bytes = [], 0, 0
+        return released
 
     def close(self) -> LandedFile:
-        size = super().close()
-        return LandedFile(self.path, self.kind, self.partition, self.first_offset, self.rows, size,
+        self.flush()
+        size = self._output.close()
+        return LandedFile(self.path, self.kind, self.partition, self.first_offset, self._output.rows, size,
                           self.schema_version, self.hour)
+
+    def abort(self) -> None:
+        self._pending = []
+        if self._output is not None:
+            self._output.abort()
 
 
 def land_slice(task: SliceTask) -> SliceReport:
