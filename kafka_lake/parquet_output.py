@@ -40,6 +40,8 @@ class ParquetOutput:
         return size
 
     def abort(self) -> None:
+        # The writer must not finish the file when it is collected: on S3 that would still upload it.
+        self._writer.is_open = False
         try:
             self._context.__exit__(RuntimeError, RuntimeError("write aborted"), None)
         except RuntimeError:

@@ -84,19 +84,24 @@ class LakeStorage:
         """A stream whose content becomes visible at `relative` only if the block completes."""
         target = self.full_path(relative)
         directory, name = target.rsplit("/", 1)
+        temporary = f"{directory}/.{name}.{uuid.uuid4().hex}.tmp"
         if self.is_s3:
-            stream = self._fs.open_output_stream(target)
+            # pyarrow cannot abort an S3 upload: a stream uploads what it holds once closed, or collected. So the
+            # object is written under a temporary key and copied to its name (one atomic server-side copy) only
+            # when complete; an aborted one is removed from its temporary key. A partial object under the final
+            # name could replace the complete one of a concurrent run of the same slice.
+            stream = self._fs.open_output_stream(temporary)
             try:
                 yield stream
             except BaseException:
-                # An aborted multipart upload leaves no object behind.
                 with contextlib.suppress(Exception):
-                    stream.abort()
+                    stream.close()
+                    self._fs.delete_file(temporary)
                 raise
             stream.close()
+            self._fs.move(temporary, target)
             return
         self._fs.create_dir(directory, recursive=True)
-        temporary = f"{directory}/.{name}.{uuid.uuid4().hex}.tmp"
         try:
             with self._fs.open_output_stream(temporary) as stream:
                 yield stream

@@ -3,9 +3,11 @@ however the batches cut the rows, bounded memory and open files, dictionaries on
 
 from __future__ import annotations
 
+import gc
 from datetime import datetime, timezone
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
@@ -92,6 +94,18 @@ def test_at_most_max_open_files_and_the_least_recently_used_closes_first(storage
     assert storage.exists(files.closed[0].path)
     landed = files.close_all()
     assert sorted((file.path.split("/")[1], file.rows) for file in landed) == [("a", 20), ("b", 10), ("c", 10)]
+
+
+def test_an_aborted_task_leaves_no_file(storage, topic):
+    files = PlacementFiles(storage, topic, 0, max_open=4, row_group_rows=1000)
+    write(files, "a", rows(0, 1500))  # a row group is already written
+    write(files, "b", rows(1500, 10))  # held only
+    files.abort()
+
+    # Not even a hidden temporary: on S3 an unfinished upload is still sent once its stream is collected.
+    gc.collect()
+    selector = pafs.FileSelector(storage.full_path("lake"), recursive=True, allow_not_found=True)
+    assert [info.path for info in storage.filesystem.get_file_info(selector) if info.type == pafs.FileType.File] == []
 
 
 def test_dictionaries_only_for_columns_whose_values_repeat(storage, topic):
