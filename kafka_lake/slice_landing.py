@@ -32,6 +32,7 @@ DEFAULT_BATCH_SIZE = 20_000
 DEFAULT_MAX_OPEN_FILES = 16
 ROW_GROUP_ROWS = 128 * 1024  # rows of a landing file's row group, unless the buffer below fills first
 BUFFER_BYTES = 64 * 2**20  # Arrow bytes a task holds for its open files before writing the fullest out
+COLLECT_EVERY_BATCHES = 16
 
 
 @dataclass(frozen=True)
@@ -173,20 +174,26 @@ class _OpenFile:
 
 def land_slice(task: SliceTask) -> SliceReport:
     """Reads, decodes and writes one slice; the Spark task body."""
-    with _startup_objects_frozen():
+    with _collector_held():
         return _land(task)
 
 
 @contextmanager
-def _startup_objects_frozen() -> Iterator[None]:
-    """Keeps the objects alive before the task (pyarrow's, polars', Spark's: about a million) out of the garbage
-    collector's sweeps while it runs. Every consumed message is a tracked object, and the full collections they
-    trigger otherwise walk that whole heap again and again: ~10 % of the task's CPU. Thawed after, so none stays."""
+def _collector_held() -> Iterator[None]:
+    """Keeps the garbage collector off the task's hot loop, which collects every few batches itself.
+
+    Every consumed message is a tracked object: the automatic collections they trigger would walk each batch's
+    messages again and again as they age, and the full ones the ~1M objects alive before the task (pyarrow's,
+    polars', Spark's). Those are frozen out of every sweep for the task's duration, and thawed after."""
+    enabled = gc.isenabled()
+    gc.disable()
     gc.freeze()
     try:
         yield
     finally:
         gc.unfreeze()
+        if enabled:
+            gc.enable()
 
 
 def _land(task: SliceTask) -> SliceReport:
@@ -198,6 +205,7 @@ def _land(task: SliceTask) -> SliceReport:
     encryption = DeadLetterEncryption(task.dead_letter_key) if task.dead_letter_key else None
     files = PlacementFiles(storage, topic, piece.partition, task.max_open_files)
     totals = _Totals()
+    batches = 0
     try:
         with KafkaLog(task.kafka_config, topic.topic) as kafka_log:
             for records in kafka_log.read_slice_batches(piece.partition, piece.start, piece.end, task.batch_size):
@@ -212,6 +220,10 @@ def _land(task: SliceTask) -> SliceReport:
                     if encryption is not None:
                         table = encryption.encrypt_table(table)
                     files.write(("dead", hour), directory, table, None, hour)
+                del batch, records
+                batches += 1
+                if batches % COLLECT_EVERY_BATCHES == 0:
+                    gc.collect()  # reference cycles the batches left, if any
         written = files.close_all()
     except BaseException:
         files.abort()
