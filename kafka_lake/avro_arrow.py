@@ -295,7 +295,9 @@ def _union_converter(
 #     a map with a repeated key, a uuid not in canonical form); those records take the fastavro path instead.
 #   - `convert`: the lake column, exactly what the fastavro path builds.
 
-ColumnPseudonymize = Callable[[pa.Array], pa.Array]  # string values → their pseudonyms, null stays null
+# (string values, whether they repeat) → their pseudonyms, null stays null
+ColumnPseudonymize = Callable[[pa.Array, bool], pa.Array]
+_REPEATS_BELOW = 0.8  # distinct values per value under which hashing each distinct value once pays
 
 # Logical types kept for the columnar reader, with the [low, high] range where fastavro converts the value
 # (Python's dates and datetimes stop at years 1 and 9999; a time of day stops short of 24 h).
@@ -902,6 +904,7 @@ class _Pseudonymized(_Node):
     def __init__(self, inner: _Node, pseudonymize: ColumnPseudonymize | None):
         self.inner, self.pseudonymize, self.target = inner, pseudonymize, pa.string()
         self.has_branches = inner.has_branches
+        self.repeats: bool | None = None  # whether values repeat enough to hash each distinct one once; seen once
 
     def misread(self, array, payload, starts):
         return self.inner.misread(array, payload, starts)
@@ -914,4 +917,8 @@ class _Pseudonymized(_Node):
 
     def convert(self, array):
         values = self.inner.convert(array)
-        return self.pseudonymize(values if values.type == pa.string() else values.cast(pa.string()))
+        values = values if values.type == pa.string() else values.cast(pa.string())
+        if self.repeats is None:
+            present = len(values) - values.null_count
+            self.repeats = pc.count_distinct(values).as_py() < present * _REPEATS_BELOW
+        return self.pseudonymize(values, self.repeats)

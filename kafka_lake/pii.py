@@ -11,7 +11,9 @@ from collections import deque
 from itertools import repeat
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from kafka_lake.catalog import TopicSpec
 
@@ -67,25 +69,46 @@ def _text_of(value: Any) -> str:
 
 
 class ColumnPseudonymizer:
-    """The pseudonyms of a column's values, each distinct value of a batch hashed once: HMAC-SHA256 (RFC 2104)
-    resumed from the key's two pad states, with no Python bytecode per value. It is what
-    `Pseudonymizer.pseudonymize` gives for the value's text (their equality is a test); it holds hash states,
-    never the key."""
+    """The pseudonyms of a column's values: HMAC-SHA256 (RFC 2104) resumed from the key's two pad states, with
+    no Python bytecode per value. It is what `Pseudonymizer.pseudonymize` gives for the value's text (their
+    equality is a test); it holds hash states, never the key.
+
+    With `repeats`, each distinct value of the column is hashed once (user ids, countries); without, every
+    value is hashed as it comes, which spares the dictionary for values that are all different (IP addresses).
+    The result is the same either way."""
 
     def __init__(self, key: bytes):
         block = (hashlib.sha256(key).digest() if len(key) > 64 else key).ljust(64, b"\0")
         self._inner = hashlib.sha256(bytes(byte ^ 0x36 for byte in block))
         self._outer = hashlib.sha256(bytes(byte ^ 0x5C for byte in block))
 
-    def __call__(self, values: pa.Array) -> pa.Array:
-        encoded = values.dictionary_encode()
-        texts = encoded.dictionary.cast(pa.binary()).to_pylist()
+    def __call__(self, values: pa.Array, repeats: bool = True) -> pa.Array:
+        if repeats:
+            encoded = values.dictionary_encode()
+            return self._hexdigests(encoded.dictionary).take(encoded.indices)
+        digests = self._hexdigests(values.fill_null(""))
+        return digests if not values.null_count else pc.if_else(values.is_valid(), digests, pa.scalar(None, pa.string()))
+
+    def _hexdigests(self, texts: pa.Array) -> pa.Array:
         state = type(self._inner)
         inners = list(map(state.copy, repeat(self._inner, len(texts))))
-        deque(map(state.update, inners, texts), maxlen=0)
+        deque(map(state.update, inners, texts.cast(pa.binary()).to_pylist()), maxlen=0)
         outers = list(map(state.copy, repeat(self._outer, len(texts))))
         deque(map(state.update, outers, map(state.digest, inners)), maxlen=0)
-        return pa.array(list(map(state.hexdigest, outers)), pa.string()).take(encoded.indices)
+        return _hex_strings(b"".join(map(state.digest, outers)), len(texts))
 
     def __repr__(self) -> str:
         return "ColumnPseudonymizer(key=<hidden>)"
+
+
+_HEX_DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+_DIGEST_SIZE = 32
+
+
+def _hex_strings(digests: bytes, count: int) -> pa.Array:
+    """`count` digests laid end to end, as a string array of their lowercase hex."""
+    raw = np.frombuffer(digests, dtype=np.uint8)
+    text = np.empty(raw.size * 2, dtype=np.uint8)
+    text[0::2], text[1::2] = _HEX_DIGITS[raw >> 4], _HEX_DIGITS[raw & 0x0F]
+    offsets = np.arange(0, (count + 1) * 2 * _DIGEST_SIZE, 2 * _DIGEST_SIZE, dtype=np.int32)
+    return pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(text)])

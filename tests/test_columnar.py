@@ -480,10 +480,13 @@ def test_given_records_out_of_order_when_decoded_as_a_column_batch_then_rows_are
 @settings(max_examples=50, deadline=None)
 @given(key=st.binary(min_size=1, max_size=100), texts=st.lists(st.one_of(st.none(), st.text(max_size=30)), max_size=20))
 def test_given_a_column_of_texts_then_its_pseudonyms_are_the_pseudonymizers(key, texts):
-    pseudonyms = ColumnPseudonymizer(key)(pa.array(texts, pa.string()))
+    column = pa.array(texts, pa.string())
+    pseudonyms = ColumnPseudonymizer(key)(column)
 
     assert pseudonyms.to_pylist() == [Pseudonymizer(key).pseudonymize(text) for text in texts]
     assert pseudonyms.to_pylist() == [None if t is None else hmac.new(key, t.encode(), hashlib.sha256).hexdigest() for t in texts]
+    assert ColumnPseudonymizer(key)(column, repeats=False).equals(pseudonyms)  # hashed one by one, the same
+    assert ColumnPseudonymizer(key)(column.slice(1), repeats=False).equals(pseudonyms.slice(1))
     assert repr(ColumnPseudonymizer(key)) == "ColumnPseudonymizer(key=<hidden>)"  # nothing of the key
 
 
