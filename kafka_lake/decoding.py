@@ -19,6 +19,7 @@ from typing import Any, Iterator, NamedTuple, Protocol, Sequence
 import fastavro
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from fastavro.schema import to_parsing_canonical_form
 from polars_avro._avro_rs import AvroSource
 
@@ -512,7 +513,8 @@ class BatchDecoder:
 
 _HOUR_MS = 3_600_000
 _SYNC_MARKER = b"kafka-lake-block"  # any 16 bytes: the block is ours and read once
-_SMALLEST_SPLIT = 8  # below this many records, isolating a broken one costs more than fastavro does
+_SMALLEST_SPLIT = 8
+_LONGEST_VALUE = 2**31 - 1  # a binary array's 32-bit offsets hold no longer one  # below this many records, isolating a broken one costs more than fastavro does
 
 
 class _Framing:
@@ -550,13 +552,14 @@ class _SplicedPayloads:
 
     def __init__(self, framing: _Framing, indices: np.ndarray):
         self.indices = indices
-        starts, ends = framing.offsets[indices] + HEADER_SIZE, framing.offsets[indices + 1]
-        sizes = ends - starts
-        self.starts = np.concatenate(([0], np.cumsum(sizes)))
-        marks = np.zeros(len(framing.data) + 1, dtype=np.int8)
-        marks[starts] += 1  # starts are distinct, and so are ends: one record each
-        marks[ends] -= 1
-        self.data = framing.data[np.cumsum(marks[:-1], dtype=np.int8) > 0]
+        values = framing.values if len(indices) == len(framing.values) else framing.values.take(pa.array(indices))
+        payloads = pc.binary_slice(values, HEADER_SIZE, _LONGEST_VALUE)  # one copy, end to end
+        offsets = np.frombuffer(payloads.buffers()[1], dtype=np.int32, count=payloads.offset + len(payloads) + 1)
+        offsets = offsets[payloads.offset:].astype(np.int64)
+        data = payloads.buffers()[2]
+        data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, dtype=np.uint8)
+        self.starts = offsets - offsets[0]
+        self.data = data[offsets[0]:offsets[-1]]
         self.payload = self.data.tobytes()
 
     def sizes(self, first: int, stop: int) -> np.ndarray:
