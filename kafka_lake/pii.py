@@ -101,14 +101,12 @@ class ColumnPseudonymizer:
         return "ColumnPseudonymizer(key=<hidden>)"
 
 
-_HEX_DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+_HEX_PAIRS = np.frombuffer(b"".join(b"%02x" % byte for byte in range(256)), dtype=np.uint16)  # byte → its 2 hex digits
 _DIGEST_SIZE = 32
 
 
 def _hex_strings(digests: bytes, count: int) -> pa.Array:
     """`count` digests laid end to end, as a string array of their lowercase hex."""
-    raw = np.frombuffer(digests, dtype=np.uint8)
-    text = np.empty(raw.size * 2, dtype=np.uint8)
-    text[0::2], text[1::2] = _HEX_DIGITS[raw >> 4], _HEX_DIGITS[raw & 0x0F]
+    text = _HEX_PAIRS[np.frombuffer(digests, dtype=np.uint8)].view(np.uint8)
     offsets = np.arange(0, (count + 1) * 2 * _DIGEST_SIZE, 2 * _DIGEST_SIZE, dtype=np.int32)
     return pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(text)])
