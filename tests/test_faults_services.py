@@ -129,9 +129,13 @@ def test_given_transient_s3_errors_then_every_write_is_retried_and_the_hour_land
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint_url)
 
     written = {unquote(path) for _, path in proxy.log.failed}
-    assert f"/{lake[len('s3://'):]}/{result.manifest_path}" in written
     assert all(proxy.log.forwarded[key] >= 1 for key in proxy.log.failed), "a failed write was never retried"
-    assert len(written) == len(result.manifest.files) + 1  # every data file and the manifest
+    # Every data file and the manifest, each written to a hidden temporary key and copied to its name: both
+    # writes failed once. (Folder markers that pyarrow puts behind a deleted temporary are left out.)
+    named = {path for path in written if not path.endswith("/") and not path.rsplit("/", 1)[-1].startswith(".")}
+    root = f"/{lake[len('s3://'):]}"
+    assert named == {f"{root}/{f.path}" for f in result.manifest.files} | {f"{root}/{result.manifest_path}"}
+    assert len([path for path in written if path.rsplit("/", 1)[-1].startswith(".")]) == len(named)
     assert_exactly_once(LakeStorage(lake), topic, traffic.in_hours([HOURS[1]]).produced)
 
 
