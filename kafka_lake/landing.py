@@ -1,17 +1,19 @@
 """Landing a Kafka hour: plan the slices, run them, commit the manifest, clean up.
 
 The driver's half of raw landing. Slices run through a `run_slices` callable (Spark in
-production, a plain loop in unit tests); the manifest write is the commit.
+production, a plain loop in unit tests), or are started by a `start_slices` one when consecutive
+hours land one ahead of the other; the manifest write is the commit.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Callable
+from typing import Callable, Iterator, Sequence
 
 from kafka_lake import layout
 from kafka_lake.catalog import TopicSpec
@@ -26,6 +28,7 @@ from kafka_lake.storage import LakeStorage
 log = logging.getLogger(__name__)
 
 RunSlices = Callable[[list[SliceTask]], list[SliceReport]]
+StartSlices = Callable[[list[SliceTask]], "Future[list[SliceReport]]"]  # starts them; the future has their reports
 
 
 @dataclass(frozen=True)
@@ -65,11 +68,66 @@ def land_hour(
     Offsets of the hour that expired from the log before they were landed fail the run, unless
     `accept_lost_offsets`: then the rest lands, and the loss is written to the manifest and audited.
     """
-    started = time.monotonic()
+    planned = _plan(topic, hour, settings, now or datetime.now(timezone.utc), accept_lost_offsets)
+    return _commit(topic, planned, run_slices(planned.tasks) if planned.tasks else [], settings, run_id)
+
+
+def land_hours(
+    topic: TopicSpec,
+    hours: Sequence[KafkaHour],
+    settings: LandingSettings,
+    start_slices: StartSlices,
+    now: datetime | None = None,
+    run_id: str = "",
+    accept_lost_offsets: bool = False,
+) -> Iterator[LandingResult]:
+    """Lands `hours` in order, as `land_hour` lands each, yielding each hour's result once it is committed.
+
+    The next hour is planned, and its slices started, while the one before it still runs: the cluster's
+    slots that the tail of an hour's tasks leaves idle take the next hour's tasks, and its planning no
+    longer waits for them. The next hour's plan starts where the running hour's plan ends, as it would
+    from that hour's manifest; commits stay in order. When an hour fails, the hour started after it is
+    waited for, and not committed.
+    """
     now = now or datetime.now(timezone.utc)
-    storage = LakeStorage(settings.lake_root)
-    manifests = ManifestStore(storage, topic.database, topic.table)
-    before, after = manifests.neighbours(hour)
+    running: deque[tuple[_PlannedHour, Future]] = deque()
+    previous: _PlannedHour | None = None
+    try:
+        for hour in hours:
+            ahead = previous.as_manifest(topic) if previous is not None and previous.hour.next() == hour else None
+            planned = _plan(topic, hour, settings, now, accept_lost_offsets, ahead)
+            running.append((planned, start_slices(planned.tasks) if planned.tasks else _done([])))
+            previous = planned
+            while len(running) > 1:
+                yield _commit(topic, running[0][0], running[0][1].result(), settings, run_id)
+                running.popleft()
+        while running:
+            yield _commit(topic, running[0][0], running[0][1].result(), settings, run_id)
+            running.popleft()
+    finally:
+        for _, started in running:
+            started.cancel()
+            wait([started])
+
+
+@dataclass(frozen=True)
+class _PlannedHour:
+    hour: KafkaHour
+    bounds: list[PartitionBounds]
+    tasks: list[SliceTask]
+    started: float  # time.monotonic() when planning began
+
+    def as_manifest(self, topic: TopicSpec) -> HourManifest:
+        """What this hour's manifest will say of its boundaries, before it lands."""
+        return build_manifest(topic, self.hour, self.bounds, [], "", 0.0, check_reports=False)
+
+
+def _plan(topic: TopicSpec, hour: KafkaHour, settings: LandingSettings, now: datetime, accept_lost_offsets: bool,
+          landing_before: HourManifest | None = None) -> _PlannedHour:
+    """The hour's boundaries and slice tasks. `landing_before`: the hour before, planned and still landing."""
+    started = time.monotonic()
+    before, after = ManifestStore(LakeStorage(settings.lake_root), topic.database, topic.table).neighbours(hour)
+    before = landing_before or before
     with KafkaLog(settings.kafka_config, topic.topic) as kafka_log:
         logs = kafka_log.describe_hour(hour, kafka_log.partitions(), *fixed_by_neighbours(hour, before, after))
     bounds = plan_hour(topic.topic, hour, logs, before, after, now, timedelta(minutes=topic.close_grace_minutes),
@@ -81,15 +139,28 @@ def land_hour(
                   settings.pii_key, settings.batch_size, settings.max_open_files, settings.dead_letter_key)
         for piece in slices
     ]
-    reports = run_slices(tasks) if tasks else []
-    manifest = build_manifest(topic, hour, bounds, reports, run_id, time.monotonic() - started)
+    return _PlannedHour(hour, bounds, tasks, started)
+
+
+def _commit(topic: TopicSpec, planned: _PlannedHour, reports: list[SliceReport], settings: LandingSettings,
+            run_id: str) -> LandingResult:
+    """Writes the hour's manifest (the commit), then removes the files it replaced and those of crashed attempts."""
+    storage = LakeStorage(settings.lake_root)
+    manifests = ManifestStore(storage, topic.database, topic.table)
+    manifest = build_manifest(topic, planned.hour, planned.bounds, reports, run_id, time.monotonic() - planned.started)
     # Audited before the commit: no manifest ever carries an accepted loss without its audit entry.
     audit_path = _audit_accepted_losses(storage, topic, manifest) if manifest.accepted_losses else None
-    previous = manifests.read(hour)
+    previous = manifests.read(planned.hour)
     path = manifests.write(manifest)
     replaced = _remove_replaced_files(storage, previous, manifest)
     orphans = remove_orphans(storage, topic, manifest)
-    return LandingResult(manifest, path, tuple(replaced), tuple(orphans), len(slices), audit_path)
+    return LandingResult(manifest, path, tuple(replaced), tuple(orphans), len(planned.tasks), audit_path)
+
+
+def _done(reports: list[SliceReport]) -> Future:
+    done: Future = Future()
+    done.set_result(reports)
+    return done
 
 
 def _audit_accepted_losses(storage: LakeStorage, topic: TopicSpec, manifest: HourManifest) -> str:
@@ -109,7 +180,7 @@ def _audit_accepted_losses(storage: LakeStorage, topic: TopicSpec, manifest: Hou
 
 def build_manifest(
     topic: TopicSpec, hour: KafkaHour, bounds: list[PartitionBounds], reports: list[SliceReport],
-    run_id: str, duration_s: float,
+    run_id: str, duration_s: float, check_reports: bool = True,
 ) -> HourManifest:
     by_partition: dict[int, list[SliceReport]] = {}
     for report in reports:
@@ -117,7 +188,8 @@ def build_manifest(
     partitions = []
     for bound in bounds:
         parts = by_partition.get(bound.partition, [])
-        _check_reports_tile(topic, hour, bound, parts)
+        if check_reports:
+            _check_reports_tile(topic, hour, bound, parts)
         minimums = [r.min_timestamp_ms for r in parts if r.min_timestamp_ms is not None]
         maximums = [r.max_timestamp_ms for r in parts if r.max_timestamp_ms is not None]
         partitions.append(

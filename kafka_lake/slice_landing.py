@@ -7,6 +7,7 @@ offset, and reports what it wrote; only the driver's manifest makes them part of
 from __future__ import annotations
 
 import gc
+import threading
 import time
 from collections import Counter, OrderedDict
 from contextlib import contextmanager
@@ -184,16 +185,29 @@ def _collector_held() -> Iterator[None]:
 
     Every consumed message is a tracked object: the automatic collections they trigger would walk each batch's
     messages again and again as they age, and the full ones the ~1M objects alive before the task (pyarrow's,
-    polars', Spark's). Those are frozen out of every sweep for the task's duration, and thawed after."""
-    enabled = gc.isenabled()
-    gc.disable()
-    gc.freeze()
+    polars', Spark's). Those are frozen out of every sweep for the task's duration, and thawed after. Tasks
+    sharing a process (threads) hold the collector together: the last one out restores it."""
+    global _holders, _collector_was_enabled
+    with _holders_lock:
+        if _holders == 0:
+            _collector_was_enabled = gc.isenabled()
+            gc.disable()
+            gc.freeze()
+        _holders += 1
     try:
         yield
     finally:
-        gc.unfreeze()
-        if enabled:
-            gc.enable()
+        with _holders_lock:
+            _holders -= 1
+            if _holders == 0:
+                gc.unfreeze()
+                if _collector_was_enabled:
+                    gc.enable()
+
+
+_holders_lock = threading.Lock()
+_holders = 0
+_collector_was_enabled = True
 
 
 def _land(task: SliceTask) -> SliceReport:

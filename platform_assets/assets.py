@@ -22,14 +22,14 @@ from dagster_pyspark import LazyPySparkResource
 
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.hours import KafkaHour
-from kafka_lake.landing import LandingResult, LandingSettings, land_hour
+from kafka_lake.landing import LandingResult, LandingSettings, land_hours
 from kafka_lake.manifests import ManifestStore
 from platform_assets.checks import raw_check_results, raw_check_specs
 from platform_assets.keys import dead_letters_key, raw_key
 from platform_assets.partitions import hourly_partitions
 from platform_assets.pools import landing_pool
 from resources import KafkaResource, LakeStorageResource, PiiKeyResource, SchemaRegistryResource
-from spark_jobs.landing_job import run_slices_on_spark
+from spark_jobs.landing_job import SlicesOnSpark
 
 # A backfill run lands up to a day of hours in one Spark application: one start-up per day, not per hour,
 # and a failure costs at most a day's re-run (every hour is idempotent).
@@ -103,16 +103,11 @@ def raw_landing_asset(topic: TopicSpec, embedded_metastore: bool = True):
         hours = [KafkaHour.from_partition_key(key) for key in context.partition_keys]
         results: list[LandingResult] = []
         try:
-            for hour in hours:
-                results.append(land_hour(
-                    topic,
-                    hour,
-                    settings,
-                    lambda tasks, hour=hour: run_slices_on_spark(spark, tasks, f"land {topic.topic} {hour}"),
-                    run_id=context.run.run_id,
-                    accept_lost_offsets=config.accept_lost_offsets,
-                ))
-                context.log.info(_summary_line(topic, results[-1]))
+            # Each hour's slices start while the hour before still runs; the hours commit in order.
+            for result in land_hours(topic, hours, settings, SlicesOnSpark(spark, topic.topic),
+                                     run_id=context.run.run_id, accept_lost_offsets=config.accept_lost_offsets):
+                results.append(result)
+                context.log.info(_summary_line(topic, result))
         except Exception:
             # The hours before the failure are committed: the UI shows them landed, the rest failed.
             for result in results:
