@@ -87,7 +87,7 @@ def land_hours(
     slots that the tail of an hour's tasks leaves idle take the next hour's tasks, and its planning no
     longer waits for them. The next hour's plan starts where the running hour's plan ends, as it would
     from that hour's manifest; commits stay in order. When an hour fails, the hour started after it is
-    waited for, and not committed.
+    cancelled and not committed; when an hour cannot be planned (still open), the hour before it commits.
     """
     now = now or datetime.now(timezone.utc)
     running: deque[tuple[_PlannedHour, Future]] = deque()
@@ -95,7 +95,13 @@ def land_hours(
     try:
         for hour in hours:
             ahead = previous.as_manifest(topic) if previous is not None and previous.hour.next() == hour else None
-            planned = _plan(topic, hour, settings, now, accept_lost_offsets, ahead)
+            try:
+                planned = _plan(topic, hour, settings, now, accept_lost_offsets, ahead)
+            except Exception:
+                while running:  # the hours started before an hour that cannot be planned (still open) land
+                    yield _commit(topic, running[0][0], running[0][1].result(), settings, run_id)
+                    running.popleft()
+                raise
             running.append((planned, start_slices(planned.tasks) if planned.tasks else _done([])))
             previous = planned
             while len(running) > 1:

@@ -19,6 +19,7 @@ from kafka_lake.landing import land_hour, land_hours
 from kafka_lake.manifests import ManifestStore
 from kafka_lake.settings import PlatformSettings
 from kafka_lake.slice_landing import land_slice
+from kafka_lake.slices import HourNotClosed
 from kafka_lake.storage import LakeStorage
 from platform_assets.assets import raw_landing_asset
 from platform_assets.definitions import platform_resources
@@ -199,3 +200,21 @@ def test_when_an_hour_of_a_range_fails_the_hours_before_are_committed_and_the_on
     owned = {f.path for m in ManifestStore(storage, topic.database, topic.table).all() for f in m.files}
     for stored in storage.list_files(layout.table_prefix(topic.database, topic.table)):
         assert stored.path in owned
+
+
+def test_when_the_last_hour_of_a_range_is_still_open_the_hours_before_it_land(landed_topic):
+    """A backfill selected up to the current hour: that hour is refused, the one landing ahead of it commits."""
+    topic, traffic, settings = landed_topic
+    landing = landing_settings(settings.lake_root, settings.kafka_bootstrap_servers)
+    open_hour = KafkaHour(datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0))
+    hours = [KafkaHour(HOURS[0]), KafkaHour(HOURS[1]), open_hour]
+    threads = ThreadPoolExecutor(max_workers=2)
+
+    committed = []
+    with pytest.raises(HourNotClosed):
+        for result in land_hours(topic, hours, landing, lambda tasks: threads.submit(lambda: [land_slice(t) for t in tasks])):
+            committed.append(result.manifest.hour)
+    threads.shutdown()
+
+    assert committed == [hour.partition_key for hour in hours[:2]]
+    assert ManifestStore(LakeStorage(settings.lake_root), topic.database, topic.table).landed_hours() == hours[:2]
