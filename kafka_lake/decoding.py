@@ -513,8 +513,8 @@ class BatchDecoder:
 
 _HOUR_MS = 3_600_000
 _SYNC_MARKER = b"kafka-lake-block"  # any 16 bytes: the block is ours and read once
-_SMALLEST_SPLIT = 8
-_LONGEST_VALUE = 2**31 - 1  # a binary array's 32-bit offsets hold no longer one  # below this many records, isolating a broken one costs more than fastavro does
+_SMALLEST_SPLIT = 8  # below this many records, isolating a broken one costs more than fastavro does
+_LONGEST_VALUE = 2**31 - 1  # a binary array's 32-bit offsets hold no longer one
 
 
 class _Framing:
