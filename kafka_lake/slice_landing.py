@@ -87,7 +87,6 @@ class PlacementFiles:
         self._row_group_rows = row_group_rows
         self._buffer_bytes = buffer_bytes
         self._open: OrderedDict[tuple, _OpenFile] = OrderedDict()
-        self._held = 0  # bytes held in all open files' pending rows
         self.closed: list[LandedFile] = []
 
     def write(self, key: tuple, directory: str, table: pa.Table, schema_version: int | None, hour: datetime) -> None:
@@ -97,7 +96,7 @@ class PlacementFiles:
         if current is None:
             if len(self._open) >= self._max_open:
                 _, oldest = self._open.popitem(last=False)
-                self._close(oldest)
+                self.closed.append(oldest.close())
             first_offset = table.column("_kafka_offset")[0].as_py()
             name = layout.data_file_name(self._topic.topic, self._partition, first_offset)
             kind = "data" if schema_version is not None else "dead_letter"
@@ -105,27 +104,22 @@ class PlacementFiles:
                                 schema_version, layout.hour_directory(hour))
             self._open[key] = current
         self._open.move_to_end(key)
-        self._held += current.add(table)
+        current.add(table)
         if current.pending_rows >= self._row_group_rows:
-            self._held -= current.flush()
-        while self._held > self._buffer_bytes:
-            self._held -= max(self._open.values(), key=lambda opened: opened.pending_bytes).flush()
+            current.flush()
+        while sum(opened.pending_bytes for opened in self._open.values()) > self._buffer_bytes:
+            max(self._open.values(), key=lambda opened: opened.pending_bytes).flush()
 
     def close_all(self) -> list[LandedFile]:
         while self._open:
             _, oldest = self._open.popitem(last=False)
-            self._close(oldest)
+            self.closed.append(oldest.close())
         return self.closed
 
     def abort(self) -> None:
         for opened in self._open.values():
             opened.abort()
         self._open.clear()
-        self._held = 0
-
-    def _close(self, opened: "_OpenFile") -> None:
-        self._held -= opened.pending_bytes
-        self.closed.append(opened.close())
 
 
 class _OpenFile:
@@ -141,25 +135,20 @@ class _OpenFile:
         self.pending_rows = 0
         self.pending_bytes = 0
 
-    def add(self, table: pa.Table) -> int:
-        """Holds `table`'s rows; returns the bytes now held for them."""
-        size = table.nbytes
+    def add(self, table: pa.Table) -> None:
         self._pending.append(table)
         self.pending_rows += table.num_rows
-        self.pending_bytes += size
-        return size
+        self.pending_bytes += table.nbytes
 
-    def flush(self) -> int:
-        """Writes the rows held as one row group; returns the bytes no longer held."""
+    def flush(self) -> None:
+        """Writes the rows held as one row group."""
         if not self._pending:
-            return 0
+            return
         table = self._pending[0] if len(self._pending) == 1 else pa.concat_tables(self._pending)
         if self._output is None:
             self._output = ParquetOutput(self.storage, self.path, table.schema, dictionary_columns(table))
         self._output.write(table, row_group_size=table.num_rows)
-        released = self.pending_bytes
         self._pending, self.pending_rows, self.pending_bytes = [], 0, 0
-        return released
 
     def close(self) -> LandedFile:
         self.flush()
