@@ -92,6 +92,13 @@ def land_hours(
     now = now or datetime.now(timezone.utc)
     running: deque[tuple[_PlannedHour, Future]] = deque()
     previous: _PlannedHour | None = None
+
+    def commit_oldest() -> LandingResult:
+        planned, started = running[0]
+        result = _commit(topic, planned, started.result(), settings, run_id)
+        running.popleft()
+        return result
+
     try:
         for hour in hours:
             ahead = previous.as_manifest(topic) if previous is not None and previous.hour.next() == hour else None
@@ -99,17 +106,14 @@ def land_hours(
                 planned = _plan(topic, hour, settings, now, accept_lost_offsets, ahead)
             except Exception:
                 while running:  # the hours started before an hour that cannot be planned (still open) land
-                    yield _commit(topic, running[0][0], running[0][1].result(), settings, run_id)
-                    running.popleft()
+                    yield commit_oldest()
                 raise
             running.append((planned, start_slices(planned.tasks) if planned.tasks else _done([])))
             previous = planned
             while len(running) > 1:
-                yield _commit(topic, running[0][0], running[0][1].result(), settings, run_id)
-                running.popleft()
+                yield commit_oldest()
         while running:
-            yield _commit(topic, running[0][0], running[0][1].result(), settings, run_id)
-            running.popleft()
+            yield commit_oldest()
     finally:
         for _, started in running:
             started.cancel()
