@@ -329,11 +329,9 @@ class ColumnarMapping:
     schema: pa.Schema  # the table schema, equal to `ArrowMapping.schema`
     fields: tuple[tuple[str, "_Node"], ...]
 
-    def encoded_lengths(self, decoded: pa.RecordBatch) -> np.ndarray:
-        total = np.zeros(decoded.num_rows, dtype=np.int64)
-        for name, node in self.fields:
-            total += node.lengths(decoded.column(name))
-        return total
+    def field_lengths(self, decoded: pa.RecordBatch) -> list[np.ndarray]:
+        """Per field, the bytes of each record's value in Avro's canonical encoding; their sum is the record's."""
+        return [node.lengths(decoded.column(name)) for name, node in self.fields]
 
     def misfits(self, decoded: pa.RecordBatch) -> np.ndarray:
         found = np.zeros(decoded.num_rows, dtype=bool)
@@ -343,21 +341,21 @@ class ColumnarMapping:
                 found |= mask
         return found
 
-    def misread_branches(self, decoded: pa.RecordBatch, payload: np.ndarray, starts: np.ndarray) -> np.ndarray | None:
+    def misread_branches(self, decoded: pa.RecordBatch, payload: np.ndarray, starts: np.ndarray,
+                         field_lengths: list[np.ndarray]) -> np.ndarray | None:
         """Records whose written union branch byte is not one fastavro accepts, though the reader took it.
 
         The reader folds ["null", T] into T and reads any branch index but null's as T; fastavro refuses an index
-        out of range. `starts` is where each record's bytes begin in `payload`; with every length checked, each
-        value's position is known, so the branch bytes are read where they were written.
+        out of range. `starts` is where each record's bytes begin in `payload`; with every length checked
+        (`field_lengths`), each value's position is known, so the branch bytes are read where they were written.
         """
         found, at = None, starts.astype(np.int64)
-        for name, node in self.fields:
-            column = decoded.column(name)
+        for (name, node), lengths in zip(self.fields, field_lengths):
             if node.has_branches:
-                wrong = node.misread(column, payload, at)
+                wrong = node.misread(decoded.column(name), payload, at)
                 if wrong is not None:
                     found = wrong if found is None else found | wrong
-            at = at + node.lengths(column)
+            at = at + lengths
         return found
 
     def record_columns(self, decoded: pa.RecordBatch) -> list[pa.Array]:
@@ -495,12 +493,17 @@ def _describe_type(node: AvroType) -> str:
 
 # --- vectorized helpers -------------------------------------------------------------------------------------
 
-_VARINT_STEPS = np.array([1 << shift for shift in range(7, 64, 7)], dtype=np.uint64)
-
-
 def _varint_lengths(unsigned: np.ndarray) -> np.ndarray:
-    """Bytes of Avro's variable-length encoding of already zigzagged values."""
-    return np.searchsorted(_VARINT_STEPS, unsigned.astype(np.uint64), side="right").astype(np.int64) + 1
+    """Bytes of Avro's variable-length encoding of already zigzagged values: one, and one more for each 7 bits
+    the value reaches. Only the steps the largest value reaches are compared (one for string lengths)."""
+    unsigned = unsigned.astype(np.uint64, copy=False)
+    lengths = np.ones(len(unsigned), dtype=np.int64)
+    largest = int(unsigned.max()) if len(unsigned) else 0
+    step = 1 << 7
+    while step <= largest:
+        lengths += unsigned >= np.uint64(step)
+        step <<= 7
+    return lengths
 
 
 def _zigzag_lengths(values: np.ndarray) -> np.ndarray:
@@ -756,22 +759,43 @@ class _Map(_Node):
     def misfits(self, array):
         offsets, keys, values, relative = self._entries(array)
         found = _segment_any(self.value.misfits(values), relative)
-        counts = np.diff(offsets)
-        if len(keys) and counts.max(initial=0) > 1:
-            # fastavro builds a dict: a repeated key keeps only its last value, so such maps take its path.
-            owners = np.repeat(np.arange(len(array)), counts)
-            pairs = pa.table({"owner": owners, "key": keys}).group_by(["owner", "key"]).aggregate([([], "count_all")])
-            if pairs.num_rows < len(keys):
-                repeated = pairs.filter(pc.greater(pairs["count_all"], 1))["owner"].to_numpy()
-                dupes = np.zeros(len(array), dtype=bool)
-                dupes[repeated] = True
-                found = dupes if found is None else found | dupes
-        return found
+        # fastavro builds a dict: a repeated key keeps only its last value, so such maps take its path.
+        repeated = _repeated_keys(keys, np.diff(offsets))
+        if found is None:
+            return repeated
+        return found if repeated is None else found | repeated
 
     def convert(self, array):
         _, keys, values, relative = self._entries(array)
         return pa.MapArray.from_arrays(pa.array(relative, pa.int32()), keys, self.value.convert(values),
                                        type=self.target, mask=_null_mask(array))
+
+
+_WIDEST_PAIRWISE = 8  # up to this many entries a map's keys are compared pairwise, beyond that sorted
+
+
+def _repeated_keys(keys: pa.Array, counts: np.ndarray) -> np.ndarray | None:
+    """Which maps (with `counts` entries each, their `keys` end to end) have a key twice; None: none has."""
+    widest = int(counts.max(initial=0))
+    if widest < 2:
+        return None
+    codes = pc.dictionary_encode(keys).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    owners = np.repeat(np.arange(len(counts)), counts)
+    distinct = int(codes.max()) + 1
+    if widest <= _WIDEST_PAIRWISE:
+        # Entries of a map are adjacent: an entry repeats a key iff one of the widest-1 before it has its code.
+        again = np.zeros(len(codes), dtype=bool)
+        for distance in range(1, widest):
+            again[distance:] |= (owners[distance:] == owners[:-distance]) & (codes[distance:] == codes[:-distance])
+        owners_again = owners[again]
+    else:
+        pairs = np.sort(owners * distinct + codes)
+        owners_again = pairs[1:][pairs[1:] == pairs[:-1]] // distinct
+    if not len(owners_again):
+        return None
+    repeated = np.zeros(len(counts), dtype=bool)
+    repeated[owners_again] = True
+    return repeated
 
 
 class _NullableUnion(_Node):

@@ -333,10 +333,10 @@ class BatchDecoder:
         columnar = decoding.columnar
         left: list[int] = []
         block = _SplicedPayloads(framing, indices)
-        for part, decoded, starts in _decode_block_isolating(decoding.container_header, columnar, block, left):
+        for part, decoded, starts, lengths in _decode_block_isolating(decoding.container_header, columnar, block, left):
             hours, unplaced = self._hours_of_columns(decoded, part, batch, decoding)
             refused = columnar.misfits(decoded) | unplaced
-            misread = columnar.misread_branches(decoded, block.data, starts)
+            misread = columnar.misread_branches(decoded, block.data, starts, lengths)
             keep = ~(refused if misread is None else refused | misread)
             if not keep.all():
                 left.extend(part[~keep])
@@ -571,11 +571,12 @@ class _SplicedPayloads:
         return b"".join((_zigzag(stop - first), _zigzag(len(data)), data, _SYNC_MARKER))
 
 
-def _decode_block_isolating(header: bytes, columnar: ColumnarMapping, payloads: _SplicedPayloads,
-                            left: list[int]) -> Iterator[tuple[np.ndarray, pa.RecordBatch, np.ndarray]]:
+def _decode_block_isolating(
+    header: bytes, columnar: ColumnarMapping, payloads: _SplicedPayloads, left: list[int]
+) -> Iterator[tuple[np.ndarray, pa.RecordBatch, np.ndarray, list[np.ndarray]]]:
     """Decodes the payloads as spliced blocks, yielding (record indices, decoded rows, where each record's bytes
-    start) for the stretches that decode exactly; a broken record is cut out (bisecting around it) and left for the fastavro path with its neighbours
-    that cannot be told apart from it."""
+    start, each field's encoded lengths) for the stretches that decode exactly; a broken record is cut out
+    (bisecting around it) and left for the fastavro path with its neighbours that cannot be told apart from it."""
     stretches = [(0, len(payloads.indices))]
     while stretches:
         first, stop = stretches.pop()
@@ -584,9 +585,10 @@ def _decode_block_isolating(header: bytes, columnar: ColumnarMapping, payloads: 
         decoded = _read_block(header, payloads.block(first, stop), stop - first)
         suspect = None
         if decoded is not None:
-            mismatched = np.flatnonzero(columnar.encoded_lengths(decoded) != payloads.sizes(first, stop))
+            lengths = columnar.field_lengths(decoded)
+            mismatched = np.flatnonzero(sum(lengths, np.zeros(stop - first, dtype=np.int64)) != payloads.sizes(first, stop))
             if not len(mismatched):
-                yield payloads.indices[first:stop], decoded, payloads.starts[first:stop]
+                yield payloads.indices[first:stop], decoded, payloads.starts[first:stop], lengths
                 continue
             suspect = first + int(mismatched[0])
         if stop - first <= _SMALLEST_SPLIT:

@@ -227,6 +227,12 @@ def encode_payload(schema, value) -> bytes:
     return out.getvalue()
 
 
+def map_block(keys: list[str]) -> bytes:
+    """An Avro map of ints, one block holding `keys` in this order (repeats included), each valued 1."""
+    entries = b"".join(encode_payload("string", key) + encode_payload("int", 1) for key in keys)
+    return encode_payload("long", len(keys)) + entries + b"\x00"
+
+
 @pytest.mark.parametrize(
     ("field", "payload"),
     [
@@ -237,6 +243,8 @@ def encode_payload(schema, value) -> bytes:
          struct.pack(">i", 1_000_000)),  # beyond its precision
         ({"type": "map", "values": "int"}, encode_payload({"type": "array", "items": ["string", "int"]}, [])[:0]
          + b"\x04\x02a\x02\x02a\x04\x00"),  # the key "a" twice: fastavro keeps the last
+        ({"type": "map", "values": "int"}, b"\x06\x02a\x02\x02b\x04\x02a\x06\x00"),  # "a" twice, not side by side
+        ({"type": "map", "values": "int"}, map_block([f"k{i}" for i in range(12)] + ["k3"])),  # in a wide map
         ({"type": "string", "logicalType": "uuid"}, encode_payload("string", "{3f2504e0-4f89-11d3-9a0c-0305e82c3301}")),  # braces: fastavro strips them
         ({"type": "string", "logicalType": "uuid"}, encode_payload("string", "not-a-uuid")),
         ({"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 2}, encode_payload("bytes", b"\x00\x00\x05")),
@@ -259,6 +267,20 @@ def test_given_a_value_the_columnar_reader_would_read_otherwise_then_that_record
     assert_same(columnar, reference)
     # A value out of range is named by its record; one the reader refuses is cornered by bisecting the block.
     assert len(fine) in left and len(left) <= decoding._SMALLEST_SPLIT
+
+
+def test_given_maps_wide_and_narrow_without_a_repeated_key_then_they_are_decoded_as_columns(tmp_path):
+    schema = {"type": "record", "name": "R", "fields": [{"name": "occurred_at", "type": "long"},
+                                                        {"name": "f", "type": {"type": "map", "values": "int"}}]}
+    topic = write_topic(tmp_path, [schema])
+    version = topic.version(1)
+    maps = [{}, {"a": 1}, {"a": 1, "b": 2}, {f"k{i}": i for i in range(30)}, {"b": 1, "a": 2, "c": 3}] * 3
+    values = [encode_confluent(version.registry_id, version.parsed, {"occurred_at": KAFKA_MS, "f": m}) for m in maps]
+
+    columnar, reference, left = decode_both(topic, values)
+
+    assert_same(columnar, reference)
+    assert left == []
 
 
 def _plain_values(field) -> list:
