@@ -236,7 +236,9 @@ class KafkaLog:
         idle_since = time.monotonic()
         try:
             while next_offset < end:
-                messages = consumer.consume(num_messages=min(chunk_size, 10_000), timeout=0.5)
+                # consume() waits out its timeout until it has all it asked for: never ask past the slice's end,
+                # where the log may end too (the latest hour).
+                messages = consumer.consume(num_messages=min(chunk_size, 10_000, end - next_offset), timeout=0.5)
                 if not messages:
                     if self._position(consumer, partition) >= end:
                         return

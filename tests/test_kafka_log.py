@@ -3,6 +3,8 @@ batch write time), and the refusal of an hour that is still open."""
 
 from __future__ import annotations
 
+import json
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -164,3 +166,66 @@ def test_given_a_record_after_the_hour_on_every_partition_then_the_hour_is_close
     assert [(t.slice.start, t.slice.end) for t in planned] == [(0, 2)]
     [landed] = result.manifest.partitions
     assert (landed.start, landed.end, landed.records, landed.dead_letters) == (0, 2, 2, 2)  # b"v" is no Avro
+
+
+def produce_many(bootstrap: str, topic: str, count: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 500})
+    for index in range(count):
+        producer.produce(topic, value=b"%099d" % index, partition=0)
+        if index % 10_000 == 0:
+            producer.poll(0)
+    producer.flush(30)
+    producer.produce(topic, value=b"last", partition=0)  # alone in its batch: Tansu's high watermark is then exact
+    producer.flush(30)
+
+
+class RecordingConsumer:
+    """The log's consumer, recording how many records each read asked for and from which offset."""
+
+    def __init__(self, consumer, start: int):
+        self._consumer, self.position, self.asked = consumer, start, []
+
+    def consume(self, num_messages: int, timeout: float):
+        self.asked.append((self.position, num_messages))
+        messages = self._consumer.consume(num_messages=num_messages, timeout=timeout)
+        if messages:
+            self.position = messages[-1].offset() + 1
+        return messages
+
+    def __getattr__(self, name):
+        return getattr(self._consumer, name)
+
+
+def test_given_a_slice_ending_where_the_log_ends_then_no_read_asks_for_records_past_its_end(broker):
+    # The client waits out a read's whole timeout while fewer records than asked for exist: at the log's end
+    # (the latest hour's slices), asking past the slice cost every task half a second.
+    topic = unique_topic_name()
+    broker.create_topic(topic, 1)
+    produce_many(broker.bootstrap_servers, topic, 2_499)
+    with KafkaLog(consumer_config(broker.bootstrap_servers), topic) as log:
+        assert log.bounds(0) == (0, 2_500)
+        log._consumer = recording = RecordingConsumer(log._consumer, 0)
+        read = [offset for batch in log.read_slice_batches(0, 0, 2_500, batch_size=1_000) for offset in batch.offsets]
+
+    assert read == list(range(2_500))
+    assert recording.asked and all(position + asked <= 2_500 for position, asked in recording.asked), recording.asked
+
+
+def test_given_a_slice_far_shorter_than_the_log_then_the_reader_fetches_about_a_batch_past_its_end(broker):
+    # Every record fetched past a slice's end is broker work for nothing: librdkafka keeps 100k records
+    # fetched ahead by default, and would read this whole log for a slice of 1,000.
+    topic = unique_topic_name()
+    broker.create_topic(topic, 1)
+    produce_many(broker.bootstrap_servers, topic, 120_000)
+    statistics: list[dict] = []
+    config = {**consumer_config(broker.bootstrap_servers),
+              "statistics.interval.ms": 100, "stats_cb": lambda text: statistics.append(json.loads(text))}
+    with KafkaLog(config, topic) as log:
+        read = sum(len(batch) for batch in log.read_slice_batches(0, 0, 1_000, batch_size=1_000))
+        time.sleep(0.5)  # the client's fetches settle, then it reports them
+        log._consumer.poll(0.2)
+
+    assert read == 1_000
+    fetched = statistics[-1]["rxmsgs"]
+    # 20k ahead, and the fetches that crossed that mark (Tansu answers ~1 MB each, whatever the fetch limits).
+    assert 1_000 <= fetched <= 60_000, fetched
