@@ -673,20 +673,10 @@ def _hours_of_rfc3339(column: pa.Array, present: np.ndarray) -> tuple[np.ndarray
 
 
 def _split_by_hour(table: pa.Table, hours: np.ndarray) -> Iterator[tuple[datetime, pa.Table]]:
-    """The rows of each hour, in their order: one take that sorts them by hour, then a slice per hour (one
-    filter per hour would scan every row once for each)."""
-    if len(hours) and bool((hours == hours[0]).all()):
-        yield _datetime_of_hour(hours[0]), table
-        return
-    order = np.argsort(hours, kind="stable")
-    hours, table = hours[order], table.take(pa.array(order))
-    firsts = np.flatnonzero(np.diff(hours, prepend=hours[0] - 1))
-    for first, stop in zip(firsts, [*firsts[1:], len(hours)]):
-        yield _datetime_of_hour(hours[first]), table.slice(first, stop - first)
-
-
-def _datetime_of_hour(hour: np.int64) -> datetime:
-    return datetime.fromtimestamp(int(hour) * 3600, tz=timezone.utc)
+    distinct = np.unique(hours)
+    for hour in distinct:
+        rows = table if len(distinct) == 1 else table.filter(pa.array(hours == hour))
+        yield datetime.fromtimestamp(int(hour) * 3600, tz=timezone.utc), rows
 
 
 def _in_log_order(tables: list[pa.Table]) -> pa.Table:
