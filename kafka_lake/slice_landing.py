@@ -138,7 +138,8 @@ class _OpenFile:
     def add(self, table: pa.Table) -> None:
         self._pending.append(table)
         self.pending_rows += table.num_rows
-        self.pending_bytes += table.nbytes
+        # The buffers it keeps alive, not just its rows' share: a slice of a larger table holds all of it.
+        self.pending_bytes += table.get_total_buffer_size()
 
     def flush(self) -> None:
         """Writes the rows held as one row group."""

@@ -83,6 +83,18 @@ def test_held_rows_are_written_out_once_the_buffer_is_full(storage, topic):
     assert sum(file.rows for file in landed) == 6000
 
 
+def test_a_few_rows_sliced_from_large_tables_count_the_memory_they_hold(storage, topic):
+    # A slice keeps its whole table's buffers alive: ten rows of a 5,000-row batch hold the batch.
+    files = PlacementFiles(storage, topic, 0, max_open=8, row_group_rows=1_000_000,
+                           buffer_bytes=int(rows(0, 5000).nbytes * 2.5))
+    for first in range(0, 30_000, 5000):
+        write(files, "late", rows(first, 5000).slice(0, 10))
+    landed = files.close_all()
+
+    assert [file.rows for file in landed] == [60]
+    assert read(storage, landed[0].path).metadata.num_row_groups > 1, "the held slices were written out early"
+
+
 def test_at_most_max_open_files_and_the_least_recently_used_closes_first(storage, topic):
     files = PlacementFiles(storage, topic, 0, max_open=2)
     write(files, "a", rows(0, 10))
