@@ -25,7 +25,7 @@ from kafka_lake.decoding import BatchDecoder, CatalogSchemas, DecodedBatch, Regi
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka_log import KafkaLog
 from kafka_lake.manifests import LandedFile
-from kafka_lake.parquet_output import ParquetOutput, dictionary_columns
+from kafka_lake.parquet_output import ParquetOutput, dictionary_columns, statistics_columns
 from kafka_lake.slices import OffsetSlice
 from kafka_lake.storage import LakeStorage
 
@@ -147,7 +147,8 @@ class _OpenFile:
             return
         table = self._pending[0] if len(self._pending) == 1 else pa.concat_tables(self._pending)
         if self._output is None:
-            self._output = ParquetOutput(self.storage, self.path, table.schema, dictionary_columns(table))
+            self._output = ParquetOutput(self.storage, self.path, table.schema, dictionary_columns(table),
+                                         statistics_columns(table.schema))
         self._output.write(table, row_group_size=table.num_rows)
         self._pending, self.pending_rows, self.pending_bytes = [], 0, 0
 

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from kafka_lake.catalog import load_catalog
-from kafka_lake.parquet_output import dictionary_columns
+from kafka_lake.parquet_output import dictionary_columns, statistics_columns
 from kafka_lake.slice_landing import PlacementFiles
 from kafka_lake.storage import LakeStorage
 
@@ -132,6 +132,22 @@ def test_dictionaries_only_for_columns_whose_values_repeat(storage, topic):
     assert "RLE_DICTIONARY" in encodings["country"] and "RLE_DICTIONARY" in encodings["client.agent"]
     assert "RLE_DICTIONARY" not in encodings["view_id"] and "RLE_DICTIONARY" not in encodings["client.ip"]
     assert "RLE_DICTIONARY" not in encodings["_kafka_offset"]
+
+
+def test_statistics_only_for_columns_whose_min_and_max_can_prune():
+    table = rows(0, 100).append_column("seen", pa.array([[offset] for offset in range(100)], pa.list_(pa.int64())))
+    assert statistics_columns(table.schema) == ["_kafka_offset", "seen.list.element"]
+
+
+def test_landing_files_keep_statistics_for_numbers_and_times_only(storage, topic):
+    files = PlacementFiles(storage, topic, 0, max_open=4)
+    write(files, "main", rows(100, 500))
+    [landed] = files.close_all()
+
+    chunks = read(storage, landed.path).metadata.row_group(0)
+    stats = {chunks.column(i).path_in_schema: chunks.column(i).statistics for i in range(chunks.num_columns)}
+    assert (stats["_kafka_offset"].min, stats["_kafka_offset"].max) == (100, 599)
+    assert stats["view_id"] is None and stats["client.ip"] is None
 
 
 def test_list_and_map_items_keep_their_dictionary():
