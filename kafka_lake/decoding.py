@@ -659,16 +659,44 @@ def _present(array: pa.Array) -> np.ndarray:
     return np.asarray(array.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
 
 
+# The RFC 3339 texts the columns place themselves: ASCII digits, a fixed-width date and time, an optional fraction
+# and a zone. Whatever else `_RFC3339` admits (other digits, odd fields) is left to `parse_event_time`, record by record.
+_PLAIN_RFC3339 = r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
+
+
 def _hours_of_rfc3339(column: pa.Array, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(epoch hour per row, rows left to `parse_event_time`): the hour `parse_event_time` gives, computed as columns
+    for the texts whose fields are all in range, and for years 1971..9998, where no zone offset can take the UTC
+    time out of 1970..9999. The rest (an impossible date, a leap second, an offset of 24 hours or more, any other
+    form) is left to the record path, which places it or says why it cannot."""
+    plain = pc.fill_null(pc.match_substring_regex(column, _PLAIN_RFC3339), False).to_numpy(zero_copy_only=False)
+    plain &= present
+    texts = column.filter(pa.array(plain))
+
+    def number(start: int, stop: int | None = None) -> np.ndarray:
+        return pc.cast(pc.utf8_slice_codeunits(texts, start, stop), pa.int64()).to_numpy()
+
+    year, month, day = number(0, 4), number(5, 7), number(8, 10)
+    hour, minute, second = number(11, 13), number(14, 16), number(17, 19)
+    utc = pc.match_substring_regex(texts, "[Zz]$").to_numpy(zero_copy_only=False)
+    zone = pc.if_else(pa.array(utc), pa.scalar("+00:00"), pc.utf8_slice_codeunits(texts, -6))
+    zone_sign = np.where(pc.starts_with(zone, "-").to_numpy(zero_copy_only=False), -1, 1)
+    zone_hours = pc.cast(pc.utf8_slice_codeunits(zone, 1, 3), pa.int64()).to_numpy()
+    zone_minutes = pc.cast(pc.utf8_slice_codeunits(zone, 4, 6), pa.int64()).to_numpy()
+
+    months = ((year - 1970) * 12 + month - 1).astype("datetime64[M]")
+    first_day = months.astype("datetime64[D]")
+    month_days = ((months + 1).astype("datetime64[D]") - first_day).astype(np.int64)
+    in_range = ((year >= 1971) & (year <= 9998) & (month >= 1) & (month <= 12) & (day >= 1) & (day <= month_days)
+                & (hour <= 23) & (minute <= 59) & (second <= 59) & (zone_hours * 60 + zone_minutes < 24 * 60))
+    local_minutes = (first_day.astype(np.int64) + day - 1) * 1440 + hour * 60 + minute
+    utc_hours = (local_minutes - zone_sign * (zone_hours * 60 + zone_minutes)) // 60
+
     hours = np.zeros(len(column), dtype=np.int64)
-    unplaced = ~present
-    for index, text in enumerate(column.to_pylist()):
-        if not present[index]:
-            continue
-        try:
-            hours[index] = int(parse_event_time(text).timestamp()) // 3600
-        except ValueError:
-            unplaced[index] = True
+    placed = np.flatnonzero(plain)[in_range]
+    hours[placed] = utc_hours[in_range]
+    unplaced = np.ones(len(column), dtype=bool)
+    unplaced[placed] = False
     return hours, unplaced
 
 

@@ -18,6 +18,7 @@ import uuid
 from decimal import Decimal
 
 import fastavro
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -526,3 +527,50 @@ def test_given_zoo_records_with_flipped_bytes_when_decoded_both_ways_then_the_ba
     columnar, reference, _ = decode_both(zoo, [bytes(payload) for payload in payloads])
 
     assert_same(columnar, reference)
+
+
+# --- event times as text ------------------------------------------------------------------------------------
+
+_FIELD = st.integers(0, 99).map("{:02d}".format)
+RFC3339_TEXTS = st.one_of(
+    st.builds(
+        "{}-{}-{}{}{}:{}:{}{}{}".format,
+        st.one_of(st.sampled_from([0, 1969, 1970, 1971, 2024, 2026, 9998, 9999]), st.integers(0, 9999)).map("{:04d}".format),
+        st.integers(0, 13).map("{:02d}".format), st.integers(0, 32).map("{:02d}".format), st.sampled_from("Tt "),
+        st.integers(0, 25).map("{:02d}".format), st.integers(0, 61).map("{:02d}".format), _FIELD,
+        st.sampled_from(["", ".5", ".123456789", "."]),
+        st.one_of(st.sampled_from(["Z", "z", ""]),
+                  st.builds("{}{}:{}".format, st.sampled_from("+-"), st.integers(0, 25).map("{:02d}".format), _FIELD)),
+    ),
+    st.text(max_size=30),
+    st.none(),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(texts=st.lists(RFC3339_TEXTS, max_size=30), skipped=st.integers(0, 3))
+def test_given_event_times_as_text_then_the_columns_place_each_in_the_hour_parse_event_time_gives(texts, skipped):
+    column = pa.array(["2026-11-01T13:05:00Z"] * skipped + texts, pa.string()).slice(skipped)  # offset, as a field's
+
+    hours, unplaced = decoding._hours_of_rfc3339(column, column.is_valid().to_numpy(zero_copy_only=False))
+
+    for text, hour, left in zip(texts, hours, unplaced):
+        try:
+            expected = int(decoding.parse_event_time(text).timestamp()) // 3600
+        except ValueError:
+            expected = None
+        if not left:
+            assert hour == expected, text
+        else:  # left to the record path: one it refuses, or outside the plain form the columns read
+            assert expected is None or not text.isascii() or not 1971 <= int(text[:4]) <= 9998, text
+
+
+def test_given_plain_event_times_as_text_then_the_columns_place_them_all():
+    texts = ["2026-11-01T13:05:00Z", "2026-11-01t13:05:00.5-01:30", "2024-02-29 23:59:59.999999999+23:59",
+             "2026-12-31T23:30:00-00:30", "1971-01-01T00:00:00z", "9998-12-31T23:59:59Z"]
+    column = pa.array(texts)
+
+    hours, unplaced = decoding._hours_of_rfc3339(column, np.ones(len(texts), dtype=bool))
+
+    assert not unplaced.any()
+    assert hours.tolist() == [int(decoding.parse_event_time(text).timestamp()) // 3600 for text in texts]
