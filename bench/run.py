@@ -72,7 +72,10 @@ def raw_consume(bootstrap: str, topic: str, partitions: int) -> Measured:
             consumer.assign([TopicPartition(topic, partition, low)])
             seen = 0
             while seen < high - low:
-                messages = consumer.consume(num_messages=10_000, timeout=1.0)
+                # consume() waits out its timeout until it has all it asked for: asking past the partition's end
+                # idled a second per partition, a third of a 2M-record run, and made the ceiling look three
+                # times lower than it is.
+                messages = consumer.consume(num_messages=min(10_000, high - low - seen), timeout=1.0)
                 values = list(map(Message.value, messages))
                 seen += len(values)
             consumer.unassign()
@@ -142,7 +145,8 @@ class WorkerMemory:
                     continue
 
 
-def spark_session():
+def spark_session() -> tuple[object, float]:
+    """A `local[2]` session with both Python workers warm, and the seconds warming them took."""
     from pyspark.sql import SparkSession
 
     from resources.spark import spark_config, use_this_python_for_workers
@@ -154,11 +158,10 @@ def spark_session():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
-    _warm_workers(session)
-    return session
+    return session, _warm_workers(session)
 
 
-def _warm_workers(session) -> None:
+def _warm_workers(session) -> float:
     """Both Python workers started, the landing code imported in each, before the clock starts: like the JVM's
     start-up, a cost a Spark session pays once (timed alone and printed), not one per record."""
     started = time.monotonic()
@@ -168,7 +171,9 @@ def _warm_workers(session) -> None:
     imported = session.sparkContext.parallelize(range(cores), cores).barrier().mapPartitions(
         lambda rows: [__import__("kafka_lake.slice_landing").__name__]).collect()
     assert len(imported) == cores, imported
-    print(f"Spark Python workers started, landing code imported in each: {time.monotonic() - started:.1f} s", flush=True)
+    seconds = time.monotonic() - started
+    print(f"Spark Python workers started, landing code imported in each: {seconds:.1f} s", flush=True)
+    return seconds
 
 
 def platform_landing(spark, bootstrap: str, topic, hours, lake_root: str) -> tuple[Measured, int]:
@@ -256,8 +261,9 @@ def main(argv: list[str] | None = None) -> int:
         with TansuBroker(log_file=os.path.join(work, "tansu-landing.log")) as broker:
             bootstrap = broker.bootstrap_servers
             produce_page_views(bootstrap, topic, hours, args.records, PARTITIONS)  # the same records
-            spark = spark_session()
+            spark, warm_up = spark_session()
             landing, worker_peak_kb = platform_landing(spark, bootstrap, topic, hours, os.path.join(work, "lake"))
+            landing.note += f"; before it, {warm_up:.1f} s starting the Python workers (once per Spark application)"
             rows.append(landing)
             print(f"{landing.name}: {landing.rate:,.0f} records/s; Spark Python worker peak RSS "
                   f"{worker_peak_kb / 1024:.0f} MiB", flush=True)
