@@ -47,10 +47,15 @@ class Measured:
     records: int
     seconds: float
     note: str = ""
+    cpu_seconds: float | None = None  # of every process the measure ran, the broker included
 
     @property
     def rate(self) -> float:
         return self.records / self.seconds if self.seconds else 0.0
+
+    @property
+    def cpu_us_per_record(self) -> str:
+        return f"{self.cpu_seconds / self.records * 1e6:.2f}" if self.cpu_seconds is not None and self.records else "-"
 
 
 def machine() -> str:
@@ -59,13 +64,34 @@ def machine() -> str:
     return f"{os.cpu_count()} cores ({cpu}), {memory_kb / 2**20:.1f} GiB memory, {platform.platform()}, Python {platform.python_version()}"
 
 
+def cpu_seconds() -> float:
+    """User and system CPU seconds of this process and every process under it (the broker, Spark's JVM and its
+    Python workers), with what they have reaped: all the measure cost the machine, whatever else shares it."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    parents, used = {}, {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended while we looked
+        parents[int(pid)] = int(fields[1])
+        used[int(pid)] = sum(map(int, fields[11:15])) / ticks  # utime, stime, cutime, cstime
+    ours = {os.getpid()}
+    while True:
+        found = {pid for pid, parent in parents.items() if parent in ours} - ours
+        if not found:
+            return sum(used[pid] for pid in ours)
+        ours |= found
+
+
 # --- (a) the ceiling ----------------------------------------------------------------------------------------
 
 
 def raw_consume(bootstrap: str, topic: str, partitions: int) -> Measured:
     """One consumer, values only: what reading the log costs with nothing done to the records."""
     consumer = Consumer(consumer_config(bootstrap))
-    total, started = 0, time.monotonic()
+    total, started, used = 0, time.monotonic(), cpu_seconds()
     try:
         for partition in range(partitions):
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
@@ -82,7 +108,8 @@ def raw_consume(bootstrap: str, topic: str, partitions: int) -> Measured:
             total += seen
     finally:
         consumer.close()
-    return Measured("(a) raw consume, 1 consumer, values only", total, time.monotonic() - started)
+    return Measured("(a) raw consume, 1 consumer, values only", total, time.monotonic() - started,
+                    cpu_seconds=cpu_seconds() - used)
 
 
 # --- (b) the naive valve --------------------------------------------------------------------------------------
@@ -93,7 +120,7 @@ def naive_valve(bootstrap: str, topic, lake_root: str, records: int, partitions:
     the columnar path, over the first `records` records."""
     storage = LakeStorage(lake_root)
     decoder = BatchDecoder(topic, CatalogSchemas(topic), PII_KEY, columnar=False)
-    total, started = 0, time.monotonic()
+    total, started, used = 0, time.monotonic(), cpu_seconds()
     with KafkaLog(consumer_config(bootstrap), topic.topic) as log:
         for partition in range(partitions):
             files = PlacementFiles(storage, topic, partition, 16)
@@ -105,7 +132,7 @@ def naive_valve(bootstrap: str, topic, lake_root: str, records: int, partitions:
                 total += len(batch)
             files.close_all()
     return Measured("(b) naive valve: per-record fastavro + pyarrow, 1 process", total, time.monotonic() - started,
-                    f"first {total:,} records")
+                    f"first {total:,} records", cpu_seconds() - used)
 
 
 # --- (c) the platform on Spark --------------------------------------------------------------------------------
@@ -183,12 +210,12 @@ def platform_landing(spark, bootstrap: str, topic, hours, lake_root: str) -> tup
 
     settings = LandingSettings(lake_root=lake_root, kafka_config=consumer_config(bootstrap), pii_key=PII_KEY)
     with WorkerMemory() as memory:
-        started = time.monotonic()
+        started, used = time.monotonic(), cpu_seconds()
         results = list(land_hours(topic, [KafkaHour(hour) for hour in hours], settings,
                                   SlicesOnSpark(spark, topic.topic), now=hours[-1] + timedelta(hours=3)))
         records = sum(p.records for result in results for p in result.manifest.partitions)
         whole = Measured("(c) platform landing on Spark local[2], end to end", records, time.monotonic() - started,
-                         f"{len(hours)} hours in one run: planning + tasks + commits")
+                         f"{len(hours)} hours in one run: planning + tasks + commits", cpu_seconds() - used)
     return whole, memory.peak_kb
 
 
@@ -199,13 +226,15 @@ def slice_task_rss(bootstrap: str, topic, hours, records: int, lake_root: str) -
     """Lands offsets [0, records) of the long-slice topic as one task in a fresh process; (rate, peak RSS MiB)."""
     command = [sys.executable, "-m", "bench.run", "--one-slice", bootstrap, topic.topic, str(records), lake_root,
                hours[0].isoformat()]
-    started = time.monotonic()
+    started, used = time.monotonic(), cpu_seconds()
     child = subprocess.Popen(command)
     _, status, usage = os.wait4(child.pid, 0)
     if status != 0:
         raise RuntimeError(f"the slice task of {records:,} records failed (status {status})")
     seconds = time.monotonic() - started
-    return Measured(f"(d) one landing task, slice of {records:,}", records, seconds, "fresh process"), usage.ru_maxrss / 1024
+    measured = Measured(f"(d) one landing task, slice of {records:,}", records, seconds, "fresh process",
+                        cpu_seconds() - used)
+    return measured, usage.ru_maxrss / 1024
 
 
 def one_slice(bootstrap: str, kafka_topic: str, records: int, lake_root: str, first_hour: str) -> None:
@@ -285,10 +314,13 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
 
     print()
-    print(f"| {'path':<62} | {'records':>10} | {'seconds':>8} | {'records/s':>10} | note")
-    print(f"|{'-' * 64}|{'-' * 12}|{'-' * 10}|{'-' * 12}|------")
+    print("CPU µs/record: user + system CPU of every process of the measure (the broker, Spark's JVM and Python "
+          "workers included) per record; two cores give 2 s of CPU a second")
+    print(f"| {'path':<62} | {'records':>10} | {'seconds':>8} | {'records/s':>10} | {'CPU µs/record':>13} | note")
+    print(f"|{'-' * 64}|{'-' * 12}|{'-' * 10}|{'-' * 12}|{'-' * 15}|------")
     for row in rows:
-        print(f"| {row.name:<62} | {row.records:>10,} | {row.seconds:>8.1f} | {row.rate:>10,.0f} | {row.note}")
+        print(f"| {row.name:<62} | {row.records:>10,} | {row.seconds:>8.1f} | {row.rate:>10,.0f} | "
+              f"{row.cpu_us_per_record:>13} | {row.note}")
     peak = max(peaks.values(), default=worker_peak_kb / 1024)
     print(f"RESULT landing_rows_per_s={landing.rate:.0f} ceiling_rows_per_s={ceiling.rate:.0f} "
           f"vs_ceiling={landing.rate / ceiling.rate:.2f} vs_naive={landing.rate / naive.rate:.2f} "
