@@ -661,6 +661,7 @@ def _present(array: pa.Array) -> np.ndarray:
 
 # The RFC 3339 texts the columns place themselves: ASCII digits, a fixed-width date and time, an optional fraction
 # and a zone. Whatever else `_RFC3339` admits (other digits, odd fields) is left to `parse_event_time`, record by record.
+_DAY_MINUTES = 24 * 60
 _PLAIN_RFC3339 = r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
 
 
@@ -673,24 +674,20 @@ def _hours_of_rfc3339(column: pa.Array, present: np.ndarray) -> tuple[np.ndarray
     plain &= present
     texts = column.filter(pa.array(plain))
 
-    def number(start: int, stop: int | None = None) -> np.ndarray:
-        return pc.cast(pc.utf8_slice_codeunits(texts, start, stop), pa.int64()).to_numpy()
-
-    year, month, day = number(0, 4), number(5, 7), number(8, 10)
-    hour, minute, second = number(11, 13), number(14, 16), number(17, 19)
+    year, month, day = _number_at(texts, 0, 4), _number_at(texts, 5, 7), _number_at(texts, 8, 10)
+    hour, minute, second = _number_at(texts, 11, 13), _number_at(texts, 14, 16), _number_at(texts, 17, 19)
     utc = pc.match_substring_regex(texts, "[Zz]$").to_numpy(zero_copy_only=False)
     zone = pc.if_else(pa.array(utc), pa.scalar("+00:00"), pc.utf8_slice_codeunits(texts, -6))
     zone_sign = np.where(pc.starts_with(zone, "-").to_numpy(zero_copy_only=False), -1, 1)
-    zone_hours = pc.cast(pc.utf8_slice_codeunits(zone, 1, 3), pa.int64()).to_numpy()
-    zone_minutes = pc.cast(pc.utf8_slice_codeunits(zone, 4, 6), pa.int64()).to_numpy()
+    zone_minutes = _number_at(zone, 1, 3) * 60 + _number_at(zone, 4, 6)
 
     months = ((year - 1970) * 12 + month - 1).astype("datetime64[M]")
     first_day = months.astype("datetime64[D]")
     month_days = ((months + 1).astype("datetime64[D]") - first_day).astype(np.int64)
     in_range = ((year >= 1971) & (year <= 9998) & (month >= 1) & (month <= 12) & (day >= 1) & (day <= month_days)
-                & (hour <= 23) & (minute <= 59) & (second <= 59) & (zone_hours * 60 + zone_minutes < 24 * 60))
-    local_minutes = (first_day.astype(np.int64) + day - 1) * 1440 + hour * 60 + minute
-    utc_hours = (local_minutes - zone_sign * (zone_hours * 60 + zone_minutes)) // 60
+                & (hour <= 23) & (minute <= 59) & (second <= 59) & (zone_minutes < _DAY_MINUTES))
+    local_minutes = (first_day.astype(np.int64) + day - 1) * _DAY_MINUTES + hour * 60 + minute
+    utc_hours = (local_minutes - zone_sign * zone_minutes) // 60
 
     hours = np.zeros(len(column), dtype=np.int64)
     placed = np.flatnonzero(plain)[in_range]
@@ -698,6 +695,11 @@ def _hours_of_rfc3339(column: pa.Array, present: np.ndarray) -> tuple[np.ndarray
     unplaced = np.ones(len(column), dtype=bool)
     unplaced[placed] = False
     return hours, unplaced
+
+
+def _number_at(texts: pa.Array, start: int, stop: int) -> np.ndarray:
+    """The digits at [start, stop) of each text, as a number."""
+    return pc.cast(pc.utf8_slice_codeunits(texts, start, stop), pa.int64()).to_numpy()
 
 
 def _split_by_hour(table: pa.Table, hours: np.ndarray) -> Iterator[tuple[datetime, pa.Table]]:

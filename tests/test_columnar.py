@@ -531,16 +531,18 @@ def test_given_zoo_records_with_flipped_bytes_when_decoded_both_ways_then_the_ba
 
 # --- event times as text ------------------------------------------------------------------------------------
 
-_FIELD = st.integers(0, 99).map("{:02d}".format)
+def _digits(highest: int) -> st.SearchStrategy[str]:
+    """Two-digit fields from 00 to `highest`, past the valid ones, so out-of-range values are drawn too."""
+    return st.integers(0, highest).map("{:02d}".format)
+
+
 RFC3339_TEXTS = st.one_of(
     st.builds(
         "{}-{}-{}{}{}:{}:{}{}{}".format,
         st.one_of(st.sampled_from([0, 1969, 1970, 1971, 2024, 2026, 9998, 9999]), st.integers(0, 9999)).map("{:04d}".format),
-        st.integers(0, 13).map("{:02d}".format), st.integers(0, 32).map("{:02d}".format), st.sampled_from("Tt "),
-        st.integers(0, 25).map("{:02d}".format), st.integers(0, 61).map("{:02d}".format), _FIELD,
+        _digits(13), _digits(32), st.sampled_from("Tt "), _digits(25), _digits(61), _digits(99),
         st.sampled_from(["", ".5", ".123456789", "."]),
-        st.one_of(st.sampled_from(["Z", "z", ""]),
-                  st.builds("{}{}:{}".format, st.sampled_from("+-"), st.integers(0, 25).map("{:02d}".format), _FIELD)),
+        st.one_of(st.sampled_from(["Z", "z", ""]), st.builds("{}{}:{}".format, st.sampled_from("+-"), _digits(25), _digits(99))),
     ),
     st.text(max_size=30),
     st.none(),
