@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from bisect import bisect_left
+from dataclasses import dataclass
 from operator import itemgetter
 from typing import Iterator
 
@@ -16,6 +17,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from kafka_lake.decoding import KafkaBatch
 from kafka_lake.hours import KafkaHour
+from kafka_lake.settings import ISOLATION_LEVEL, check_client_properties
 from kafka_lake.slices import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -37,7 +39,11 @@ class SliceReadError(RuntimeError):
 
 
 def consumer_config(bootstrap_servers: str, client_properties: dict[str, str] | None = None) -> dict:
-    """librdkafka settings for reading exact offset ranges: no group commits, short fetch waits."""
+    """librdkafka settings for reading exact offset ranges: committed records only, no group commits, short
+    fetch waits. An operator's `isolation.level` other than read_committed is refused: aborted and
+    uncommitted records would land as rows."""
+    client_properties = dict(client_properties or {})
+    check_client_properties(client_properties)
     config = {
         "bootstrap.servers": bootstrap_servers,
         "group.id": "kafka-lake-landing",
@@ -45,6 +51,9 @@ def consumer_config(bootstrap_servers: str, client_properties: dict[str, str] | 
         "enable.auto.offset.store": False,
         "auto.offset.reset": "error",
         "enable.partition.eof": False,
+        # Aborted transactions never land, and a transaction still open ends the readable log (its last
+        # stable offset): a read_committed consumer sees exactly the records that will stay.
+        "isolation.level": ISOLATION_LEVEL,
         # Short: a boundary search reads dozens of single records; a fetch must not idle waiting for more.
         "fetch.wait.max.ms": 2,
         "fetch.max.bytes": 64 * 1024 * 1024,
@@ -60,8 +69,39 @@ def consumer_config(bootstrap_servers: str, client_properties: dict[str, str] | 
         "socket.timeout.ms": 10000,
         "log_level": 3,
     }
-    config.update(client_properties or {})
+    config.update(client_properties)
     return config
+
+
+@dataclass(frozen=True)
+class LogBounds:
+    """A partition's log as read, not as told: `end` is confirmed by reading at it."""
+
+    start: int  # the first offset kept
+    end: int  # no committed record is readable at or after it: the last stable offset under read_committed
+    high_watermark: int  # past `end` while a transaction is open: [end, high_watermark) is not yet decided
+    reported_end: int  # what the broker's ListOffsets answered; differs from `end` on a broker that under-reports
+
+
+# A boundary B of time T is Kafka's: the first offset whose record is stamped at or after T. It is checked by
+# reading the record at B and this many offsets before it (producers' clocks disagree, so a record stamped
+# after T can sit a little before one stamped before it); a record stamped at or after T in that window moves
+# B back to it, window after window, up to the limit below.
+BOUNDARY_WINDOW = 2_000
+_MAX_WINDOWS_BACK = 64
+# How long a probe waits for a record or the end of the log before concluding it asked past the end.
+_PROBE_WAIT_S = 0.3
+_WINDOW_FETCHES = {"fetch.max.bytes": 1024 * 1024, "max.partition.fetch.bytes": 1024 * 1024,
+                   "queued.min.messages": BOUNDARY_WINDOW}
+
+
+@dataclass(frozen=True)
+class _Probe:
+    """What a single read at an offset found: a record at or after it, the end of the log there, or nothing."""
+
+    record: tuple[int, int] | None = None  # (offset, timestamp ms)
+    end: int | None = None  # the offset where the log ends, as the fetch said (the probe asked at or before it)
+    high_watermark: int | None = None  # the fetch's high watermark
 
 
 class KafkaLog:
@@ -72,11 +112,13 @@ class KafkaLog:
         self._config = config
         self._consumer = Consumer(config)
         self._prober: Consumer | None = None  # reads single records; made on the first
+        self._windows: Consumer | None = None  # reads the records before a boundary; made on the first
 
     def close(self) -> None:
         self._consumer.close()
-        if self._prober is not None:
-            self._prober.close()
+        for consumer in (self._prober, self._windows):
+            if consumer is not None:
+                consumer.close()
 
     def __enter__(self) -> "KafkaLog":
         return self
@@ -96,11 +138,75 @@ class KafkaLog:
         return sorted(topic.partitions)
 
     def bounds(self, partition: int) -> tuple[int, int]:
-        """(log start, log end) of a partition: the first offset kept and the high watermark."""
+        """(log start, log end) of a partition, the end confirmed by reading at it."""
+        found = self.log_bounds(partition)
+        return found.start, found.end
+
+    def log_bounds(self, partition: int) -> LogBounds:
+        """The partition's log start and its end as read: the broker's answer is confirmed by a read at it, and
+        where records are readable past it (a broker that under-reports its high watermark, or its last stable
+        offset while a transaction is open), the end is found by reading."""
         try:
-            return self._consumer.get_watermark_offsets(TopicPartition(self.topic, partition), timeout=_TIMEOUT_S)
+            start, reported = self._consumer.get_watermark_offsets(TopicPartition(self.topic, partition), timeout=_TIMEOUT_S)
         except KafkaException as error:
             raise KafkaUnavailable(f"{self.topic} partition {partition}: cannot read log bounds: {error}") from None
+        probe = self._probe(partition, max(reported, start))
+        if probe.end is not None:
+            return LogBounds(start, probe.end, max(probe.high_watermark or 0, probe.end), reported)
+        end, high_watermark = self._readable_end(partition, start, reported, probe)
+        log.warning(
+            "%s[%d]: the broker reports the log ends at offset %d, but committed records are readable up to offset "
+            "%d; landing reads up to %d", self.topic, partition, reported, end, end,
+        )
+        return LogBounds(start, end, max(high_watermark, end), reported)
+
+    def _readable_end(self, partition: int, start: int, reported: int, first: _Probe) -> tuple[int, int]:
+        """(end, high watermark) where the broker's reported end is contradicted by `first`: a bisection between
+        the last record read and the fetch's high watermark, each probe reading a record, the end, or nothing."""
+        low = first.record[0] + 1 if first.record else start  # the end is at or after `low`
+        high = max(first.high_watermark or 0, low)  # and, as far as known, at or before `high`
+        high_watermark = first.high_watermark or 0
+        while True:
+            probe = self._probe(partition, high if low == high else (low + high + 1) // 2)
+            high_watermark = max(high_watermark, probe.high_watermark or 0)
+            if probe.end is not None:
+                return probe.end, high_watermark
+            if probe.record is not None:
+                low = probe.record[0] + 1
+                high = max(high, low)
+            elif low == high:
+                raise KafkaUnavailable(
+                    f"{self.topic} partition {partition}: the broker reports the log ends at offset {reported}, but "
+                    f"records are readable past it and no read finds where it really ends (at or after offset {low})"
+                )
+            else:
+                high = (low + high + 1) // 2 - 1
+
+    def _probe(self, partition: int, offset: int) -> _Probe:
+        """One read at `offset` with end-of-log events on: the first record at or after it, or the end of the
+        log if the fetch says it is there, or nothing (asked past the end) after a short wait."""
+        consumer = self._probe_consumer()
+        consumer.assign([TopicPartition(self.topic, partition, offset)])
+        try:
+            deadline = time.monotonic() + _PROBE_WAIT_S
+            while time.monotonic() < deadline:
+                for message in consumer.consume(num_messages=1, timeout=0.05):
+                    error = message.error()
+                    if error is None:
+                        return _Probe(record=(message.offset(), message.timestamp()[1]),
+                                      high_watermark=self._cached_high_watermark(consumer, partition))
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        return _Probe(end=message.offset(), high_watermark=self._cached_high_watermark(consumer, partition))
+                    if error.code() == KafkaError.OFFSET_OUT_OF_RANGE:
+                        return _Probe()
+                    self._raise_for(error, partition, offset)
+            return _Probe()
+        finally:
+            consumer.unassign()
+
+    def _cached_high_watermark(self, consumer: Consumer, partition: int) -> int | None:
+        _, high = consumer.get_watermark_offsets(TopicPartition(self.topic, partition), cached=True)
+        return high if high >= 0 else None
 
     def describe_hour(
         self, hour: KafkaHour, partitions: list[int], known_starts: set[int] = frozenset(), known_ends: set[int] = frozenset(),
@@ -109,32 +215,70 @@ class KafkaLog:
         (searching record timestamps costs dozens of reads when the broker's answer is wrong)."""
         logs = []
         for partition in partitions:
-            log_start, log_end = self.bounds(partition)
-            lookup = lambda moment_ms: self.first_offset_at_or_after(partition, moment_ms, log_start, log_end)  # noqa: E731
+            bounds = self.log_bounds(partition)
+            lookup = lambda moment_ms: self.first_offset_at_or_after(partition, moment_ms, bounds.start, bounds.end)  # noqa: E731
             logs.append(
                 PartitionLog(
                     partition=partition,
-                    log_start=log_start,
-                    log_end=log_end,
+                    log_start=bounds.start,
+                    log_end=bounds.end,
                     first_at_or_after_hour_start=None if partition in known_starts else lookup(hour.start_ms),
                     first_at_or_after_hour_end=None if partition in known_ends else lookup(hour.end_ms),
+                    high_watermark=bounds.high_watermark,
+                    reported_end=bounds.reported_end,
                 )
             )
         return logs
 
     def first_offset_at_or_after(self, partition: int, timestamp_ms: int, log_start: int, log_end: int) -> int | None:
-        """The first offset whose record timestamp is ≥ `timestamp_ms`, or None if no record is yet."""
+        """The first offset whose record is stamped at or after `timestamp_ms`, or None if no record is yet.
+
+        The broker's time lookup is a candidate only: it stands once the record at it is stamped at or after the
+        time and the records before it (`BOUNDARY_WINDOW` of them) are stamped before; otherwise record timestamps
+        are searched. Control markers and aborted records are not records here: reads skip them."""
         if log_start >= log_end:
             return None
         answer = self._broker_lookup(partition, timestamp_ms)
-        if answer is not None and self._lookup_holds(partition, timestamp_ms, answer, log_start, log_end):
-            # -1 is Kafka's "no record at or after": the same answer as the log end, not an offset.
-            return None if answer < 0 or answer >= log_end else answer
-        log.info(
-            "%s[%d]: the broker's time lookup for %d answered %s, which the records around it contradict; "
-            "searching record timestamps", self.topic, partition, timestamp_ms, answer,
-        )
-        return self._search(partition, timestamp_ms, log_start, log_end)
+        # -1 is Kafka's "no record at or after": the same answer as the log end, not an offset.
+        candidate = log_end if answer is not None and (answer < 0 or answer >= log_end) else answer
+        if candidate is None or candidate < log_start or not self._stamped_at_or_after(partition, candidate, timestamp_ms, log_end):
+            log.info(
+                "%s[%d]: the broker's time lookup for %d answered %s, which the record there contradicts; "
+                "searching record timestamps", self.topic, partition, timestamp_ms, answer,
+            )
+            candidate = self._search(partition, timestamp_ms, log_start, log_end)
+        boundary = self._moved_back_over_earlier_records(partition, timestamp_ms, candidate, log_start)
+        return boundary if boundary < log_end else None
+
+    def _stamped_at_or_after(self, partition: int, offset: int, timestamp_ms: int, log_end: int) -> bool:
+        """Whether the first record at or after `offset` is stamped at or after the time (at the log end: yes)."""
+        if offset >= log_end:
+            return True
+        found = self.record_at_or_after(partition, offset, log_end)
+        return found is None or found[1] >= timestamp_ms
+
+    def _moved_back_over_earlier_records(self, partition: int, timestamp_ms: int, boundary: int, log_start: int) -> int:
+        """`boundary`, or the first record stamped at or after the time in the windows before it."""
+        for _ in range(_MAX_WINDOWS_BACK):
+            window_start = max(log_start, boundary - BOUNDARY_WINDOW)
+            if window_start >= boundary:
+                return boundary
+            stamped_later = [offset for offset, ts in self.records_between(partition, window_start, boundary) if ts >= timestamp_ms]
+            if not stamped_later:
+                return boundary
+            log.info("%s[%d]: offset %d is stamped at or after %d but sits before the candidate boundary %d; moving back",
+                     self.topic, partition, stamped_later[0], timestamp_ms, boundary)
+            boundary = stamped_later[0]
+        log.warning("%s[%d]: records stamped at or after %d reach back more than %d offsets before offset %d; the "
+                    "boundary stays there", self.topic, partition, timestamp_ms, _MAX_WINDOWS_BACK * BOUNDARY_WINDOW, boundary)
+        return boundary
+
+    def records_between(self, partition: int, start: int, end: int) -> list[tuple[int, int]]:
+        """(offset, timestamp ms) of every committed record in [start, end); markers and gaps take no place."""
+        found: list[tuple[int, int]] = []
+        for messages in self._message_chunks(partition, start, end, BOUNDARY_WINDOW, self._window_consumer()):
+            found.extend((message.offset(), message.timestamp()[1]) for message in messages)
+        return found
 
     def _broker_lookup(self, partition: int, timestamp_ms: int) -> int | None:
         try:
@@ -147,34 +291,12 @@ class KafkaLog:
             return None
         return answer.offset  # -1 means "no such record" in Kafka's protocol
 
-    def _lookup_holds(self, partition: int, timestamp_ms: int, answer: int, log_start: int, log_end: int) -> bool:
-        if answer < 0 or answer >= log_end:
-            last = self.record_at_or_after(partition, log_end - 1, log_end)
-            return last is None or last[1] < timestamp_ms
-        if answer < log_start:
-            return False
-        at = self.record_at_or_after(partition, answer, log_end)
-        if at is None or at[1] < timestamp_ms:
-            return False
-        if answer == log_start:
-            return True
-        before = self._record_before(partition, answer, log_start)
-        return before is None or before[1] < timestamp_ms
-
-    def _record_before(self, partition: int, offset: int, log_start: int) -> tuple[int, int] | None:
-        # Offsets may have gaps (transaction markers, compaction): step back until a record shows.
-        for probe in (offset - 1, offset - 10, offset - 100, log_start):
-            probe = max(probe, log_start)
-            found = self.record_at_or_after(partition, probe, offset)
-            if found is not None:
-                return found
-        return None
-
-    def _search(self, partition: int, timestamp_ms: int, log_start: int, log_end: int) -> int | None:
+    def _search(self, partition: int, timestamp_ms: int, log_start: int, log_end: int) -> int:
         """Bisection's narrowing with a better pivot: timestamps grow about steadily with offsets, so each probe
         is aimed where the records known on either side put the boundary (a few probes instead of ~20 a
         million offsets); after two aimed probes in a row that did not halve the range, it probes the middle.
-        The narrowing is bisection's, so where timestamps follow offsets the answer is the one bisection gives."""
+        The narrowing is bisection's, so where timestamps follow offsets the answer is the one bisection gives.
+        Returns `log_end` where no record is stamped at or after the time."""
         low, high = log_start, log_end
         below = above = None  # (offset, timestamp) of the nearest records probed before `low` and at/after `high`
         misses = 0  # aimed probes in a row that left more than half of the range
@@ -188,7 +310,7 @@ class KafkaLog:
             else:
                 low, below = found[0] + 1, found
             misses = misses + 1 if aimed and high - low > span // 2 else 0
-        return low if low < log_end else None
+        return low
 
     def record_at_or_after(self, partition: int, offset: int, limit: int) -> tuple[int, int] | None:
         """(offset, timestamp ms) of the first record at or after `offset` and before `limit`."""
@@ -198,10 +320,16 @@ class KafkaLog:
 
     def _probe_consumer(self) -> Consumer:
         # Fetches of one record batch, not megabytes: a broker returns the first batch whole however small the
-        # limits (Kafka's KIP-74), and a probe here then takes ~1 ms instead of ~30 ms.
+        # limits (Kafka's KIP-74), and a probe here then takes ~1 ms instead of ~30 ms. End-of-log events on, so a
+        # probe at the log end answers at once.
         if self._prober is None:
-            self._prober = Consumer({**self._config, **_ONE_BATCH_FETCHES})
+            self._prober = Consumer({**self._config, **_ONE_BATCH_FETCHES, "enable.partition.eof": True})
         return self._prober
+
+    def _window_consumer(self) -> Consumer:
+        if self._windows is None:
+            self._windows = Consumer({**self._config, **_WINDOW_FETCHES})
+        return self._windows
 
     def read_slice_batches(self, partition: int, start: int, end: int, batch_size: int,
                            max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> Iterator[KafkaBatch]:
@@ -251,9 +379,13 @@ class KafkaLog:
                     continue
                 idle_since = time.monotonic()
                 if any(map(Message.error, messages)):
-                    for message in messages:
-                        if message.error() is not None:
-                            self._raise_for(message.error(), partition, next_offset)
+                    messages, log_ended = self._records_before_the_end(messages, partition, next_offset)
+                    if log_ended:
+                        if messages:
+                            yield messages
+                        return
+                    if not messages:
+                        continue
                 offsets = list(map(Message.offset, messages))
                 if offsets[-1] >= end:
                     messages = messages[:bisect_left(offsets, end)]
@@ -263,6 +395,20 @@ class KafkaLog:
                 yield messages
         finally:
             consumer.unassign()
+
+    def _records_before_the_end(self, messages: list[Message], partition: int, offset: int) -> tuple[list[Message], bool]:
+        """The records among `messages` up to an end-of-log event (probes ask for them), and whether one came;
+        any other error raises."""
+        records = []
+        for message in messages:
+            error = message.error()
+            if error is None:
+                records.append(message)
+            elif error.code() == KafkaError._PARTITION_EOF:
+                return records, True
+            else:
+                self._raise_for(error, partition, offset)
+        return records, False
 
     def _position(self, consumer: Consumer, partition: int) -> int:
         [position] = consumer.position([TopicPartition(self.topic, partition)])

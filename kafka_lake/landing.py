@@ -18,11 +18,12 @@ from typing import Callable, Iterator, Sequence
 from kafka_lake import layout
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.hours import KafkaHour
-from kafka_lake.kafka_log import KafkaLog
+from kafka_lake.kafka_log import BOUNDARY_WINDOW, KafkaLog
+from kafka_lake.landing_checks import BoundaryRecords, CheckOutcome, boundaries_confirmed
 from kafka_lake.manifests import HourManifest, ManifestStore, PartitionLanding
 from kafka_lake.retention import AuditEntry, write_audit
 from kafka_lake.slice_landing import SliceReport, SliceTask
-from kafka_lake.slices import PartitionBounds, fixed_by_neighbours, plan_hour, split_slices
+from kafka_lake.slices import BY_TIME, PartitionBounds, fixed_by_neighbours, plan_hour, split_slices
 from kafka_lake.storage import LakeStorage
 
 log = logging.getLogger(__name__)
@@ -237,6 +238,7 @@ def build_manifest(
         duration_s=round(duration_s, 3),
         accepted_losses={str(b.partition): list(b.accepted_loss) for b in bounds if b.accepted_loss},
         new_partitions=tuple(b.partition for b in bounds if b.new_partition),
+        open_transactions={str(b.partition): list(b.open_transaction) for b in bounds if b.open_transaction},
     )
 
 
@@ -278,3 +280,30 @@ def remove_orphans(storage: LakeStorage, topic: TopicSpec, manifest: HourManifes
                 storage.delete(stored.path)
                 removed.append(stored.path)
     return removed
+
+
+def confirm_boundaries(topic: TopicSpec, manifest: HourManifest, manifests: ManifestStore, kafka_config: dict) -> CheckOutcome:
+    """`boundaries_confirmed` against the broker now: the records around each boundary no landed neighbour fixes.
+
+    A start no landed hour before binds is where the landed offsets begin: a record before it stamped in the hour
+    would be in no hour. An end no landed hour after binds is confirmed by the records before and at it."""
+    hour = manifest.kafka_hour
+    before, _ = manifests.neighbours(hour)
+    after = manifests.read(hour.next())
+    around = []
+    with KafkaLog(kafka_config, topic.topic) as kafka_log:
+        for landed in manifest.partitions:
+            number = landed.partition
+            bounds = kafka_log.log_bounds(number)
+
+            def window(boundary: int) -> tuple[tuple[int, int], ...]:
+                end = min(boundary, bounds.end)
+                return tuple(kafka_log.records_between(number, max(bounds.start, end - BOUNDARY_WINDOW), end))
+
+            start_free = before is None or before.partition(number) is None
+            end_free = after is None or after.partition(number) is None
+            by_time = manifest.boundaries.get(str(number), {}).get("end_from", "").startswith(BY_TIME)
+            at_end = kafka_log.record_at_or_after(number, landed.end, bounds.end) if end_free and by_time else None
+            around.append(BoundaryRecords(number, window(landed.start) if start_free else None,
+                                          window(landed.end) if end_free else None, at_end, by_time))
+    return boundaries_confirmed(manifest, around)

@@ -107,3 +107,57 @@ def across_hours(outcomes: dict[str, CheckOutcome]) -> CheckOutcome:
         return CheckOutcome(False, "; ".join(f"{hour}: {o.description}" for hour, o in failed.items()),
                             {"hours": len(outcomes), "failed_hours": ", ".join(failed)})
     return CheckOutcome(True, f"all {len(outcomes)} hours pass", {"hours": len(outcomes)})
+
+
+@dataclass(frozen=True)
+class BoundaryRecords:
+    """What the broker holds around one partition's landed range, read when the check runs: (offset, timestamp ms)
+    of records. A boundary that a landed neighbour hour fixes is not read (None)."""
+
+    partition: int
+    before_start: tuple[tuple[int, int], ...] | None  # the window of records before the start
+    before_end: tuple[tuple[int, int], ...] | None  # the window of records before the end
+    at_end: tuple[int, int] | None = None  # the first record at or after the end, where the end was a time boundary
+    end_by_time: bool = False  # the end was decided by record timestamps, not by the end of the log
+
+
+def boundaries_confirmed(manifest: HourManifest, around: list[BoundaryRecords]) -> CheckOutcome:
+    """Each boundary of the hour that no landed neighbour fixes is where Kafka's rule puts it, as the records at it
+    show: no record before the start is stamped in the hour or later (it would belong to no landed hour), none before
+    the end is stamped at or after the hour's end, and the record at a time boundary is stamped at or after it."""
+    hour = manifest.kafka_hour
+    problems, confirmed = [], []
+    for records in around:
+        landed = manifest.partition(records.partition)
+        if landed is None:
+            continue
+        checked = []
+        if records.before_start is not None:
+            checked.append("start")
+            stamped_in = [(offset, ts) for offset, ts in records.before_start if ts >= hour.start_ms]
+            if stamped_in:
+                problems.append(
+                    f"partition {records.partition}: {len(stamped_in)} record(s) before the hour's start {landed.start} "
+                    f"are stamped in the hour or later (first at offset {stamped_in[0][0]}) and belong to no landed hour"
+                )
+        if records.before_end is not None:
+            checked.append("end")
+            stamped_after = [(offset, ts) for offset, ts in records.before_end if ts >= hour.end_ms and offset >= landed.start]
+            if stamped_after:
+                problems.append(
+                    f"partition {records.partition}: {len(stamped_after)} record(s) before the hour's end {landed.end} "
+                    f"are stamped at or after the hour's end (first at offset {stamped_after[0][0]})"
+                )
+            if records.end_by_time and records.at_end is not None and records.at_end[1] < hour.end_ms:
+                problems.append(
+                    f"partition {records.partition}: the hour ends at offset {landed.end} by time, but the record at "
+                    f"offset {records.at_end[0]} is stamped before the hour's end"
+                )
+        if checked:
+            confirmed.append(f"{records.partition} ({' and '.join(checked)})")
+    metadata = {"partitions_read": len(confirmed)}
+    if problems:
+        return CheckOutcome(False, "; ".join(problems), metadata)
+    if not confirmed:
+        return CheckOutcome(True, "every boundary is fixed by a landed neighbour hour", metadata)
+    return CheckOutcome(True, f"the records at the boundaries confirm them: partition(s) {', '.join(confirmed)}", metadata)

@@ -67,6 +67,9 @@ class HourManifest:
     # an explicit, audited run option; the check on contiguity reports them instead of failing.
     accepted_losses: dict = field(default_factory=dict)
     new_partitions: tuple[int, ...] = ()  # absent from the landed hour before; landed from their first record
+    # partition → [start, end) of offsets past this hour's end held by a transaction still open when it landed
+    # (the hour ended at the last stable offset); committed later, they are the next hour's offsets.
+    open_transactions: dict = field(default_factory=dict)
 
     @property
     def kafka_hour(self) -> KafkaHour:

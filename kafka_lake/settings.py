@@ -51,12 +51,32 @@ class PlatformSettings:
 
 
 def kafka_client_properties(env) -> dict[str, str]:
-    """`KAFKA_CLIENT_SECURITY_PROTOCOL=SASL_SSL` → `{"security.protocol": "SASL_SSL"}`."""
-    return {
+    """`KAFKA_CLIENT_SECURITY_PROTOCOL=SASL_SSL` → `{"security.protocol": "SASL_SSL"}`; refused where a property
+    would make the landing read records that are not committed."""
+    properties = {
         name[len(KAFKA_CLIENT_PREFIX):].lower().replace("_", "."): value
         for name, value in env.items()
         if name.startswith(KAFKA_CLIENT_PREFIX) and value
     }
+    check_client_properties(properties)
+    return properties
+
+
+# The landing reads committed records only: aborted transactions never land, and an open one ends the readable log.
+ISOLATION_LEVEL = "read_committed"
+
+
+class KafkaClientConfigError(ValueError):
+    """A `KAFKA_CLIENT_*` property the platform cannot honour without landing the wrong records."""
+
+
+def check_client_properties(client_properties: dict[str, str]) -> None:
+    level = client_properties.get("isolation.level")
+    if level is not None and level != ISOLATION_LEVEL:
+        raise KafkaClientConfigError(
+            f"KAFKA_CLIENT_ISOLATION_LEVEL is {level!r}: the platform reads {ISOLATION_LEVEL} only, or aborted and "
+            f"uncommitted transactional records would land as rows; unset the variable"
+        )
 
 
 def pii_key_from_env(environ: dict | None = None) -> bytes | None:

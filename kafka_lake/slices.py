@@ -13,6 +13,10 @@ from kafka_lake.hours import KafkaHour
 from kafka_lake.manifests import HourManifest
 
 
+# How a boundary decided by record timestamps is described in the manifest (`boundaries`).
+BY_TIME = "time lookup"
+
+
 @dataclass(frozen=True)
 class PartitionLog:
     """What the broker says about one partition, for one hour: log bounds and time lookups."""
@@ -24,6 +28,16 @@ class PartitionLog:
     # adjacent landed hour fixes that boundary (see `fixed_by_neighbours`).
     first_at_or_after_hour_start: int | None
     first_at_or_after_hour_end: int | None
+    # Past `log_end` while a transaction is open: [log_end, high_watermark) is not decided yet. None: as log_end.
+    high_watermark: int | None = None
+    reported_end: int | None = None  # the broker's answer for the log end, where reading found another
+
+    @property
+    def undecided(self) -> tuple[int, int] | None:
+        """Offsets past the last stable offset that an open transaction holds, if any."""
+        if self.high_watermark is None or self.high_watermark <= self.log_end:
+            return None
+        return self.log_end, self.high_watermark
 
 
 @dataclass(frozen=True)
@@ -36,6 +50,9 @@ class PartitionBounds:
     # Offsets [a, b) before `start` that expired from the log unlanded, where the run accepted the loss.
     accepted_loss: tuple[int, int] | None = None
     new_partition: bool = False  # absent from the landed hour before: landed from its first record
+    # Where the hour ends at the last stable offset: the offsets past it that a transaction still open holds.
+    # Committed later, they land in the hour after (whose offsets they are), placed by their own time.
+    open_transaction: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -113,8 +130,12 @@ def plan_hour(
             if accept_lost_offsets:
                 start, start_from = loss[1], f"log start (offsets [{loss[0]}, {loss[1]}) expired; loss accepted)"
         new = before is not None and before.partition(log.partition) is None
+        held_open = log.undecided if end == log.log_end else None
+        if held_open:
+            end_from += (f"; offsets [{held_open[0]}, {held_open[1]}) are in a transaction still open: "
+                         f"committed, they land with hour {hour.next()}")
         bounds.append(PartitionBounds(log.partition, start, end, start_from, end_from,
-                                      loss if accept_lost_offsets else None, new))
+                                      loss if accept_lost_offsets else None, new, held_open))
     if open_partitions:
         raise HourNotClosed(topic, hour, open_partitions, closes_at)
     if expired and not accept_lost_offsets:
@@ -144,7 +165,7 @@ def _start(hour: KafkaHour, log: PartitionLog, before: HourManifest | None) -> t
         # Added after the hour before was landed: its records before this hour are in no landed hour yet.
         return log.log_start, f"log start (partition new since {before.hour})"
     lookup = log.first_at_or_after_hour_start
-    start, source = (lookup, "time lookup") if lookup is not None else (log.log_end, "log end (no record in or after the hour)")
+    start, source = (lookup, BY_TIME) if lookup is not None else (log.log_end, "log end (no record in or after the hour)")
     if landed is not None and landed.end > start:
         return landed.end, f"manifest {before.hour} (after a gap)"
     return start, source
@@ -156,9 +177,11 @@ def _end(hour: KafkaHour, log: PartitionLog, after: HourManifest | None, closed_
         return landed.start, f"manifest {after.hour}"
     lookup = log.first_at_or_after_hour_end
     if lookup is not None:
-        end, source = lookup, "time lookup"
+        end, source = lookup, BY_TIME
     elif closed_by_clock:
         end, source = log.log_end, "log end (hour closed by the wall clock)"
+        if log.reported_end is not None and log.reported_end != log.log_end:
+            source = f"log end {log.log_end} as read (hour closed by the wall clock; the broker reported {log.reported_end})"
     else:
         return None, "open"
     if landed is not None and landed.start < end:

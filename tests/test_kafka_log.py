@@ -60,7 +60,7 @@ def test_the_broker_here_really_answers_time_lookups_wrongly(timed_log):
     moment = to_millis(BASE + timedelta(hours=5))
     answer = log._broker_lookup(0, moment)
     assert answer != expected_boundary(timestamps, moment)
-    assert not log._lookup_holds(0, moment, answer, 0, len(timestamps))
+    assert not log._stamped_at_or_after(0, answer, moment, len(timestamps))
 
 
 def count_probes(log: KafkaLog) -> list[int]:
