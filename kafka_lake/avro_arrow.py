@@ -27,17 +27,17 @@ Pseudonymize = Callable[[Any], "str | None"]
 
 SCHEMA_VERSION_METADATA = "kafka_lake.schema_version"
 
+# Every column, struct field, list item and map value is written nullable, whatever Avro says: a reader unifying
+# the files of two schema versions fills a field one version lacks with nulls, which a non-nullable field refuses.
 KAFKA_COLUMNS: tuple[pa.Field, ...] = (
-    pa.field("_kafka_topic", pa.string(), nullable=False),
-    pa.field("_kafka_partition", pa.int32(), nullable=False),
-    pa.field("_kafka_offset", pa.int64(), nullable=False),
-    pa.field("_kafka_timestamp", pa.timestamp("ms", tz="UTC"), nullable=False),
-    pa.field("_kafka_key", pa.binary(), nullable=True),
+    pa.field("_kafka_topic", pa.string()),
+    pa.field("_kafka_partition", pa.int32()),
+    pa.field("_kafka_offset", pa.int64()),
+    pa.field("_kafka_timestamp", pa.timestamp("ms", tz="UTC")),
+    pa.field("_kafka_key", pa.binary()),
 )
 
-DEAD_LETTER_SCHEMA = pa.schema(
-    [*KAFKA_COLUMNS, pa.field("value", pa.binary(), nullable=True), pa.field("error", pa.string(), nullable=False)]
-)
+DEAD_LETTER_SCHEMA = pa.schema([*KAFKA_COLUMNS, pa.field("value", pa.binary()), pa.field("error", pa.string())])
 
 _BASE_TYPES = {
     "null": pa.null(),
@@ -122,7 +122,6 @@ def arrow_mapping_for(
 @dataclass(frozen=True)
 class _Mapped:
     type: pa.DataType
-    nullable: bool
     convert: Converter
 
 
@@ -150,10 +149,10 @@ class _Compiler:
         for avro_field in record.get("fields", []):
             name = avro_field["name"]
             if (name,) in pii:
-                mapped = _Mapped(pa.string(), True, self.pii_converter(avro_field["type"]))
+                mapped = _Mapped(pa.string(), self.pii_converter(avro_field["type"]))
             else:
                 mapped = self.mapped(avro_field["type"], frozenset(p[1:] for p in pii if len(p) > 1 and p[0] == name))
-            fields.append(pa.field(name, mapped.type, nullable=mapped.nullable))
+            fields.append(pa.field(name, mapped.type))
             converters.append(mapped.convert)
         self.open_records.discard(id(record))
         return fields, converters
@@ -165,35 +164,31 @@ class _Compiler:
             return self.union(node, pii)
         if kind in ("record", "error"):
             fields, converters = self.record_fields(node, pii)
-            return _Mapped(pa.struct(fields), False, _record_converter(fields, converters))
+            return _Mapped(pa.struct(fields), _record_converter(fields, converters))
         if kind == "array":
             item = self.mapped(node["items"])
-            return _Mapped(pa.list_(pa.field("element", item.type, item.nullable)), False, _list_converter(item.convert))
+            return _Mapped(pa.list_(pa.field("element", item.type)), _list_converter(item.convert))
         if kind == "map":
             value = self.mapped(node["values"])
-            return _Mapped(
-                pa.map_(pa.string(), pa.field("value", value.type, value.nullable)), False, _map_converter(value.convert)
-            )
+            return _Mapped(pa.map_(pa.string(), pa.field("value", value.type)), _map_converter(value.convert))
         logical = logical_type(node)
         if logical == "decimal" and kind in ("bytes", "fixed"):
             precision, scale = node["precision"], node.get("scale", 0)
             decimal_type = pa.decimal128 if precision <= 38 else pa.decimal256
-            return _Mapped(decimal_type(precision, scale), False, None)
+            return _Mapped(decimal_type(precision, scale), None)
         if (kind, logical) in _LOGICAL:
-            return _Mapped(_LOGICAL[kind, logical], False, str if logical == "uuid" else None)
+            return _Mapped(_LOGICAL[kind, logical], str if logical == "uuid" else None)
         if kind not in _BASE_TYPES:
             raise ValueError(f"Avro type {node!r} has no Arrow mapping (unknown type name?)")
-        return _Mapped(_BASE_TYPES[kind], kind == "null", None)
+        return _Mapped(_BASE_TYPES[kind], None)
 
     def union(self, union: list, pii: frozenset[tuple[str, ...]]) -> _Mapped:
         members = [resolve(member, self.names) for member in non_null_members(union)]
-        has_null = len(members) < len(union)
-        if len(members) == 1:  # ["null", T] or ["T"]: the union is just T, nullable if null is a member
+        if len(members) == 1:  # ["null", T] or ["T"]: the union is just T
             inner = self.mapped(members[0], pii)
-            convert = _nullable_converter(inner.convert, tagged=self.is_named(members[0]))
-            return _Mapped(inner.type, has_null or inner.nullable, convert)
+            return _Mapped(inner.type, _nullable_converter(inner.convert, tagged=self.is_named(members[0])))
         mapped = [self.mapped(member) for member in members]
-        fields = [pa.field(f"member{i}", m.type, nullable=True) for i, m in enumerate(mapped)]
+        fields = [pa.field(f"member{i}", m.type) for i, m in enumerate(mapped)]
         by_name: dict[str, tuple[str, Converter]] = {}
         by_python_type: dict[type, list[tuple[str, bool, Converter]]] = {}
         for field, member, member_mapped in zip(fields, members, mapped):
@@ -203,7 +198,7 @@ class _Compiler:
                 python_type = _python_type(member)
                 int32_only = type_name(member) == "int" and logical_type(member) is None
                 by_python_type.setdefault(python_type, []).append((field.name, int32_only, member_mapped.convert))
-        return _Mapped(pa.struct(fields), has_null, _union_converter([f.name for f in fields], by_name, by_python_type))
+        return _Mapped(pa.struct(fields), _union_converter([f.name for f in fields], by_name, by_python_type))
 
     def is_named(self, node: AvroType) -> bool:
         return type_name(node) in _NAMED

@@ -85,43 +85,41 @@ ZOO_SCHEMA = {
     ],
 }
 
+# Every column, struct field, list item and map value is nullable (SPEC), so only the types differ.
 ZOO_TYPES = {
-    "occurred_at": (pa.timestamp("ms", tz="UTC"), False),
-    "flag": (pa.bool_(), False),
-    "small": (pa.int32(), False),
-    "big": (pa.int64(), False),
-    "ratio": (pa.float32(), False),
-    "precise": (pa.float64(), False),
-    "name": (pa.string(), False),
-    "raw": (pa.binary(), False),
-    "color": (pa.string(), False),
-    "checksum": (pa.binary(), False),
-    "price": (pa.decimal128(9, 2), False),
-    "huge": (pa.decimal256(45, 5), False),
-    "day": (pa.date32(), False),
-    "lunch": (pa.time32("ms"), False),
-    "lap": (pa.time64("us"), False),
-    "at_micros": (pa.timestamp("us", tz="UTC"), False),
-    "wall_ms": (pa.timestamp("ms"), False),
-    "wall_us": (pa.timestamp("us"), False),
-    "id": (pa.string(), False),
-    "address": (pa.struct([pa.field("street", pa.string(), False), pa.field("zip", pa.string())]), False),
-    "previous_address": (pa.struct([pa.field("street", pa.string(), False), pa.field("zip", pa.string())]), True),
-    "favorite": (pa.string(), True),
-    "tags": (pa.list_(pa.field("element", pa.string(), False)), False),
-    "scores": (pa.map_(pa.string(), pa.field("value", pa.int64(), False)), False),
-    "nickname": (pa.string(), True),
-    "choice": (
-        pa.struct([
-            pa.field("member0", pa.int32()),
-            pa.field("member1", pa.int64()),
-            pa.field("member2", pa.string()),
-            pa.field("member3", pa.string()),
-            pa.field("member4", pa.struct([pa.field("street", pa.string(), False), pa.field("zip", pa.string())])),
-        ]),
-        True,
-    ),
-    "amount": (pa.struct([pa.field("member0", pa.float64()), pa.field("member1", pa.string())]), False),
+    "occurred_at": pa.timestamp("ms", tz="UTC"),
+    "flag": pa.bool_(),
+    "small": pa.int32(),
+    "big": pa.int64(),
+    "ratio": pa.float32(),
+    "precise": pa.float64(),
+    "name": pa.string(),
+    "raw": pa.binary(),
+    "color": pa.string(),
+    "checksum": pa.binary(),
+    "price": pa.decimal128(9, 2),
+    "huge": pa.decimal256(45, 5),
+    "day": pa.date32(),
+    "lunch": pa.time32("ms"),
+    "lap": pa.time64("us"),
+    "at_micros": pa.timestamp("us", tz="UTC"),
+    "wall_ms": pa.timestamp("ms"),
+    "wall_us": pa.timestamp("us"),
+    "id": pa.string(),
+    "address": pa.struct([pa.field("street", pa.string()), pa.field("zip", pa.string())]),
+    "previous_address": pa.struct([pa.field("street", pa.string()), pa.field("zip", pa.string())]),
+    "favorite": pa.string(),
+    "tags": pa.list_(pa.field("element", pa.string())),
+    "scores": pa.map_(pa.string(), pa.field("value", pa.int64())),
+    "nickname": pa.string(),
+    "choice": pa.struct([
+        pa.field("member0", pa.int32()),
+        pa.field("member1", pa.int64()),
+        pa.field("member2", pa.string()),
+        pa.field("member3", pa.string()),
+        pa.field("member4", pa.struct([pa.field("street", pa.string()), pa.field("zip", pa.string())])),
+    ]),
+    "amount": pa.struct([pa.field("member0", pa.float64()), pa.field("member1", pa.string())]),
 }
 
 
@@ -237,24 +235,23 @@ def test_given_the_schema_zoo_when_mapped_then_every_avro_type_has_its_arrow_typ
     schema = arrow_schema_for(zoo.version(1), pii_fields=())
 
     assert schema.names == [*ZOO_TYPES, *(f.name for f in KAFKA_COLUMNS)]
-    for name, (arrow_type, nullable) in ZOO_TYPES.items():
+    for name, arrow_type in ZOO_TYPES.items():
         assert schema.field(name).type == arrow_type, name
-        assert schema.field(name).nullable is nullable, name
+    assert all(field.nullable for field in schema), "every column is nullable"
     assert list(schema)[len(ZOO_TYPES):] == list(KAFKA_COLUMNS)
     assert schema.metadata == {b"kafka_lake.schema_version": b"1"}
 
 
 def test_given_the_kafka_columns_then_they_have_the_contract_types():
     assert [(f.name, f.type, f.nullable) for f in KAFKA_COLUMNS] == [
-        ("_kafka_topic", pa.string(), False),
-        ("_kafka_partition", pa.int32(), False),
-        ("_kafka_offset", pa.int64(), False),
-        ("_kafka_timestamp", pa.timestamp("ms", tz="UTC"), False),
+        ("_kafka_topic", pa.string(), True),
+        ("_kafka_partition", pa.int32(), True),
+        ("_kafka_offset", pa.int64(), True),
+        ("_kafka_timestamp", pa.timestamp("ms", tz="UTC"), True),
         ("_kafka_key", pa.binary(), True),
     ]
     assert DEAD_LETTER_SCHEMA.names[-2:] == ["value", "error"]
     assert DEAD_LETTER_SCHEMA.field("value").type == pa.binary()
-    assert not DEAD_LETTER_SCHEMA.field("error").nullable
 
 
 def test_given_a_zoo_record_when_decoded_then_every_value_round_trips(zoo):
