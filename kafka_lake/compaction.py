@@ -253,7 +253,7 @@ def commit_compaction(storage: LakeStorage, report: CompactionReport) -> Compact
         database=task.topic.database,
         table=task.topic.table,
         schema_version=task.partition.schema_version,
-        hour=f"{task.partition.hour:%Y-%m-%d-%H}",
+        hour=f"{task.partition.date}-{task.partition.hour_of_day}",
         generation=task.generation,
         location=compacted_directory(task.topic.database, task.topic.table, task.partition, task.generation),
         files=report.files,
