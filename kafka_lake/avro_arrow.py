@@ -42,12 +42,14 @@ COMMENT_METADATA = b"comment"
 
 # Every column, struct field, list item and map value is written nullable, whatever Avro says: a reader unifying
 # the files of two schema versions fills a field one version lacks with nulls, which a non-nullable field refuses.
+KAFKA_HEADERS_TYPE = pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])))
 KAFKA_COLUMNS: tuple[pa.Field, ...] = (
     pa.field("_kafka_topic", pa.string()),
     pa.field("_kafka_partition", pa.int32()),
     pa.field("_kafka_offset", pa.int64()),
     pa.field("_kafka_timestamp", pa.timestamp("ms", tz="UTC")),
     pa.field("_kafka_key", pa.binary()),
+    pa.field("_kafka_headers", KAFKA_HEADERS_TYPE),  # null when the record has none
 )
 
 DEAD_LETTER_SCHEMA = pa.schema([*KAFKA_COLUMNS, pa.field("value", pa.binary()), pa.field("error", pa.string())])

@@ -166,12 +166,13 @@ def compact_partition(task: CompactionTask) -> CompactionReport:
     directory = compacted_directory(task.topic.database, task.topic.table, task.partition, task.generation)
     for leftover in storage.list_files(directory):  # a crashed attempt at this same generation
         storage.delete(leftover.path)
-    writer = _RollingParquet(storage, directory, task.target_bytes)
+    schema = _sources_schema(storage, task.sources)
+    writer = _RollingParquet(storage, directory, task.target_bytes, schema)
     seen_keys: set[int] = set()
     key_tables, rows_read, rows_erased, source_bytes = [], 0, 0, 0
     try:
         for path in task.sources:
-            table = pq.read_table(storage.full_path(path), filesystem=storage.filesystem)
+            table = _conformed(pq.read_table(storage.full_path(path), filesystem=storage.filesystem), schema)
             source_bytes += storage.filesystem.get_file_info(storage.full_path(path)).size
             rows_read += table.num_rows
             table = _without_seen(table, seen_keys)
@@ -214,11 +215,29 @@ def _without_seen(table: pa.Table, seen: set[int]) -> pa.Table:
     return table if all(fresh) else table.filter(pa.array(fresh))
 
 
+def _sources_schema(storage: LakeStorage, sources: Iterable[str]) -> pa.Schema | None:
+    """One schema holding every source file's rows: files landed by an older release may lack a column (the Kafka
+    headers) or declare fields non-nullable; a column any file has is kept, nullable where any file's is."""
+    schemas = [pq.read_schema(storage.full_path(path), filesystem=storage.filesystem) for path in sources]
+    if not schemas:
+        return None
+    return pa.unify_schemas(schemas, promote_options="permissive").with_metadata(schemas[0].metadata)
+
+
+def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`table` in `schema`: its columns cast, the columns it lacks null."""
+    if table.schema == schema:
+        return table.replace_schema_metadata(schema.metadata)
+    columns = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+               for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
 class _RollingParquet:
     """Parquet files of about `target_bytes` each, named part-00000.parquet, part-00001…"""
 
-    def __init__(self, storage: LakeStorage, directory: str, target_bytes: int):
-        self.storage, self.directory, self.target_bytes = storage, directory, target_bytes
+    def __init__(self, storage: LakeStorage, directory: str, target_bytes: int, schema: pa.Schema | None):
+        self.storage, self.directory, self.target_bytes, self.schema = storage, directory, target_bytes, schema
         self.files: list[CompactedFile] = []
         self._current: ParquetOutput | None = None
 
@@ -227,8 +246,8 @@ class _RollingParquet:
             return
         if self._current is None:
             path = f"{self.directory}/part-{len(self.files):05d}.parquet"
-            self._current = ParquetOutput(self.storage, path, table.schema)
-        self._current.write(table.cast(self._current.schema), row_group_size=256 * 1024)
+            self._current = ParquetOutput(self.storage, path, self.schema)
+        self._current.write(table, row_group_size=256 * 1024)
         if self._current.bytes_written >= self.target_bytes:
             self._finish()
 

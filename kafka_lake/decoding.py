@@ -26,6 +26,7 @@ from polars_avro._avro_rs import AvroSource
 
 from kafka_lake.avro_arrow import (
     DEAD_LETTER_SCHEMA,
+    KAFKA_HEADERS_TYPE,
     MAX_JSON_DEPTH,
     ArrowMapping,
     ColumnarMapping,
@@ -61,6 +62,7 @@ class KafkaRecord:
     timestamp_ms: int
     key: bytes | None
     value: bytes | None  # None: a tombstone
+    headers: Sequence[tuple[str, bytes | None]] | None = None  # as confluent-kafka hands them: (key, value) pairs
 
 
 @dataclass(frozen=True, order=True)
@@ -288,13 +290,14 @@ class KafkaBatch:
     timestamps_ms: Sequence[int]
     keys: Sequence[bytes | None]
     values: Sequence[bytes | None]  # None: a tombstone
+    headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None = None  # None: no record has any
 
     @classmethod
     def of(cls, records: Sequence[KafkaRecord]) -> "KafkaBatch":
         ordered = sorted(records, key=attrgetter("partition", "offset"))
         return cls(
             [r.partition for r in ordered], [r.offset for r in ordered], [r.timestamp_ms for r in ordered],
-            [r.key for r in ordered], [r.value for r in ordered],
+            [r.key for r in ordered], [r.value for r in ordered], [r.headers for r in ordered],
         )
 
     def __len__(self) -> int:
@@ -302,7 +305,7 @@ class KafkaBatch:
 
     def record(self, index: int) -> KafkaRecord:
         return KafkaRecord(self.partitions[index], self.offsets[index], self.timestamps_ms[index], self.keys[index],
-                           self.values[index])
+                           self.values[index], self.headers[index] if self.headers is not None else None)
 
     def in_log_order(self) -> "KafkaBatch":
         partitions, offsets = np.asarray(self.partitions, dtype=np.int64), np.asarray(self.offsets, dtype=np.int64)
@@ -587,6 +590,7 @@ class BatchDecoder:
             pa.array([record.offset for record in records], pa.int64()),
             kafka_timestamps([record.timestamp_ms for record in records]),
             pa.array([record.key for record in records], pa.binary()),
+            kafka_headers([record.headers for record in records], len(records)),
         ]
 
 
@@ -725,6 +729,13 @@ def kafka_timestamps(timestamps_ms: Sequence[int]) -> pa.Array:
     return pa.array(millis, pa.int64(), mask=None if placeable.all() else ~placeable).view(pa.timestamp("ms", tz="UTC"))
 
 
+def kafka_headers(headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None, count: int) -> pa.Array:
+    """The `_kafka_headers` column: each record's (key, value) pairs in order, null when it has none."""
+    if headers is None or not any(headers):
+        return pa.nulls(count, KAFKA_HEADERS_TYPE)
+    return pa.array([pairs or None for pairs in headers], KAFKA_HEADERS_TYPE)
+
+
 def _placeable(timestamps_ms):
     """Whether a Kafka timestamp (or each of an array) places a record in an hour: [1970, 10000). Kafka itself
     refuses negative timestamps but -1, its "none"; producers' clocks and clients can still send anything."""
@@ -748,6 +759,7 @@ class _KafkaColumns:
             pa.array(batch.offsets, pa.int64()),
             kafka_timestamps(batch.timestamps_ms),
             pa.array(batch.keys, pa.binary()),
+            kafka_headers(batch.headers, len(batch)),
         ]
 
     def take(self, indices: np.ndarray) -> list[pa.Array]:

@@ -110,3 +110,42 @@ def test_late_data_in_a_compacted_hour_makes_it_due_again(landed, spark, broker)
     assert manifest.generation == 2 and len(manifest.files) == 1
     ids = [r.row["event_id"] for r in read_lake(storage, manifest.location)]
     assert ids.count(10**6) == 1 and len(ids) == len(set(ids))
+
+
+def test_files_landed_before_and_after_the_headers_column_compact_into_one_schema_with_every_row(tmp_path):
+    """Given a placement hour holding a file in an older release's form (non-nullable fields, no `_kafka_headers`)
+    and one in today's, as an hour landed before an upgrade and its late events after it leave it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kafka_lake.avro_arrow import KAFKA_HEADERS_TYPE
+    from kafka_lake.compaction import CompactionTask
+    from kafka_lake.storage import LakeStorage
+    from kafka_lake.table_state import TablePartition
+    from tests.landing_fixtures import write_test_topic
+
+    topic = write_test_topic(tmp_path / "catalog", "e2e.orders.upgrade")
+    storage = LakeStorage(str(tmp_path / "lake"))
+    partition = TablePartition(1, HOURS[0])
+    kafka = {"_kafka_partition": pa.array([0], pa.int32()), "_kafka_offset": pa.array([0], pa.int64())}
+    old = pa.table({"id": pa.array([1], pa.int64()), **kafka},
+                   schema=pa.schema([pa.field(name, pa.int64() if name != "_kafka_partition" else pa.int32(), False)
+                                     for name in ("id", "_kafka_partition", "_kafka_offset")]))
+    new = pa.table({"id": pa.array([2], pa.int64()), "_kafka_partition": pa.array([0], pa.int32()),
+                    "_kafka_offset": pa.array([1], pa.int64()),
+                    "_kafka_headers": pa.array([[{"key": "k", "value": b"v"}]], KAFKA_HEADERS_TYPE)})
+    sources = []
+    for name, table in (("old", old), ("new", new)):
+        path = f"{partition.raw_directory(topic.database, topic.table)}/{name}.parquet"
+        with storage.open_output(path) as stream:
+            pq.write_table(table, stream)
+        sources.append(path)
+
+    report = compact_partition(CompactionTask(topic, partition, 1, tuple(sources), storage.root, 1 << 20))
+
+    [written] = report.files
+    rows = pq.read_table(storage.full_path(written.path), filesystem=storage.filesystem)
+    assert rows.to_pylist() == [{"id": 1, "_kafka_partition": 0, "_kafka_offset": 0, "_kafka_headers": None},
+                                {"id": 2, "_kafka_partition": 0, "_kafka_offset": 1,
+                                 "_kafka_headers": [{"key": "k", "value": b"v"}]}]
+    assert all(field.nullable for field in rows.schema)

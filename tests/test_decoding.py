@@ -260,6 +260,7 @@ def test_given_the_kafka_columns_then_they_have_the_contract_types():
         ("_kafka_offset", pa.int64(), True),
         ("_kafka_timestamp", pa.timestamp("ms", tz="UTC"), True),
         ("_kafka_key", pa.binary(), True),
+        ("_kafka_headers", pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])), True),
     ]
     assert DEAD_LETTER_SCHEMA.names[-2:] == ["value", "error"]
     assert DEAD_LETTER_SCHEMA.field("value").type == pa.binary()
@@ -304,6 +305,7 @@ def test_given_a_zoo_record_when_decoded_then_every_value_round_trips(zoo):
         "_kafka_offset": 0,
         "_kafka_timestamp": KAFKA_TIME,
         "_kafka_key": b"key-0",
+        "_kafka_headers": None,
     }
 
 
@@ -843,6 +845,23 @@ def test_given_kafka_timestamps_that_name_no_hour_when_decoded_then_nothing_rais
         timestamps = {row["_kafka_offset"]: row["_kafka_timestamp"] for row in only_rows(batch)}
         assert {offset for offset, stamp in timestamps.items() if stamp is None} == absurd
         assert timestamps[5] == dt.datetime(1970, 1, 1, tzinfo=UTC) and timestamps[0] == KAFKA_TIME
+
+
+@pytest.mark.parametrize("columnar", [True, False], ids=["columnar", "fastavro"])
+def test_given_records_with_headers_when_decoded_then_rows_and_dead_letters_carry_them_in_order(views, columnar):
+    traced = [("trace-id", b"\x00\x01"), ("empty", None), ("trace-id", b"again")]  # keys repeat, values may be null
+    records = [KafkaRecord(0, offset, KAFKA_MS, b"k", good_view(views), traced if offset % 2 else None)
+               for offset in range(10)]
+    records.append(KafkaRecord(0, 10, KAFKA_MS, b"k", b"\x07broken", [("source", b"svc")]))
+    records.append(KafkaRecord(0, 11, KAFKA_MS, b"k", good_view(views), []))  # an empty list: none
+
+    batch = BatchDecoder(views, CatalogSchemas(views), PII_KEY, columnar=columnar).decode(records)
+
+    as_pairs = [[(h["key"], h["value"]) for h in row["_kafka_headers"]] if row["_kafka_headers"] else None
+                for row in only_rows(batch)]
+    assert as_pairs == [traced if offset % 2 else None for offset in range(10)] + [None]
+    [dead] = dead_letter_rows(batch)
+    assert dead["_kafka_headers"] == [{"key": "source", "value": b"svc"}]
 
 
 def test_given_tombstones_when_decoded_then_they_are_counted_and_skipped(views):

@@ -313,3 +313,40 @@ def test_given_kafka_timestamps_that_name_no_hour_then_the_hour_lands_and_its_ch
         for part in manifest.partitions:
             assert HOURS[0] <= datetime.fromtimestamp(part.min_timestamp_ms / 1000, tz=UTC) < HOURS[2]
             assert HOURS[0] <= datetime.fromtimestamp(part.max_timestamp_ms / 1000, tz=UTC) < HOURS[2]
+
+
+# --- Kafka headers --------------------------------------------------------------------------------------------
+
+def test_given_records_with_headers_then_tables_and_dead_letters_carry_them_and_null_where_none(broker, spark, tmp_path):
+    """Given records with headers (repeated keys, a null value), without, and a broken one with headers, produced
+    to the real broker with confluent-kafka."""
+    from confluent_kafka import Producer
+
+    from tests.landing_fixtures import read_lake
+
+    topic = write_topic(tmp_path / "catalog", unique_topic_name(), [SMALL], time_partitioning={"source": "kafka_time"})
+    broker.create_topic(topic.topic, 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": False})
+    traced = [("traceparent", b"00-4bf92f-01"), ("retry", None), ("traceparent", b"again")]
+    version = topic.version(1)
+    moment = HOURS[0] + timedelta(minutes=1)
+    for n in range(6):
+        value = encode_confluent(version.registry_id, version.parsed, {"n": n, "occurred_at": "-"})
+        producer.produce(topic.topic, value=value, partition=0, timestamp=to_millis(moment) + n,
+                         headers=traced if n % 2 else None)
+    producer.produce(topic.topic, value=b"\x01not avro", partition=0, timestamp=to_millis(moment) + 9,
+                     headers=[("source", b"legacy-service")])
+    producer.flush(30)
+    producer.produce(topic.topic, value=encode_confluent(version.registry_id, version.parsed, {"n": 99, "occurred_at": "-"}),
+                     partition=0, timestamp=to_millis(moment) + 10)  # alone in its batch: Tansu's watermark is exact
+    producer.flush(30)
+    settings = landing_settings(str(tmp_path / "lake"), broker.bootstrap_servers)
+
+    land_on_spark(topic, settings, spark, [HOURS[0]])
+
+    storage = LakeStorage(settings.lake_root)
+    rows = {r.row["n"]: r.row["_kafka_headers"] for r in read_lake(storage, layout.table_prefix("e2e", "orders"))}
+    as_pairs = {n: headers and [(h["key"], h["value"]) for h in headers] for n, headers in rows.items()}
+    assert as_pairs == {**{n: traced if n % 2 else None for n in range(6)}, 99: None}
+    [dead] = read_lake(storage, layout.dead_letter_prefix("e2e", "orders"))
+    assert dead.row["_kafka_headers"] == [{"key": "source", "value": b"legacy-service"}]

@@ -25,7 +25,7 @@ import pytest
 from dagster import DagsterInstance, materialize
 
 from dev_services.ports import free_port
-from kafka_lake.avro_arrow import arrow_mapping_for
+from kafka_lake.avro_arrow import KAFKA_HEADERS_TYPE, arrow_mapping_for
 from kafka_lake.catalog import CatalogError, TopicSpec, load_catalog, load_topic
 from kafka_lake.hours import KafkaHour
 from kafka_lake.settings import PlatformSettings
@@ -95,7 +95,7 @@ EVERY_TYPE_COLUMNS = {
     "email": "string",  # a pii field: its pseudonym
     "wide": "string", "envelope": "struct<total:string>", "parent": "string",  # exact decimal text, JSON text
     "_kafka_topic": "string", "_kafka_partition": "int", "_kafka_offset": "bigint", "_kafka_timestamp": "timestamp",
-    "_kafka_key": "binary",
+    "_kafka_key": "binary", "_kafka_headers": "array<struct<key:string,value:binary>>",
 }
 
 
@@ -316,7 +316,8 @@ def test_hive_reads_every_avro_type_from_the_parquet_landing_writes(hive, spark,
         decoded.append(fastavro.schemaless_reader(buffer, version.parsed, None, return_named_type=True))
     mapping = arrow_mapping_for(version, topic.pii_fields, lambda v: None if v is None else hashlib.sha256(str(v).encode()).hexdigest())
     kafka = [pa.array(["types.everything"] * 2), pa.array([0, 0], pa.int32()), pa.array([10, 11], pa.int64()),
-             pa.array([1_793_538_000_000] * 2, pa.timestamp("ms", tz="UTC")), pa.array([b"k", None])]
+             pa.array([1_793_538_000_000] * 2, pa.timestamp("ms", tz="UTC")), pa.array([b"k", None]),
+             pa.array([[{"key": "trace", "value": b"\x01"}, {"key": "none", "value": None}], None], KAFKA_HEADERS_TYPE)]
     table = pa.Table.from_arrays(mapping.record_columns(decoded) + kafka, schema=mapping.schema)
     storage = LakeStorage(str(tmp_path / "lake"))
     partition = TablePartition(1, dt.datetime(2026, 11, 1, 13, tzinfo=dt.timezone.utc))
