@@ -290,7 +290,8 @@ def _check_field_path(versions: list[SchemaVersion], path: tuple[str, ...], labe
 
 
 def _check_recursion(document: dict, versions: list[SchemaVersion], where: str) -> None:
-    choice = document.get("recursive_records", "json")
+    choice = document.get("recursive_records")
+    choice = "json" if choice is None else choice
     if choice not in RECURSIVE_RECORDS:
         raise CatalogError(f"{where}: recursive_records must be json or refuse, got {_shown(choice)}")
     if choice == "refuse":

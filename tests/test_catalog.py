@@ -156,3 +156,55 @@ def test_a_rename_whose_column_clashes_or_repeats_fails_at_load_naming_the_file_
         load_topic(path)
 
     assert str(path) in str(refused.value)
+
+
+# --- records that contain themselves ------------------------------------------------------------------------
+
+NODE = {  # Avro's interop `Node`
+    "type": "record", "name": "Node", "fields": [
+        {"name": "label", "type": "string"}, {"name": "occurred_at", "type": "string"},
+        {"name": "owner", "type": {"type": "record", "name": "Owner", "fields": [{"name": "email", "type": "string"}]}},
+        {"name": "children", "type": {"type": "array", "items": "Node"}},
+        {"name": "partner", "type": ["null", "Node"], "default": None},
+    ],
+}
+
+
+def node_topic(tmp_path: Path, **keys) -> Path:
+    folder = tmp_path / "graph" / "nodes"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "v1.avsc").write_text(json.dumps(NODE))
+    document = {"topic": "graph.nodes", "owner": "team-graph", "start_hour": "2026-11-01T00:00Z",
+                "time_partitioning": {"source": "event_time", "field": "occurred_at"},
+                "schema_versions": [{"version": 1, "file": "v1.avsc", "registry_id": 7101}], **keys}
+    (folder / "topic.yaml").write_text(json.dumps(document))
+    return folder / "topic.yaml"
+
+
+def test_a_recursive_record_loads_and_says_where_it_recurs_unless_the_topic_refuses_recursion(tmp_path):
+    topic = load_topic(node_topic(tmp_path, pii_fields=["owner.email", "partner"]))
+    assert topic.version(1).recursions == ("record 'Node' at field 'children[]'", "record 'Node' at field 'partner'")
+
+    path = node_topic(tmp_path, recursive_records="refuse")
+    with pytest.raises(CatalogError, match="has a record that contains itself .*recursive_records is refuse") as refused:
+        load_topic(path)
+    assert str(path) in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ({"subject_field": "children"}, "subject_field 'children' is in field 'children' .* lands as one column of JSON"),
+        ({"pii_fields": ["partner.owner.email"]}, "'partner.owner.email' is in field 'partner' .*name 'partner' itself to "
+                                                  "pseudonymize its whole text"),
+        ({"time_partitioning": {"source": "event_time", "field": "children"}}, "must be a timestamp"),
+        ({"recursive_records": "maybe"}, "recursive_records must be json or refuse, got 'maybe'"),
+    ],
+)
+def test_a_key_naming_what_lands_as_json_text_fails_at_load(tmp_path, keys, message):
+    path = node_topic(tmp_path, **keys)
+
+    with pytest.raises(CatalogError, match=message) as refused:
+        load_topic(path)
+
+    assert str(path) in str(refused.value)

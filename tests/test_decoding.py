@@ -429,6 +429,18 @@ def test_given_a_recursive_record_when_decoded_then_the_fields_where_it_recurs_h
     assert column_comment(schema.field("name")) == ""
 
 
+def test_given_a_recursive_field_in_pii_fields_when_decoded_then_its_json_text_is_pseudonymized(tmp_path):
+    topic = write_topic(tmp_path, [PERSON], pii_fields=["spouse", "name"])
+    value = framed(topic, person("Ada", spouse=person("Dan")))
+
+    [row] = only_rows(decode(topic, value))
+
+    decoded = fastavro.schemaless_reader(io.BytesIO(value[5:]), topic.version(1).parsed, None)
+    assert row["spouse"] == hmac_hex(independently_serialized(decoded["spouse"])) and row["name"] == hmac_hex("Ada")
+    assert column_comment(arrow_schema_for(topic.version(1), topic.pii_fields).field("spouse")).startswith(
+        "pseudonymized JSON text")
+
+
 def test_given_a_recursive_value_nested_past_the_limit_or_a_hostile_depth_then_it_is_a_dead_letter(tmp_path):
     """The compiled reader would crash the process on the hostile one (measured: a segfault at 5,000 levels)."""
     linked = small_schema("long", ({"name": "next", "type": ["null", "Small"], "default": None},))
