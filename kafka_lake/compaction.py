@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from kafka_lake import layout
 from kafka_lake.catalog import TopicSpec
-from kafka_lake.hours import ONE_HOUR, KafkaHour
+from kafka_lake.hours import FIRST_HOUR, LAST_HOUR, ONE_HOUR, KafkaHour
 from kafka_lake.manifests import ManifestStore
 from kafka_lake.parquet_output import ParquetOutput
 from kafka_lake.storage import LakeStorage
@@ -78,8 +78,10 @@ class CompactionResult:
 
 
 def raw_hours_that_feed(topic: TopicSpec, hour: datetime) -> list[KafkaHour]:
-    """The Kafka hours whose landing can place rows in `hour` within the allowed lateness."""
-    return [KafkaHour(hour + n * ONE_HOUR) for n in range(topic.allowed_lateness_hours + 1)]
+    """The Kafka hours whose landing can place rows in `hour` within the allowed lateness; none past the last hour
+    of the year 9999, where an event time a producer meant as "never" lands."""
+    return [KafkaHour(hour + n * ONE_HOUR) for n in range(topic.allowed_lateness_hours + 1)
+            if n * ONE_HOUR <= LAST_HOUR - hour]
 
 
 def missing_raw_hours(topic: TopicSpec, hour: datetime, landed: Iterable[KafkaHour]) -> list[KafkaHour]:
@@ -139,7 +141,7 @@ def committed_raw_files(
         for stored in storage.list_files(layout.data_directory(topic.database, topic.table, version.version, hour))
         if layout.parse_data_file_name(stored.path) is not None
     }
-    window = set(raw_hours_that_feed(topic, hour)) | {KafkaHour(hour - ONE_HOUR)}
+    window = set(raw_hours_that_feed(topic, hour)) | ({KafkaHour(hour - ONE_HOUR)} if hour > FIRST_HOUR else set())
     ordered = sorted(landed, key=lambda h: (h not in window, abs(h.start - hour)))
     committed: set[str] = set()
     for kafka_hour in ordered:

@@ -149,3 +149,27 @@ def test_files_landed_before_and_after_the_headers_column_compact_into_one_schem
                                 {"id": 2, "_kafka_partition": 0, "_kafka_offset": 1,
                                  "_kafka_headers": [{"key": "k", "value": b"v"}]}]
     assert all(field.nullable for field in rows.schema)
+
+
+def test_placement_hours_at_the_ends_of_the_years_a_datetime_holds_plan_without_overflowing(tmp_path):
+    """Event times of 9999-12-31 (a producer's "never") and 0001-01-01 land in those hours; the hours that feed
+    them, the sensor's due hours and the erasure's committed files must not run past the ends."""
+    from datetime import datetime, timezone
+
+    from kafka_lake.automation import due_for_compaction
+    from kafka_lake.compaction import committed_raw_files, raw_hours_that_feed
+    from kafka_lake.hours import KafkaHour
+    from kafka_lake.manifests import ManifestStore
+    from kafka_lake.storage import LakeStorage
+    from tests.landing_fixtures import write_test_topic
+
+    topic = write_test_topic(tmp_path / "catalog", "e2e.orders.ends", allowed_lateness_hours=3)
+    last, first = datetime(9999, 12, 31, 23, tzinfo=timezone.utc), datetime(1, 1, 1, tzinfo=timezone.utc)
+    storage = LakeStorage(str(tmp_path / "lake"))
+
+    assert raw_hours_that_feed(topic, last) == [KafkaHour(last)]
+    assert len(raw_hours_that_feed(topic, first)) == 4
+    landed = KafkaHour(HOURS[0])
+    assert due_for_compaction(topic, landed, [KafkaHour(last), KafkaHour(first)], lambda hour: hour == landed) == []
+    for hour in (first, last):
+        assert committed_raw_files(storage, topic, ManifestStore(storage, "e2e", "orders"), [landed], hour) == set()

@@ -98,14 +98,16 @@ def replaced(document, path: tuple, value, delete: bool):
 
 SAMPLE_DOCUMENT = yaml.safe_load((SAMPLE / "topic.yaml").read_text())
 SAMPLE_SCHEMA = json.loads((SAMPLE / "v1.avsc").read_text())
+# The sample with the optional keys it does not use, so their values are fuzzed too.
+FUZZED_DOCUMENT = {**SAMPLE_DOCUMENT, "rename": {"referrer": "referred_by", "url": "page_url"}, "recursive_records": "json"}
 
 
 @FUZZ
-@given(path=st.sampled_from(key_paths(SAMPLE_DOCUMENT)), value=YAML_VALUES, delete=st.booleans())
+@given(path=st.sampled_from(key_paths(FUZZED_DOCUMENT)), value=YAML_VALUES, delete=st.booleans())
 def test_given_a_topic_yaml_with_one_value_replaced_by_anything_when_loaded_then_it_loads_or_names_the_file(path, value, delete):
     with tempfile.TemporaryDirectory() as root:
         folder = sample_copy(Path(root))
-        (folder / "topic.yaml").write_text(yaml.safe_dump(replaced(SAMPLE_DOCUMENT, path, value, delete)))
+        (folder / "topic.yaml").write_text(yaml.safe_dump(replaced(FUZZED_DOCUMENT, path, value, delete)))
 
         load_or_refuse(folder)
 
