@@ -40,9 +40,9 @@ SCHEMA_VERSION_METADATA = "kafka_lake.schema_version"
 # Field metadata of a column whose values need a word beyond their type; the table catalog's column comment.
 COMMENT_METADATA = b"comment"
 
+KAFKA_HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 # Every column, struct field, list item and map value is written nullable, whatever Avro says: a reader unifying
 # the files of two schema versions fills a field one version lacks with nulls, which a non-nullable field refuses.
-KAFKA_HEADERS_TYPE = pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])))
 KAFKA_COLUMNS: tuple[pa.Field, ...] = (
     pa.field("_kafka_topic", pa.string()),
     pa.field("_kafka_partition", pa.int32()),

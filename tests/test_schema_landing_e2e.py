@@ -25,6 +25,16 @@ from tests.landing_fixtures import HOURS, Produced, Traffic, land_on_spark, land
 UTC = timezone.utc
 
 
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    """A Tansu broker of this module's own: its topics stay off the session's broker, whose topic list the
+    sensor tests read."""
+    from dev_services.tansu import TansuBroker
+
+    with TansuBroker(log_file=tmp_path_factory.mktemp("broker") / "tansu.log") as running:
+        yield running
+
+
 def write_topic(catalog_dir: Path, kafka_topic: str, schemas: list[dict], table: str = "orders", **keys) -> TopicSpec:
     """`e2e/<table>/topic.yaml` with one `.avsc` per schema version and the given keys (event time by default)."""
     folder = catalog_dir / "e2e" / table
