@@ -103,15 +103,20 @@ DATED = {
 }
 
 
-def dated_topic(tmp_path: Path, **keys) -> Path:
-    folder = tmp_path / "shop" / "orders"
+def write_entry(tmp_path: Path, name: str, schema: dict, time_field: str, **keys) -> Path:
+    """`<database>/<table>/topic.yaml` (name `database.table`, also the Kafka topic) with one schema version."""
+    folder = tmp_path.joinpath(*name.split("."))
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "v1.avsc").write_text(json.dumps(DATED))
-    document = {"topic": "shop.orders", "owner": "team-shop", "start_hour": "2026-11-01T00:00Z",
-                "time_partitioning": {"source": "event_time", "field": "date.occurred_at"},
+    (folder / "v1.avsc").write_text(json.dumps(schema))
+    document = {"topic": name, "owner": "team-test", "start_hour": "2026-11-01T00:00Z",
+                "time_partitioning": {"source": "event_time", "field": time_field},
                 "schema_versions": [{"version": 1, "file": "v1.avsc", "registry_id": 7001}], **keys}
     (folder / "topic.yaml").write_text(json.dumps(document))
     return folder / "topic.yaml"
+
+
+def dated_topic(tmp_path: Path, **keys) -> Path:
+    return write_entry(tmp_path, "shop.orders", DATED, "date.occurred_at", **keys)
 
 
 def test_a_field_named_like_a_layout_column_without_a_rename_fails_at_load_suggesting_rename(tmp_path):
@@ -171,14 +176,7 @@ NODE = {  # Avro's interop `Node`
 
 
 def node_topic(tmp_path: Path, **keys) -> Path:
-    folder = tmp_path / "graph" / "nodes"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "v1.avsc").write_text(json.dumps(NODE))
-    document = {"topic": "graph.nodes", "owner": "team-graph", "start_hour": "2026-11-01T00:00Z",
-                "time_partitioning": {"source": "event_time", "field": "occurred_at"},
-                "schema_versions": [{"version": 1, "file": "v1.avsc", "registry_id": 7101}], **keys}
-    (folder / "topic.yaml").write_text(json.dumps(document))
-    return folder / "topic.yaml"
+    return write_entry(tmp_path, "graph.nodes", NODE, "occurred_at", **keys)
 
 
 def test_a_recursive_record_loads_and_says_where_it_recurs_unless_the_topic_refuses_recursion(tmp_path):
