@@ -12,7 +12,7 @@ from typing import Callable, Iterable
 
 from kafka_lake import layout
 from kafka_lake.catalog import TopicSpec
-from kafka_lake.compaction import missing_raw_hours
+from kafka_lake.compaction import missing_raw_hours, raw_hours_that_feed
 from kafka_lake.hours import ONE_HOUR, KafkaHour, floor_hour, to_millis
 from kafka_lake.manifests import HourManifest
 
@@ -106,8 +106,7 @@ def due_for_compaction(
 
 
 def _landed_among(topic: TopicSpec, hour: KafkaHour, is_landed: Callable[[KafkaHour], bool]) -> list[KafkaHour]:
-    feeding = [KafkaHour(hour.start + n * ONE_HOUR) for n in range(topic.allowed_lateness_hours + 1)]
-    return [h for h in feeding if is_landed(h)]
+    return [h for h in raw_hours_that_feed(topic, hour.start) if is_landed(h)]
 
 
 # --- Freshness --------------------------------------------------------------------------------

@@ -7,18 +7,29 @@ columnar path, into a tree of vectorized nodes that check and convert a native r
 
 from __future__ import annotations
 
+import base64
 import datetime
 import decimal
+import json
+import math
 import uuid
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafka_lake.avro_types import AvroType, logical_type, named_types, non_null_members, resolve, type_name
+from kafka_lake.avro_types import (
+    AvroType,
+    logical_type,
+    named_types,
+    non_null_members,
+    refers_back,
+    resolve,
+    type_name,
+)
 from kafka_lake.catalog import SchemaVersion
 
 # None means fastavro's value already is what Arrow takes, so the column skips conversion.
@@ -26,18 +37,22 @@ Converter = Callable[[Any], Any] | None
 Pseudonymize = Callable[[Any], "str | None"]
 
 SCHEMA_VERSION_METADATA = "kafka_lake.schema_version"
+# Field metadata of a column whose values need a word beyond their type; the table catalog's column comment.
+COMMENT_METADATA = b"comment"
 
+KAFKA_HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
+# Every column, struct field, list item and map value is written nullable, whatever Avro says: a reader unifying
+# the files of two schema versions fills a field one version lacks with nulls, which a non-nullable field refuses.
 KAFKA_COLUMNS: tuple[pa.Field, ...] = (
-    pa.field("_kafka_topic", pa.string(), nullable=False),
-    pa.field("_kafka_partition", pa.int32(), nullable=False),
-    pa.field("_kafka_offset", pa.int64(), nullable=False),
-    pa.field("_kafka_timestamp", pa.timestamp("ms", tz="UTC"), nullable=False),
-    pa.field("_kafka_key", pa.binary(), nullable=True),
+    pa.field("_kafka_topic", pa.string()),
+    pa.field("_kafka_partition", pa.int32()),
+    pa.field("_kafka_offset", pa.int64()),
+    pa.field("_kafka_timestamp", pa.timestamp("ms", tz="UTC")),
+    pa.field("_kafka_key", pa.binary()),
+    pa.field("_kafka_headers", KAFKA_HEADERS_TYPE),  # null when the record has none
 )
 
-DEAD_LETTER_SCHEMA = pa.schema(
-    [*KAFKA_COLUMNS, pa.field("value", pa.binary(), nullable=True), pa.field("error", pa.string(), nullable=False)]
-)
+DEAD_LETTER_SCHEMA = pa.schema([*KAFKA_COLUMNS, pa.field("value", pa.binary()), pa.field("error", pa.string())])
 
 _BASE_TYPES = {
     "null": pa.null(),
@@ -93,37 +108,55 @@ class ArrowMapping:
 
     schema: pa.Schema
     converters: tuple[Converter, ...]  # one per top-level Avro field, in schema order
+    field_names: tuple[str, ...]  # the Avro name of each top-level field, which `rename` may have given another column
 
     def record_columns(self, records: list[dict]) -> list[pa.Array]:
         """The Avro fields' columns of `records` (decoded with `return_named_type=True`)."""
         columns = []
-        for field, convert in zip(self.schema, self.converters):  # stops before the Kafka columns
-            values = list(map(itemgetter(field.name), records))
+        for name, column, convert in zip(self.field_names, self.schema, self.converters):  # stops before the Kafka columns
+            values = list(map(itemgetter(name), records))
             if convert is not None:
                 values = list(map(convert, values))
-            columns.append(pa.array(values, type=field.type))
+            columns.append(pa.array(values, type=column.type))
         return columns
 
 
-def arrow_schema_for(version: SchemaVersion, pii_fields: tuple[tuple[str, ...], ...]) -> pa.Schema:
-    """The lake table schema of a version: its top-level fields, then the Kafka columns."""
-    return _Compiler(version.schema, pseudonymize=None).mapping(version, pii_fields).schema
+def arrow_schema_for(version: SchemaVersion, pii_fields: tuple[tuple[str, ...], ...],
+                     rename: Mapping[str, str] | None = None) -> pa.Schema:
+    """The lake table schema of a version: its top-level fields (named by `rename` where it says), then the Kafka
+    columns."""
+    return _Compiler(version.schema, pseudonymize=None).mapping(version, pii_fields, rename).schema
 
 
 def arrow_mapping_for(
-    version: SchemaVersion, pii_fields: tuple[tuple[str, ...], ...], pseudonymize: Pseudonymize | None
+    version: SchemaVersion, pii_fields: tuple[tuple[str, ...], ...], pseudonymize: Pseudonymize | None,
+    rename: Mapping[str, str] | None = None,
 ) -> ArrowMapping:
     """Compiles a version's mapping; `pseudonymize` fills the pii fields."""
     if pii_fields and pseudonymize is None:
         raise ValueError(f"pii fields of {version.file} need a pseudonymizer; refusing to land them in clear")
-    return _Compiler(version.schema, pseudonymize).mapping(version, pii_fields)
+    return _Compiler(version.schema, pseudonymize).mapping(version, pii_fields, rename)
+
+
+def column_comment(column: pa.Field) -> str:
+    """What a reader of a column must know that its type does not say (a decimal held as text, JSON text), or ""."""
+    return (column.metadata or {}).get(COMMENT_METADATA, b"").decode()
 
 
 @dataclass(frozen=True)
 class _Mapped:
     type: pa.DataType
-    nullable: bool
     convert: Converter
+    # (path below this value, note) for the values a reader must know more about; they become the column's comment.
+    notes: tuple[tuple[str, str], ...] = ()
+
+
+def _notes_below(prefix: str, notes: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    return tuple((f"{prefix}{'.' if path and not path.startswith(('[', '{')) else ''}{path}", note) for path, note in notes)
+
+
+def _comment(notes: tuple[tuple[str, str], ...]) -> str:
+    return "; ".join(f"{path}: {note}" if path else note for path, note in notes)
 
 
 class _Compiler:
@@ -135,28 +168,42 @@ class _Compiler:
             if len(name) > len(self.full_names.get(id(node), "")):
                 self.full_names[id(node)] = name
         self.pseudonymize = pseudonymize
-        self.open_records: set[int] = set()
+        self.open_records: list[int] = []  # the records whose fields are being mapped, outermost first
 
-    def mapping(self, version: SchemaVersion, pii_fields: tuple[tuple[str, ...], ...]) -> ArrowMapping:
-        fields, converters = self.record_fields(version.schema, frozenset(pii_fields))
-        schema = pa.schema([*fields, *KAFKA_COLUMNS], metadata={SCHEMA_VERSION_METADATA: str(version.version)})
-        return ArrowMapping(schema, tuple(converters))
+    def mapping(self, version: SchemaVersion, pii_fields: tuple[tuple[str, ...], ...],
+                rename: Mapping[str, str] | None) -> ArrowMapping:
+        rename = rename or {}
+        names, mapped = self.record_fields(version.schema, frozenset(pii_fields))
+        columns = []
+        for name, field in zip(names, mapped):
+            comment = _comment(field.notes)
+            columns.append(pa.field(rename.get(name, name), field.type,
+                                    metadata={COMMENT_METADATA: comment} if comment else None))
+        schema = pa.schema([*columns, *KAFKA_COLUMNS], metadata={SCHEMA_VERSION_METADATA: str(version.version)})
+        return ArrowMapping(schema, tuple(field.convert for field in mapped), tuple(names))
 
-    def record_fields(self, record: dict, pii: frozenset[tuple[str, ...]]) -> tuple[list[pa.Field], list[Converter]]:
-        if id(record) in self.open_records:
-            raise ValueError(f"record {record.get('name')!r} contains itself; Parquet has no recursive types")
-        self.open_records.add(id(record))
-        fields, converters = [], []
+    def record_fields(self, record: dict, pii: frozenset[tuple[str, ...]]) -> tuple[list[str], list[_Mapped]]:
+        self.open_records.append(id(record))
+        names, mapped = [], []
         for avro_field in record.get("fields", []):
             name = avro_field["name"]
-            if (name,) in pii:
-                mapped = _Mapped(pa.string(), True, self.pii_converter(avro_field["type"]))
+            if refers_back(avro_field["type"], self.open_records, self.names):
+                field = self.recurring(record, avro_field["type"], (name,) in pii)
+            elif (name,) in pii:
+                field = _Mapped(pa.string(), self.pii_converter(avro_field["type"]))
             else:
-                mapped = self.mapped(avro_field["type"], frozenset(p[1:] for p in pii if len(p) > 1 and p[0] == name))
-            fields.append(pa.field(name, mapped.type, nullable=mapped.nullable))
-            converters.append(mapped.convert)
-        self.open_records.discard(id(record))
-        return fields, converters
+                field = self.mapped(avro_field["type"], frozenset(p[1:] for p in pii if len(p) > 1 and p[0] == name))
+            names.append(name)
+            mapped.append(field)
+        self.open_records.pop()
+        return names, mapped
+
+    def recurring(self, record: dict, node: AvroType, pii: bool) -> _Mapped:
+        """A field where a record recurs: Parquet has no recursive types, so it holds the value as JSON text."""
+        convert = _json_converter(self.pseudonymize if pii else None)
+        name = self.full_names.get(id(record), record.get("name"))
+        note = f"JSON text of a value of recursive record {name} ({JSON_FORM})"
+        return _Mapped(pa.string(), convert, (("", ("pseudonymized " if pii else "") + note),))
 
     def mapped(self, node: AvroType, pii: frozenset[tuple[str, ...]] = frozenset()) -> _Mapped:
         node = resolve(node, self.names)
@@ -164,36 +211,38 @@ class _Compiler:
         if kind == "union":
             return self.union(node, pii)
         if kind in ("record", "error"):
-            fields, converters = self.record_fields(node, pii)
-            return _Mapped(pa.struct(fields), False, _record_converter(fields, converters))
+            names, mapped = self.record_fields(node, pii)
+            fields = [pa.field(name, field.type) for name, field in zip(names, mapped)]
+            notes = tuple(note for name, field in zip(names, mapped) for note in _notes_below(name, field.notes))
+            return _Mapped(pa.struct(fields), _record_converter(names, [field.convert for field in mapped]), notes)
         if kind == "array":
             item = self.mapped(node["items"])
-            return _Mapped(pa.list_(pa.field("element", item.type, item.nullable)), False, _list_converter(item.convert))
+            return _Mapped(pa.list_(pa.field("element", item.type)), _list_converter(item.convert),
+                           _notes_below("[]", item.notes))
         if kind == "map":
             value = self.mapped(node["values"])
-            return _Mapped(
-                pa.map_(pa.string(), pa.field("value", value.type, value.nullable)), False, _map_converter(value.convert)
-            )
+            return _Mapped(pa.map_(pa.string(), pa.field("value", value.type)), _map_converter(value.convert),
+                           _notes_below("{}", value.notes))
         logical = logical_type(node)
         if logical == "decimal" and kind in ("bytes", "fixed"):
             precision, scale = node["precision"], node.get("scale", 0)
-            decimal_type = pa.decimal128 if precision <= 38 else pa.decimal256
-            return _Mapped(decimal_type(precision, scale), False, None)
+            if precision <= MAX_DECIMAL_PRECISION:
+                return _Mapped(pa.decimal128(precision, scale), None)
+            return _Mapped(pa.string(), _decimal_text_converter(precision, scale), (("", decimal_as_text(precision, scale)),))
         if (kind, logical) in _LOGICAL:
-            return _Mapped(_LOGICAL[kind, logical], False, str if logical == "uuid" else None)
+            return _Mapped(_LOGICAL[kind, logical], str if logical == "uuid" else None)
         if kind not in _BASE_TYPES:
             raise ValueError(f"Avro type {node!r} has no Arrow mapping (unknown type name?)")
-        return _Mapped(_BASE_TYPES[kind], kind == "null", None)
+        return _Mapped(_BASE_TYPES[kind], None)
 
     def union(self, union: list, pii: frozenset[tuple[str, ...]]) -> _Mapped:
         members = [resolve(member, self.names) for member in non_null_members(union)]
-        has_null = len(members) < len(union)
-        if len(members) == 1:  # ["null", T] or ["T"]: the union is just T, nullable if null is a member
+        if len(members) == 1:  # ["null", T] or ["T"]: the union is just T
             inner = self.mapped(members[0], pii)
-            convert = _nullable_converter(inner.convert, tagged=self.is_named(members[0]))
-            return _Mapped(inner.type, has_null or inner.nullable, convert)
+            return _Mapped(inner.type, _nullable_converter(inner.convert, tagged=self.is_named(members[0])), inner.notes)
         mapped = [self.mapped(member) for member in members]
-        fields = [pa.field(f"member{i}", m.type, nullable=True) for i, m in enumerate(mapped)]
+        fields = [pa.field(f"member{i}", m.type) for i, m in enumerate(mapped)]
+        notes = tuple(note for field, m in zip(fields, mapped) for note in _notes_below(field.name, m.notes))
         by_name: dict[str, tuple[str, Converter]] = {}
         by_python_type: dict[type, list[tuple[str, bool, Converter]]] = {}
         for field, member, member_mapped in zip(fields, members, mapped):
@@ -203,7 +252,7 @@ class _Compiler:
                 python_type = _python_type(member)
                 int32_only = type_name(member) == "int" and logical_type(member) is None
                 by_python_type.setdefault(python_type, []).append((field.name, int32_only, member_mapped.convert))
-        return _Mapped(pa.struct(fields), has_null, _union_converter([f.name for f in fields], by_name, by_python_type))
+        return _Mapped(pa.struct(fields), _union_converter([f.name for f in fields], by_name, by_python_type), notes)
 
     def is_named(self, node: AvroType) -> bool:
         return type_name(node) in _NAMED
@@ -216,13 +265,79 @@ class _Compiler:
         return lambda value: pseudonymize(value[1] if type(value) is tuple else value)
 
 
+# --- values Parquet readers cannot hold as Avro has them: wide decimals and recursive records, as text -----------
+
+# The widest decimal Spark, Hive, Glue and Athena read (decimal128); DuckDB reads wider ones as a lossy double.
+MAX_DECIMAL_PRECISION = 38
+# A recursive value nested deeper than this many arrays, maps and records is a dead letter: deep enough for real
+# trees, and far below where a decoder runs out of stack.
+MAX_JSON_DEPTH = 100
+JSON_FORM = "keys sorted, bytes as base64, decimals as exact text, times in ISO 8601"
+
+
+def decimal_as_text(precision: int, scale: int) -> str:
+    return (f"decimal({precision},{scale}) as its exact text (precision over {MAX_DECIMAL_PRECISION}, which readers "
+            f"cannot hold)")
+
+
+def _decimal_text_converter(precision: int, scale: int) -> Converter:
+    def to_text(value: decimal.Decimal) -> str:
+        # fastavro rounds a value with more digits than the precision to fit it: its exponent then moved.
+        if value.as_tuple().exponent != -scale:
+            raise ValueError(f"a decimal({precision},{scale}) value has more than {precision} digits")
+        return format(value, "f")
+
+    return to_text
+
+
+def _json_converter(pseudonymize: Pseudonymize | None) -> Converter:
+    def to_json(value: Any) -> str | None:
+        if value is None:
+            return None
+        text = json_text(value)
+        return pseudonymize(text) if pseudonymize is not None else text
+
+    return to_json
+
+
+def json_text(value: Any) -> str:
+    """A decoded Avro value as deterministic JSON text: keys sorted, no spaces, UTF-8; bytes and fixed as base64
+    (as Spark's `to_json` writes binary), decimals as their exact text, dates, times and timestamps in ISO 8601
+    (Python's `isoformat`), uuids as text, NaN and infinities as the strings "NaN", "Infinity", "-Infinity"; a
+    union holds its branch's value, a named type's branch (name, value) too."""
+    return json.dumps(_jsonable(value, 0), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _jsonable(value: Any, depth: int) -> Any:
+    kind = type(value)
+    if value is None or kind in (str, int, bool):
+        return value
+    if kind is tuple:  # (name, value): a named type's branch of a union
+        return _jsonable(value[1], depth)
+    if kind in (dict, list):
+        if depth >= MAX_JSON_DEPTH:
+            raise ValueError(f"a recursive value is nested more than {MAX_JSON_DEPTH} levels deep")
+        if kind is dict:
+            return {key: _jsonable(item, depth + 1) for key, item in value.items()}
+        return [_jsonable(item, depth + 1) for item in value]
+    if kind is float:
+        return value if math.isfinite(value) else "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if kind is bytes:
+        return base64.b64encode(value).decode("ascii")
+    if kind is decimal.Decimal:
+        return format(value, "f")
+    if kind in (datetime.datetime, datetime.date, datetime.time):
+        return value.isoformat()
+    return str(value)  # a uuid
+
+
 def _python_type(node: AvroType) -> type:
     kind = type_name(node)
     return _PYTHON_TYPES.get((kind, logical_type(node)), _PYTHON_TYPES[kind, None])
 
 
-def _record_converter(fields: list[pa.Field], converters: list[Converter]) -> Converter:
-    converted = [(field.name, convert) for field, convert in zip(fields, converters) if convert is not None]
+def _record_converter(names: list[str], converters: list[Converter]) -> Converter:
+    converted = [(name, convert) for name, convert in zip(names, converters) if convert is not None]
     if not converted:
         return None
 
@@ -363,16 +478,19 @@ class ColumnarMapping:
 
 
 def columnar_mapping_for(
-    version: SchemaVersion, pii_fields: tuple[tuple[str, ...], ...], pseudonymize: ColumnPseudonymize | None
+    version: SchemaVersion, pii_fields: tuple[tuple[str, ...], ...], pseudonymize: ColumnPseudonymize | None,
+    rename: Mapping[str, str] | None = None,
 ) -> ColumnarMapping:
     """Compiles a version for the columnar path, or raises `NotColumnar` saying why fastavro must decode it."""
-    mapping = _Compiler(version.schema, pseudonymize=None).mapping(version, pii_fields)
+    if version.recursions:
+        raise NotColumnar(f"a record contains itself ({version.recursions[0]}); its JSON text is built from fastavro's value")
+    mapping = _Compiler(version.schema, pseudonymize=None).mapping(version, pii_fields, rename)
     if pii_fields and pseudonymize is None:
         raise ValueError(f"pii fields of {version.file} need a pseudonymizer; refusing to land them in clear")
     compiler = _ColumnarCompiler(version.schema, pseudonymize)
     record_type = pa.struct(list(mapping.schema)[: -len(KAFKA_COLUMNS)])
     node = compiler.record(version.schema, record_type, frozenset(pii_fields))
-    return ColumnarMapping(_block_schema(version.schema), mapping.schema, tuple(zip(record_type.names, node.children)))
+    return ColumnarMapping(_block_schema(version.schema), mapping.schema, tuple(zip(mapping.field_names, node.children)))
 
 
 def _block_schema(node: AvroType) -> AvroType:
@@ -431,9 +549,9 @@ class _ColumnarCompiler:
 
     def record(self, avro: dict, target: pa.StructType, pii: frozenset) -> "_Struct":
         children = []
-        for avro_field in avro.get("fields", []):
+        for index, avro_field in enumerate(avro.get("fields", [])):
             name = avro_field["name"]
-            field_type = target.field(name).type
+            field_type = target.field(index).type  # by position: a renamed top-level column has another name
             if (name,) in pii:
                 children.append(self.pii_node(avro_field["type"], name))
             else:
@@ -630,6 +748,21 @@ class _Decimal(_Node):
         # Wide enough to hold 10 ** precision, the first value beyond the column.
         self._wide = pa.decimal128(38, scale) if precision < 38 else pa.decimal256(76, scale)
         self._limit = pa.scalar(decimal.Decimal(10) ** (precision - scale), self._wide)
+
+    def convert(self, array):
+        if not pa.types.is_string(self.target):
+            return super().convert(array)
+        # As text, exactly as Python formats the Decimal fastavro gives: the unscaled integer's digits (Arrow prints
+        # a scale-0 decimal without an exponent), the point set `scale` digits from the right.
+        unscaled = array.view(pa.decimal128(38, 0) if array.type.byte_width == 16 else pa.decimal256(76, 0))
+        digits = pc.cast(unscaled, pa.string())
+        if self.scale == 0:
+            return digits
+        negative = pc.starts_with(digits, "-")
+        magnitude = pc.utf8_lpad(pc.utf8_ltrim(digits, "-"), self.scale + 1, "0")
+        text = pc.binary_join_element_wise(pc.utf8_slice_codeunits(magnitude, 0, -self.scale),
+                                           pc.utf8_slice_codeunits(magnitude, -self.scale), ".")
+        return pc.if_else(negative, pc.binary_join_element_wise("-", text, ""), text)
 
     def lengths(self, array):
         if self.fixed_size is not None:

@@ -6,7 +6,9 @@ Field lookup by dotted path, time-field types, and what counts as a compatible e
 from __future__ import annotations
 
 import re
-from typing import Any
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Collection, Iterator
 
 AvroType = Any  # a str, dict or list, as in the .avsc JSON
 
@@ -91,6 +93,45 @@ def field_type_at(schema: AvroType, path: tuple[str, ...]) -> AvroType | None:
             return None
         node = match["type"]
     return resolve(node, names)
+
+
+def refers_back(node: AvroType, open_records: Collection[int], names: dict[str, AvroType]) -> bool:
+    """Whether a field's type reaches, through unions, arrays and maps, one of the records that contain the field
+    (`open_records`, by id of their schema node): such a field is where a recursive record recurs, and it lands
+    as JSON text. A record met on the way is not followed: its own fields answer for themselves."""
+    node = resolve(node, names)
+    if isinstance(node, list):
+        return any(refers_back(member, open_records, names) for member in node)
+    if not isinstance(node, dict):
+        return False
+    kind = node.get("type")
+    if kind in ("record", "error"):
+        return id(node) in open_records
+    if kind == "array":
+        return refers_back(node.get("items"), open_records, names)
+    if kind == "map":
+        return refers_back(node.get("values"), open_records, names)
+    return False
+
+
+def json_field_at(schema: AvroType, path: tuple[str, ...]) -> int | None:
+    """The index of the step of a dotted field path that names a field landed as JSON text (see `refers_back`),
+    or None when the path stays in columns."""
+    names = named_types(schema)
+    node: AvroType = schema
+    open_records: list[int] = []
+    for index, step in enumerate(path):
+        node = resolve(unwrap_nullable(resolve(node, names)), names)
+        if not isinstance(node, dict) or node.get("type") not in ("record", "error"):
+            return None
+        open_records.append(id(node))
+        match = next((f for f in node.get("fields", []) if f["name"] == step), None)
+        if match is None:
+            return None
+        if refers_back(match["type"], open_records, names):
+            return index
+        node = match["type"]
+    return None
 
 
 def type_name(node: AvroType) -> str:
@@ -188,22 +229,32 @@ class _ShapeProblem(Exception):
     pass
 
 
-def shape_problem(schema: dict, max_depth: int) -> str | None:
-    """Why a schema's shape cannot land as a table, or None; checked before anything else walks the schema.
+@dataclass(frozen=True)
+class SchemaShape:
+    """What the one bounded walk of a schema found: why it cannot land (or None), and where it recurs."""
+
+    problem: str | None
+    recursions: tuple[str, ...] = ()  # "record 'Node' at field 'children'": where a record contains itself
+
+
+def schema_shape(schema: dict, max_depth: int) -> SchemaShape:
+    """The shape of a schema, checked before anything else walks it.
 
     Refused: a field name that is no Avro name (it would reach paths and DDL), two fields whose names differ
     only in case (catalogs fold case), nesting deeper than `max_depth` records, arrays and maps, a record that
-    contains itself (Parquet has no recursive types), an empty or repeated union, a fixed without a size,
-    and an array whose items take no bytes on the wire: a few corrupt bytes could claim 2^62 such items,
-    which a decoder would then count out one by one.
+    contains itself with no way to end (no union, array or map on the way: no value of it can be written), an
+    empty or repeated union, a fixed without a size, and an array whose items take no bytes on the wire: a few
+    corrupt bytes could claim 2^62 such items, which a decoder would then count out one by one. A record that
+    contains itself otherwise is allowed and listed in `recursions`: the field where it recurs lands as JSON text.
     """
+    shape = _Shape(max_depth)
     try:
-        _Shape(max_depth).walk(schema, None, 1, "")
+        shape.walk(schema, None, 1, "")
     except _ShapeProblem as problem:
-        return str(problem)
+        return SchemaShape(str(problem))
     except RecursionError:  # not expected, as every step down counts; a last guard for the loader's promise
-        return f"the schema is nested too deeply to walk (the limit is {max_depth} levels)"
-    return None
+        return SchemaShape(f"the schema is nested too deeply to walk (the limit is {max_depth} levels)")
+    return SchemaShape(None, tuple(shape.recursions))
 
 
 class _Shape:
@@ -214,6 +265,8 @@ class _Shape:
         self.full_names: dict[str, str] = {}  # short name → full name of the named types met so far
         self.measured: dict[str, tuple[int, bool]] = {}  # full name → (levels, takes no bytes)
         self.open: list[str] = []  # the records being walked, outermost first
+        self.ends: list[int] = []  # per union, array or map being walked: how many records were open on entering it
+        self.recursions: list[str] = []
 
     def walk(self, node: AvroType, namespace: str | None, depth: int, path: str) -> tuple[int, bool]:
         """(levels of nesting from `node` down, whether its encoding can take no bytes)."""
@@ -228,7 +281,8 @@ class _Shape:
             kinds = [str(_describe(member) if isinstance(member, (str, dict)) else repr(member))[:80] for member in node]
             if len(set(kinds)) != len(kinds):
                 raise _ShapeProblem(f"{where} is a union that repeats a member: {', '.join(kinds)}")
-            levels = [self.walk(member, namespace, depth, path)[0] for member in node]
+            with self._able_to_end(len(node) > 1):
+                levels = [self.walk(member, namespace, depth, path)[0] for member in node]
             return max(levels), False  # the branch index takes a byte
         if not isinstance(node, dict):
             return 0, False  # not a type at all: fastavro's parse says so
@@ -241,7 +295,8 @@ class _Shape:
         if kind in ("array", "map"):
             self._check_depth(depth, path)
             child = node.get("items" if kind == "array" else "values")
-            levels, empty = self.walk(child, namespace, depth + 1, f"{path}[]" if kind == "array" else f"{path}{{}}")
+            with self._able_to_end(True):
+                levels, empty = self.walk(child, namespace, depth + 1, f"{path}[]" if kind == "array" else f"{path}{{}}")
             if kind == "array" and empty:
                 raise _ShapeProblem(
                     f"{where} is an array of items that take no bytes on the wire (null, an empty record or a "
@@ -306,12 +361,30 @@ class _Shape:
         if full not in self.measured and full not in self.open:
             full = self.full_names.get(name, full)
         if full in self.open:
-            raise _ShapeProblem(f"record {full!r} contains itself (at field {path!r}); Parquet has no recursive types")
+            opened_at = self.open.index(full)
+            if not any(open_then > opened_at for open_then in self.ends):
+                raise _ShapeProblem(
+                    f"record {full!r} contains itself at field {path!r} with no way to end (no null, array or map on "
+                    f"the way); no value of it can be written"
+                )
+            self.recursions.append(f"record {full!r} at field {path!r}")
+            return 0, False  # the field lands as JSON text: a leaf
         if full not in self.measured:
             return 0, False  # an unknown name: fastavro's parse says so
         levels, empty = self.measured[full]
         self._check_depth(depth + levels - 1, path)
         return levels, empty
+
+    @contextmanager
+    def _able_to_end(self, can_end: bool) -> Iterator[None]:
+        """Marks a union of several members, an array or a map: a record recurring inside it can stop recurring."""
+        if can_end:
+            self.ends.append(len(self.open))
+        try:
+            yield
+        finally:
+            if can_end:
+                self.ends.pop()
 
     def _check_depth(self, depth: int, path: str) -> None:
         if depth > self.max_depth:

@@ -16,7 +16,17 @@ from typing import Any, Literal
 import fastavro
 import yaml
 
-from kafka_lake.avro_types import field_type_at, is_time_type, evolution_problem, shape_problem
+from kafka_lake.avro_types import (
+    AVRO_NAME,
+    evolution_problem,
+    field_type_at,
+    is_time_type,
+    json_field_at,
+    logical_type,
+    schema_shape,
+    type_name,
+    unwrap_nullable,
+)
 from kafka_lake.layout import PARTITION_COLUMNS
 
 # Names that become paths and SQL identifiers: lowercase, no dots, no traversal. `\Z`, not `$`, which would
@@ -49,11 +59,17 @@ _CENTURY = {"days": 36_525, "hours": 876_600, "minutes": 52_596_000}
 # producer timestamps for Kafka time.
 DEFAULT_ALLOWED_LATENESS_HOURS = {"event_time": 3, "kafka_time": 1}
 
+# What a plain long event time counts since the epoch (`time_partitioning.unit`), as units per second.
+TIME_UNITS = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+DEFAULT_TIME_UNIT = "ms"
+# `recursive_records`: a record that contains itself lands the field where it recurs as JSON text, or is refused.
+RECURSIVE_RECORDS = ("json", "refuse")
+
 _KNOWN_KEYS = {
     "topic", "owner", "time_partitioning", "start_hour", "schema_versions", "retention_days",
     "pii_fields", "subject_field", "freshness_minutes", "max_rows_per_task",
     "close_grace_minutes", "record_grace_minutes", "dead_letter_rate_threshold", "allowed_lateness_hours", "target_file_mb",
-    "dead_letter_retention_days",
+    "dead_letter_retention_days", "rename", "recursive_records",
 }
 
 
@@ -68,6 +84,7 @@ class SchemaVersion:
     registry_id: int
     schema: dict[str, Any] = field(repr=False, compare=False)  # the Avro schema as JSON
     parsed: Any = field(repr=False, compare=False)  # fastavro's parsed form, for decoding
+    recursions: tuple[str, ...] = ()  # where a record contains itself: those fields land as JSON text
 
 
 @dataclass(frozen=True)
@@ -79,7 +96,7 @@ class TopicSpec:
     topic: str
     owner: str
     time_source: Literal["event_time", "kafka_time"]
-    time_field: tuple[str, ...] | None
+    time_field: tuple[str, ...] | None  # an Avro field path, like every field path of the catalog
     start_hour: datetime
     schema_versions: tuple[SchemaVersion, ...]
     retention_days: int | None = None
@@ -93,12 +110,29 @@ class TopicSpec:
     allowed_lateness_hours: int = 3
     target_file_mb: int = DEFAULT_TARGET_FILE_MB
     dead_letter_retention_days: int = DEFAULT_DEAD_LETTER_RETENTION_DAYS
+    # Top-level Avro field → column name, for fields whose own name a column cannot take (`date`, `hour`, …).
+    rename: tuple[tuple[str, str], ...] = ()
+    time_unit: str | None = None  # what a plain long event time counts (s, ms, us, ns); None: not set, ms
     source_file: str = ""
 
     @property
     def name(self) -> str:
         """`database/table`, the suffix of every asset key of this topic."""
         return f"{self.database}/{self.table}"
+
+    @property
+    def columns_by_field(self) -> dict[str, str]:
+        """The renamed top-level fields: Avro field name → column name."""
+        return dict(self.rename)
+
+    def column_path(self, field_path: tuple[str, ...]) -> tuple[str, ...]:
+        """Where an Avro field path (as the catalog's keys name fields) lands among the table's columns."""
+        return (self.columns_by_field.get(field_path[0], field_path[0]), *field_path[1:])
+
+    @property
+    def subject_column(self) -> tuple[str, ...] | None:
+        """The column path erasure requests match on, or None without a `subject_field`."""
+        return self.column_path(tuple(self.subject_field.split("."))) if self.subject_field else None
 
     def version_for_registry_id(self, registry_id: int) -> SchemaVersion | None:
         for version in self.schema_versions:
@@ -191,18 +225,17 @@ def load_topic(path: str | Path) -> TopicSpec:
     owner = _required(document, "owner", str, where)
 
     versions = _load_versions(document, path.parent, where)
-    time_source, time_field = _load_time_partitioning(document, versions, where)
+    _check_recursion(document, versions, where)
+    rename = _load_rename(document, versions, where)
+    time_source, time_field, time_unit = _load_time_partitioning(document, versions, where)
     start_hour = _parse_start_hour(document.get("start_hour"), where)
 
     pii_fields = tuple(tuple(p.split(".")) for p in _optional_list_of_str(document, "pii_fields", where))
     for pii in pii_fields:
-        if not any(field_type_at(v.schema, pii) is not None for v in versions):
-            raise CatalogError(f"{where}: pii_fields entry {'.'.join(pii)!r} is not a field of any schema version")
+        _check_field_path(versions, pii, f"pii_fields entry {'.'.join(pii)!r}", where, json_allowed=True)
     subject_field = _optional(document, "subject_field", str, where)
-    if subject_field is not None and not any(
-        field_type_at(v.schema, tuple(subject_field.split("."))) is not None for v in versions
-    ):
-        raise CatalogError(f"{where}: subject_field {subject_field!r} is not a field of any schema version")
+    if subject_field is not None:
+        _check_field_path(versions, tuple(subject_field.split(".")), f"subject_field {subject_field!r}", where)
 
     return TopicSpec(
         database=database,
@@ -232,8 +265,93 @@ def load_topic(path: str | Path) -> TopicSpec:
         dead_letter_retention_days=_optional_positive_int(
             document, "dead_letter_retention_days", where, _CENTURY["days"]
         ) or DEFAULT_DEAD_LETTER_RETENTION_DAYS,
+        rename=rename,
+        time_unit=time_unit,
         source_file=where,
     )
+
+
+def _check_field_path(versions: list[SchemaVersion], path: tuple[str, ...], label: str, where: str,
+                      json_allowed: bool = False) -> None:
+    """A catalog key's field path must name a field of some version, and not reach inside a field landed as JSON
+    text (whose parts are no columns); with `json_allowed`, it may name such a field itself."""
+    if not any(field_type_at(v.schema, path) is not None for v in versions):
+        raise CatalogError(f"{where}: {label} is not a field of any schema version")
+    for version in versions:
+        step = json_field_at(version.schema, path)
+        if step is None or (json_allowed and step == len(path) - 1):
+            continue
+        json_field = ".".join(path[:step + 1])
+        advice = f"name {json_field!r} itself to pseudonymize its whole text" if json_allowed else "choose another field"
+        raise CatalogError(
+            f"{where}: {label} is in field {json_field!r} of version {version.version} ({version.file}), where a "
+            f"record contains itself: that field lands as one column of JSON text; {advice}"
+        )
+
+
+def _check_recursion(document: dict, versions: list[SchemaVersion], where: str) -> None:
+    choice = document.get("recursive_records")
+    choice = "json" if choice is None else choice
+    if choice not in RECURSIVE_RECORDS:
+        raise CatalogError(f"{where}: recursive_records must be json or refuse, got {_shown(choice)}")
+    if choice == "refuse":
+        for version in versions:
+            if version.recursions:
+                raise CatalogError(
+                    f"{where}: version {version.version} ({version.file}) has a record that contains itself "
+                    f"({version.recursions[0]}), and recursive_records is refuse; remove that key to land the field "
+                    f"as JSON text"
+                )
+
+
+def _load_rename(document: dict, versions: list[SchemaVersion], where: str) -> tuple[tuple[str, str], ...]:
+    """`rename` (top-level Avro field → column name), checked against every version's columns."""
+    rename = document.get("rename")
+    if rename is None:
+        rename = {}
+    if not isinstance(rename, dict):
+        raise CatalogError(f"{where}: 'rename' must map Avro field names to column names, got {_shown(rename)}")
+    for field_name, column in rename.items():
+        key = f"rename.{_shown(field_name) if not isinstance(field_name, str) else field_name}"
+        if not isinstance(field_name, str) or not AVRO_NAME.match(field_name):
+            extra = "; it renames top-level fields only (nested fields never clash with the lake's columns)" if (
+                isinstance(field_name, str) and "." in field_name) else ""
+            raise CatalogError(f"{where}: {_shown(key)} does not name an Avro field{extra}")
+        if not any(field_name in _top_level_names(v) for v in versions):
+            raise CatalogError(f"{where}: {key} names no top-level field of any schema version")
+        if not isinstance(column, str) or not AVRO_NAME.match(column):
+            raise CatalogError(
+                f"{where}: {key} is {_shown(column)}; a column name is letters, digits and underscores, not "
+                f"starting with a digit"
+            )
+    for version in versions:
+        schema_file = Path(where).parent / version.file
+        taken: dict[str, str] = {}
+        for field_name in _top_level_names(version):
+            column = rename.get(field_name, field_name)
+            label = f"field {field_name!r}" + (f" (renamed to {column!r} by rename.{field_name})" if column != field_name else "")
+            if _is_lake_column(column):
+                fix = "choose another name in rename" if column != field_name else (
+                    f"map it to another column with `rename: {{{field_name}: <column>}}`")
+                raise CatalogError(
+                    f"{where}: {label} of {schema_file} takes the name of one of the lake's own columns "
+                    f"({KAFKA_COLUMN_PREFIX}…, {', '.join(PARTITION_COLUMNS)}); {fix} in topic.yaml"
+                )
+            if column.lower() in taken:
+                raise CatalogError(
+                    f"{where}: {label} and {taken[column.lower()]} of {schema_file} would both be column {column!r} "
+                    f"(names are compared ignoring case); choose another name in rename"
+                )
+            taken[column.lower()] = label
+    return tuple(sorted(rename.items()))
+
+
+def _top_level_names(version: SchemaVersion) -> list[str]:
+    return [f["name"] for f in version.schema["fields"]]
+
+
+def _is_lake_column(name: str) -> bool:
+    return name.lower().startswith(KAFKA_COLUMN_PREFIX) or name.lower() in PARTITION_COLUMNS
 
 
 def _load_versions(document: dict, folder: Path, where: str) -> list[SchemaVersion]:
@@ -260,8 +378,8 @@ def _load_versions(document: dict, folder: Path, where: str) -> list[SchemaVersi
             raise CatalogError(
                 f"{where}: schema file {_shown(file_name)} of version {number} must sit beside topic.yaml"
             )
-        schema, parsed = _parse_schema_file(schema_path)
-        versions.append(SchemaVersion(number, file_name, registry_id, schema, parsed))
+        schema, parsed, recursions = _parse_schema_file(schema_path)
+        versions.append(SchemaVersion(number, file_name, registry_id, schema, parsed, recursions))
     for older, newer in zip(versions, versions[1:]):
         problem = evolution_problem(older.schema, newer.schema)
         if problem:
@@ -272,7 +390,7 @@ def _load_versions(document: dict, folder: Path, where: str) -> list[SchemaVersi
     return versions
 
 
-def _parse_schema_file(schema_path: Path) -> tuple[dict, Any]:
+def _parse_schema_file(schema_path: Path) -> tuple[dict, Any, tuple[str, ...]]:
     try:
         exists = schema_path.is_file()
     except OSError:
@@ -289,20 +407,14 @@ def _parse_schema_file(schema_path: Path) -> tuple[dict, Any]:
     if not isinstance(schema, dict) or schema.get("type") != "record":
         raise CatalogError(f"{schema_path}: the top-level Avro schema must be a record")
     # Before fastavro and every walk of ours: the shape check is the one walk that cannot recurse without bound.
-    problem = shape_problem(schema, MAX_SCHEMA_DEPTH)
-    if problem:
-        raise CatalogError(f"{schema_path}: {problem}")
-    for field_name in (f["name"] for f in schema["fields"]):
-        if field_name.lower().startswith(KAFKA_COLUMN_PREFIX) or field_name.lower() in PARTITION_COLUMNS:
-            raise CatalogError(
-                f"{schema_path}: field {field_name!r} takes the name of one of the lake's own columns "
-                f"({KAFKA_COLUMN_PREFIX}…, {', '.join(PARTITION_COLUMNS)}); rename it"
-            )
+    shape = schema_shape(schema, MAX_SCHEMA_DEPTH)
+    if shape.problem:
+        raise CatalogError(f"{schema_path}: {shape.problem}")
     try:
         parsed = fastavro.parse_schema(schema)
     except Exception as error:  # fastavro raises several types for bad schemas
         raise CatalogError(f"{schema_path}: not a valid Avro schema: {str(error)[:300]}") from None
-    return schema, parsed
+    return schema, parsed, shape.recursions
 
 
 def _read_catalog_file(path: Path, where: str) -> str:
@@ -321,17 +433,22 @@ def _read_catalog_file(path: Path, where: str) -> str:
 
 
 def _load_time_partitioning(document: dict, versions: list[SchemaVersion], where: str):
+    """(source, Avro field path or None, unit of a plain long event time or None)."""
     block = _required(document, "time_partitioning", dict, where)
     source = block.get("source")
     if source not in ("event_time", "kafka_time"):
         raise CatalogError(f"{where}: time_partitioning.source must be event_time or kafka_time, got {_shown(source)}")
+    unit = block.get("unit")
     if source == "kafka_time":
-        if block.get("field") is not None:
-            raise CatalogError(f"{where}: time_partitioning.field is only for source event_time")
-        return source, None
+        for key in ("field", "unit"):
+            if block.get(key) is not None:
+                raise CatalogError(f"{where}: time_partitioning.{key} is only for source event_time")
+        return source, None, None
     field_name = block.get("field")
     if not isinstance(field_name, str) or not field_name:
         raise CatalogError(f"{where}: time_partitioning.field is required for source event_time")
+    if unit is not None and (not isinstance(unit, str) or unit not in TIME_UNITS):
+        raise CatalogError(f"{where}: time_partitioning.unit must be one of {', '.join(TIME_UNITS)}, got {_shown(unit)}")
     path = tuple(field_name.split("."))
     for version in versions:
         avro_type = field_type_at(version.schema, path)
@@ -339,12 +456,19 @@ def _load_time_partitioning(document: dict, versions: list[SchemaVersion], where
             raise CatalogError(
                 f"{where}: time_partitioning.field {field_name!r} is not a field of version {version.version} ({version.file})"
             )
-        if not is_time_type(avro_type):
+        if json_field_at(version.schema, path) is not None or not is_time_type(avro_type):
             raise CatalogError(
                 f"{where}: time_partitioning.field {field_name!r} in version {version.version} must be a "
-                f"timestamp-millis/micros long, a long of epoch milliseconds or an RFC 3339 string"
+                f"timestamp-millis/micros long, a plain long of epoch time (see unit) or an RFC 3339 string"
             )
-    return source, path
+        plain_long = unwrap_nullable(avro_type)
+        if unit is not None and (type_name(plain_long) != "long" or logical_type(plain_long) is not None):
+            shown = logical_type(plain_long) or type_name(plain_long)
+            raise CatalogError(
+                f"{where}: time_partitioning.unit is for a plain long event time, but field {field_name!r} is a "
+                f"{shown} in version {version.version} ({version.file}); remove unit"
+            )
+    return source, path, unit
 
 
 def _parse_start_hour(value: Any, where: str) -> datetime:

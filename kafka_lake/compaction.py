@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from kafka_lake import layout
 from kafka_lake.catalog import TopicSpec
-from kafka_lake.hours import ONE_HOUR, KafkaHour
+from kafka_lake.hours import FIRST_HOUR, LAST_HOUR, ONE_HOUR, KafkaHour
 from kafka_lake.manifests import ManifestStore
 from kafka_lake.parquet_output import ParquetOutput
 from kafka_lake.storage import LakeStorage
@@ -78,8 +78,10 @@ class CompactionResult:
 
 
 def raw_hours_that_feed(topic: TopicSpec, hour: datetime) -> list[KafkaHour]:
-    """The Kafka hours whose landing can place rows in `hour` within the allowed lateness."""
-    return [KafkaHour(hour + n * ONE_HOUR) for n in range(topic.allowed_lateness_hours + 1)]
+    """The Kafka hours whose landing can place rows in `hour` within the allowed lateness; none past the last hour
+    of the year 9999, where an event time a producer meant as "never" lands."""
+    return [KafkaHour(hour + n * ONE_HOUR) for n in range(topic.allowed_lateness_hours + 1)
+            if n * ONE_HOUR <= LAST_HOUR - hour]
 
 
 def missing_raw_hours(topic: TopicSpec, hour: datetime, landed: Iterable[KafkaHour]) -> list[KafkaHour]:
@@ -139,7 +141,7 @@ def committed_raw_files(
         for stored in storage.list_files(layout.data_directory(topic.database, topic.table, version.version, hour))
         if layout.parse_data_file_name(stored.path) is not None
     }
-    window = set(raw_hours_that_feed(topic, hour)) | {KafkaHour(hour - ONE_HOUR)}
+    window = set(raw_hours_that_feed(topic, hour)) | ({KafkaHour(hour - ONE_HOUR)} if hour > FIRST_HOUR else set())
     ordered = sorted(landed, key=lambda h: (h not in window, abs(h.start - hour)))
     committed: set[str] = set()
     for kafka_hour in ordered:
@@ -166,12 +168,13 @@ def compact_partition(task: CompactionTask) -> CompactionReport:
     directory = compacted_directory(task.topic.database, task.topic.table, task.partition, task.generation)
     for leftover in storage.list_files(directory):  # a crashed attempt at this same generation
         storage.delete(leftover.path)
-    writer = _RollingParquet(storage, directory, task.target_bytes)
+    schema = _sources_schema(storage, task.sources)
+    writer = _RollingParquet(storage, directory, task.target_bytes, schema)
     seen_keys: set[int] = set()
     key_tables, rows_read, rows_erased, source_bytes = [], 0, 0, 0
     try:
         for path in task.sources:
-            table = pq.read_table(storage.full_path(path), filesystem=storage.filesystem)
+            table = _conformed(pq.read_table(storage.full_path(path), filesystem=storage.filesystem), schema)
             source_bytes += storage.filesystem.get_file_info(storage.full_path(path)).size
             rows_read += table.num_rows
             table = _without_seen(table, seen_keys)
@@ -214,11 +217,29 @@ def _without_seen(table: pa.Table, seen: set[int]) -> pa.Table:
     return table if all(fresh) else table.filter(pa.array(fresh))
 
 
+def _sources_schema(storage: LakeStorage, sources: Iterable[str]) -> pa.Schema | None:
+    """One schema holding every source file's rows: files landed by an older release may lack a column (the Kafka
+    headers) or declare fields non-nullable; a column any file has is kept, nullable where any file's is."""
+    schemas = [pq.read_schema(storage.full_path(path), filesystem=storage.filesystem) for path in sources]
+    if not schemas:
+        return None
+    return pa.unify_schemas(schemas, promote_options="permissive").with_metadata(schemas[0].metadata)
+
+
+def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`table` in `schema`: its columns cast, the columns it lacks null."""
+    if table.schema == schema:
+        return table.replace_schema_metadata(schema.metadata)
+    columns = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+               for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
 class _RollingParquet:
     """Parquet files of about `target_bytes` each, named part-00000.parquet, part-00001…"""
 
-    def __init__(self, storage: LakeStorage, directory: str, target_bytes: int):
-        self.storage, self.directory, self.target_bytes = storage, directory, target_bytes
+    def __init__(self, storage: LakeStorage, directory: str, target_bytes: int, schema: pa.Schema | None):
+        self.storage, self.directory, self.target_bytes, self.schema = storage, directory, target_bytes, schema
         self.files: list[CompactedFile] = []
         self._current: ParquetOutput | None = None
 
@@ -227,8 +248,8 @@ class _RollingParquet:
             return
         if self._current is None:
             path = f"{self.directory}/part-{len(self.files):05d}.parquet"
-            self._current = ParquetOutput(self.storage, path, table.schema)
-        self._current.write(table.cast(self._current.schema), row_group_size=256 * 1024)
+            self._current = ParquetOutput(self.storage, path, self.schema)
+        self._current.write(table, row_group_size=256 * 1024)
         if self._current.bytes_written >= self.target_bytes:
             self._finish()
 
@@ -253,7 +274,7 @@ def commit_compaction(storage: LakeStorage, report: CompactionReport) -> Compact
         database=task.topic.database,
         table=task.topic.table,
         schema_version=task.partition.schema_version,
-        hour=f"{task.partition.hour:%Y-%m-%d-%H}",
+        hour=f"{task.partition.date}-{task.partition.hour_of_day}",
         generation=task.generation,
         location=compacted_directory(task.topic.database, task.topic.table, task.partition, task.generation),
         files=report.files,

@@ -14,9 +14,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from operator import attrgetter
-from typing import Any, Iterator, NamedTuple, Protocol, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Protocol, Sequence
 
 import fastavro
+import fastavro._read_py as fastavro_py_reader
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,15 +26,17 @@ from polars_avro._avro_rs import AvroSource
 
 from kafka_lake.avro_arrow import (
     DEAD_LETTER_SCHEMA,
+    KAFKA_HEADERS_TYPE,
+    MAX_JSON_DEPTH,
     ArrowMapping,
     ColumnarMapping,
     NotColumnar,
     arrow_mapping_for,
     columnar_mapping_for,
 )
-from kafka_lake.catalog import SchemaVersion, TopicSpec
+from kafka_lake.catalog import DEFAULT_TIME_UNIT, TIME_UNITS, SchemaVersion, TopicSpec
 from kafka_lake.framing import HEADER_SIZE, MAGIC_BYTE, FramingError, split_confluent
-from kafka_lake.hours import floor_hour, hour_of_millis
+from kafka_lake.hours import KafkaHour, floor_hour, hour_of_millis
 from kafka_lake.pii import ColumnPseudonymizer, pseudonymizer_for
 from kafka_lake.settings import url_without_credentials
 
@@ -41,7 +44,13 @@ _SCHEMA_NOT_FOUND = 40403  # Confluent Schema Registry's error code for an unkno
 _RFC3339 = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:([Zz])|([+-])(\d{2}):(\d{2}))?"
 )
-_FIRST_MS, _END_MS = 0, 253_402_300_800_000  # [1970-01-01, 10000-01-01): the hours a lake path can name
+# [0001-01-01, 10000-01-01) in seconds since the epoch: the years Parquet timestamps, Spark and a lake path hold.
+_FIRST_S, _END_S = -62_135_596_800, 253_402_300_800
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+# Where a plain long that is out of range in its unit would be a time of the Unix era in another unit: a hint.
+_PLAUSIBLE_S = (0, 4_102_444_800)  # [1970, 2100)
+_UNIT_NAMES = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
 # What Arrow raises for a decoded value its column cannot hold (a decimal beyond its precision, …).
 _UNFIT_FOR_ARROW = (pa.ArrowException, ValueError, TypeError, OverflowError)
 
@@ -53,6 +62,7 @@ class KafkaRecord:
     timestamp_ms: int
     key: bytes | None
     value: bytes | None  # None: a tombstone
+    headers: Sequence[tuple[str, bytes | None]] | None = None  # as confluent-kafka hands them: (key, value) pairs
 
 
 @dataclass(frozen=True, order=True)
@@ -169,24 +179,38 @@ class RegistrySchemas:
         return next((v for v in matches if v.registry_id == schema_id), matches[-1]), ""
 
 
-def parse_event_time(value: Any) -> datetime:
-    """An event time as an aware UTC datetime: from fastavro's timestamp, epoch milliseconds or RFC 3339."""
+def parse_event_time(value: Any, unit: str | None = None) -> datetime:
+    """An event time as an aware UTC datetime in the years 0001..9999: from fastavro's timestamp, a plain long
+    counting `unit`s since the epoch (milliseconds when None) or RFC 3339 text."""
     if isinstance(value, datetime):
         moment = value
     elif isinstance(value, int) and not isinstance(value, bool):
-        if not _FIRST_MS <= value < _END_MS:
-            raise ValueError(f"{value} epoch milliseconds is outside the years 1970..9999")
-        return datetime.fromtimestamp(value // 1000, tz=timezone.utc) + timedelta(milliseconds=value % 1000)
+        return _epoch_time(value, unit)
     elif isinstance(value, str):
         moment = _parse_rfc3339(value)
     else:
-        raise ValueError(f"{type(value).__name__} {value!r} is not a timestamp, epoch milliseconds or RFC 3339 text")
+        raise ValueError(f"{type(value).__name__} {value!r} is not a timestamp, an epoch time or RFC 3339 text")
     if moment.tzinfo is None:
         raise ValueError(f"{moment.isoformat()} has no time zone (a local timestamp cannot be placed in UTC)")
-    moment = moment.astimezone(timezone.utc)
-    if moment.year < 1970:
-        raise ValueError(f"{moment.isoformat()} is before 1970")
-    return moment
+    return moment.astimezone(timezone.utc)
+
+
+def _epoch_time(value: int, unit: str | None) -> datetime:
+    per_second = TIME_UNITS[unit or DEFAULT_TIME_UNIT]
+    if not _FIRST_S * per_second <= value < _END_S * per_second:
+        raise ValueError(f"{value} epoch {_UNIT_NAMES[unit or DEFAULT_TIME_UNIT]} is outside the years 0001..9999"
+                         + _unit_hint(value, unit))
+    return _EPOCH + timedelta(microseconds=value * 1_000_000 // per_second)
+
+
+def _unit_hint(value: int, unit: str | None) -> str:
+    """What the value would be in another unit, where that is a time of the Unix era: the likely mistake."""
+    for other, per_second in TIME_UNITS.items():
+        if other != (unit or DEFAULT_TIME_UNIT) and _PLAUSIBLE_S[0] * per_second <= value < _PLAUSIBLE_S[1] * per_second:
+            told = "set" if unit is None else f"is {unit}; set"
+            return (f"; it looks like epoch {_UNIT_NAMES[other]}: time_partitioning.unit {told} `unit: {other}` in "
+                    f"topic.yaml")
+    return ""
 
 
 def _parse_rfc3339(text: str) -> datetime:
@@ -204,6 +228,43 @@ def _parse_rfc3339(text: str) -> datetime:
         return moment.replace(tzinfo=timezone(offset)).astimezone(timezone.utc)
     except (ValueError, OverflowError) as error:
         raise ValueError(f"{text!r} is not a real time: {error}") from None
+
+
+_CLAIMED_LENGTH = re.compile(r"Expected (-?\d+) bytes, read (\d+)")
+_ANOTHER_SCHEMA = "written with another schema than its id says, or corrupt"
+
+
+def why_undecodable(error: Exception, position: int, size: int) -> str:
+    """fastavro's exception for a payload as the cause a person reads: what is wrong with the bytes, and where.
+    Its own texts are bare (`EOFError` with no message, `IndexError: string index out of range`)."""
+    where = f"at byte {position} of the {size}-byte payload"
+    text = str(error)
+    if isinstance(error, RecursionError):
+        return (f"a value nested deeper than the decoder follows, {where}: a recursive record lands at most "
+                f"{MAX_JSON_DEPTH} levels deep; {_ANOTHER_SCHEMA}")
+    if isinstance(error, IndexError) and text.startswith("list index"):
+        return f"a union branch or enum symbol number beyond the schema's, {where}: {_ANOTHER_SCHEMA}"
+    if isinstance(error, (EOFError, IndexError)):  # the reader ran out of bytes (mid-number: a string index)
+        claimed = _CLAIMED_LENGTH.search(text)
+        if claimed and int(claimed[1]) < 0:
+            return f"a negative length ({claimed[1]} bytes) {where}: {_ANOTHER_SCHEMA}"
+        if claimed:
+            return f"a value claims {claimed[1]} bytes {where}, where {claimed[2]} remain: truncated, or {_ANOTHER_SCHEMA}"
+        return f"the payload ends {where}, inside a value: truncated, or {_ANOTHER_SCHEMA}"
+    if isinstance(error, UnicodeDecodeError):
+        return f"a string that is not UTF-8, {where}: {_ANOTHER_SCHEMA}"
+    if isinstance(error, MemoryError):
+        return f"a length or count too large to hold, {where}: {_ANOTHER_SCHEMA}"
+    if isinstance(error, (ValueError, OverflowError)):  # a date, time or uuid out of its logical type's range
+        return f"a value its logical type cannot hold ({text or 'out of range'}), {where}: {_ANOTHER_SCHEMA}"
+    return f"the bytes do not read as this schema ({text or 'no reason given'}), {where}"
+
+
+def _reader_for(version: SchemaVersion) -> Callable[..., Any]:
+    """fastavro's compiled reader, or for a schema whose record contains itself its pure-Python twin: the compiled one
+    recurses in C without a limit, and a few kilobytes of payload nesting a record 5,000 times crash the process.
+    The Python reader stops at the interpreter's recursion limit, which makes the record a dead letter."""
+    return fastavro_py_reader.schemaless_reader if version.recursions else fastavro.schemaless_reader
 
 
 class _DeadLetter(Exception):
@@ -229,13 +290,14 @@ class KafkaBatch:
     timestamps_ms: Sequence[int]
     keys: Sequence[bytes | None]
     values: Sequence[bytes | None]  # None: a tombstone
+    headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None = None  # None: no record has any
 
     @classmethod
     def of(cls, records: Sequence[KafkaRecord]) -> "KafkaBatch":
         ordered = sorted(records, key=attrgetter("partition", "offset"))
         return cls(
             [r.partition for r in ordered], [r.offset for r in ordered], [r.timestamp_ms for r in ordered],
-            [r.key for r in ordered], [r.value for r in ordered],
+            [r.key for r in ordered], [r.value for r in ordered], [r.headers for r in ordered],
         )
 
     def __len__(self) -> int:
@@ -243,7 +305,7 @@ class KafkaBatch:
 
     def record(self, index: int) -> KafkaRecord:
         return KafkaRecord(self.partitions[index], self.offsets[index], self.timestamps_ms[index], self.keys[index],
-                           self.values[index])
+                           self.values[index], self.headers[index] if self.headers is not None else None)
 
     def in_log_order(self) -> "KafkaBatch":
         partitions, offsets = np.asarray(self.partitions, dtype=np.int64), np.asarray(self.offsets, dtype=np.int64)
@@ -258,6 +320,7 @@ class _VersionDecoding:
     version: SchemaVersion
     mapping: ArrowMapping
     reader_schema: Any  # fastavro's parsed form, carrying its "already parsed" hint (no re-parse per record)
+    read: Callable[..., Any]  # fastavro's schemaless reader for this version (see `_reader_for`)
     columnar: ColumnarMapping | None  # None: this version is decoded record by record with fastavro
     path: str  # "columnar", or "fastavro: <why>"
     container_header: bytes = b""
@@ -282,9 +345,12 @@ class BatchDecoder:
     cannot vouch for (a broken payload, a value fastavro reads otherwise) takes the fastavro path alone.
     """
 
-    def __init__(self, topic: TopicSpec, schemas: SchemaResolver, pii_key: bytes | None, columnar: bool = True):
+    def __init__(self, topic: TopicSpec, schemas: SchemaResolver, pii_key: bytes | None, columnar: bool = True,
+                 kafka_hour: KafkaHour | None = None):
         self._topic = topic
         self._schemas = schemas
+        # The Kafka hour being landed: where a dead letter goes whose Kafka timestamp names no hour (-1, year 10000).
+        self._kafka_hour = kafka_hour
         pseudonymizer = pseudonymizer_for(topic, pii_key)
         self._pseudonymize = pseudonymizer.pseudonymize if pseudonymizer else None
         self._column_pseudonyms = ColumnPseudonymizer(pii_key) if pseudonymizer else None
@@ -359,7 +425,8 @@ class BatchDecoder:
         """(epoch hour per row, rows the fastavro path must place: a missing or unplaceable event time)."""
         path = self._topic.time_field
         if path is None:
-            return np.asarray(batch.timestamps_ms, dtype=np.int64)[part] // _HOUR_MS, np.zeros(len(part), dtype=bool)
+            timestamps = np.asarray(batch.timestamps_ms, dtype=np.int64)[part]
+            return timestamps // _HOUR_MS, ~_placeable(timestamps)  # the rest: fastavro's path says why
         column = decoded.column(path[0])
         present = _present(column)
         for step in path[1:]:
@@ -367,12 +434,16 @@ class BatchDecoder:
             present &= _present(column)
         kind = column.type
         if pa.types.is_timestamp(kind) and kind.tz is not None:
+            # Only years 0001..9999 reach here: the columnar nodes leave the rest to fastavro (a misfit).
             ticks = np.frombuffer(column.buffers()[1], dtype=np.int64, count=len(column) + column.offset)[column.offset:]
-            per_hour = {"ms": _HOUR_MS, "us": _HOUR_MS * 1000}[kind.unit]
-            return ticks // per_hour, ~present | (ticks < 0)
-        if pa.types.is_int64(kind):  # epoch milliseconds
-            millis = np.frombuffer(column.buffers()[1], dtype=np.int64, count=len(column) + column.offset)[column.offset:]
-            return millis // _HOUR_MS, ~present | (millis < _FIRST_MS) | (millis >= _END_MS)
+            return ticks // (3600 * TIME_UNITS[kind.unit]), ~present
+        if pa.types.is_int64(kind):  # a plain long counting the topic's unit since the epoch
+            ticks = np.frombuffer(column.buffers()[1], dtype=np.int64, count=len(column) + column.offset)[column.offset:]
+            per_second = TIME_UNITS[self._topic.time_unit or DEFAULT_TIME_UNIT]
+            in_years = ticks >= max(_FIRST_S * per_second, _INT64_MIN)
+            if _END_S * per_second <= _INT64_MAX:  # nanoseconds reach only 1677..2262: every value is in range
+                in_years &= ticks < _END_S * per_second
+            return ticks // (3600 * per_second), ~present | ~in_years
         if pa.types.is_string(kind):
             return _hours_of_rfc3339(column, present)
         return np.zeros(len(part), dtype=np.int64), np.ones(len(part), dtype=bool)  # local timestamps: fastavro says why
@@ -388,7 +459,7 @@ class BatchDecoder:
             try:
                 decoding, hour, row = self._decode_value(record)
             except _DeadLetter as dead_letter:
-                dead[hour_of_millis(record.timestamp_ms)].append(_Rejected(record, dead_letter.cause, str(dead_letter)))
+                dead[self._dead_letter_hour(record)].append(_Rejected(record, dead_letter.cause, str(dead_letter)))
                 continue
             key = Placement(decoding.version.version, hour)
             rows_here = rows_by_placement.get(key)
@@ -401,7 +472,7 @@ class BatchDecoder:
             if table.num_rows:
                 placed[placement].append(table)
             for letter in rejected:
-                dead[hour_of_millis(letter.record.timestamp_ms)].append(letter)
+                dead[self._dead_letter_hour(letter.record)].append(letter)
 
     def _decode_value(self, record: KafkaRecord) -> tuple[_VersionDecoding, datetime, dict]:
         try:
@@ -411,11 +482,10 @@ class BatchDecoder:
         decoding = self._decoding_for(schema_id)
         buffer = io.BytesIO(payload)
         try:
-            row = fastavro.schemaless_reader(buffer, decoding.reader_schema, None, return_named_type=True)
+            row = decoding.read(buffer, decoding.reader_schema, None, return_named_type=True)
         except Exception as error:  # corrupt bytes make fastavro raise almost anything
-            raise _DeadLetter(
-                "undecodable_payload", f"{decoding.describe(schema_id)} does not decode: {type(error).__name__}: {error}"
-            ) from None
+            why = why_undecodable(error, buffer.tell(), len(payload))
+            raise _DeadLetter("undecodable_payload", f"{decoding.describe(schema_id)} does not decode: {why}") from None
         left = len(payload) - buffer.tell()
         if left:
             raise _DeadLetter(
@@ -437,20 +507,34 @@ class BatchDecoder:
 
     def _version_decoding(self, version: SchemaVersion) -> _VersionDecoding:
         if version.version not in self._by_version:
-            mapping = arrow_mapping_for(version, self._topic.pii_fields, self._pseudonymize)
+            rename = self._topic.columns_by_field
+            mapping = arrow_mapping_for(version, self._topic.pii_fields, self._pseudonymize, rename)
             columnar, path, header = None, "fastavro: columnar decoding is switched off", b""
             if self._columnar:
                 try:
-                    columnar = columnar_mapping_for(version, self._topic.pii_fields, self._column_pseudonyms)
+                    columnar = columnar_mapping_for(version, self._topic.pii_fields, self._column_pseudonyms, rename)
                     path, header = "columnar", _container_header(columnar.block_schema)
                 except NotColumnar as reason:
                     path = f"fastavro: {reason}"
-            self._by_version[version.version] = _VersionDecoding(version, mapping, version.parsed, columnar, path, header)
+            self._by_version[version.version] = _VersionDecoding(
+                version, mapping, version.parsed, _reader_for(version), columnar, path, header
+            )
         return self._by_version[version.version]
+
+    def _dead_letter_hour(self, record: KafkaRecord) -> datetime:
+        """Dead letters are placed by Kafka time; one whose Kafka timestamp names no hour, in the Kafka hour landed."""
+        if _placeable(record.timestamp_ms):
+            return hour_of_millis(record.timestamp_ms)
+        if self._kafka_hour is None:
+            raise ValueError(f"{self._topic.topic} partition {record.partition} offset {record.offset}: a Kafka timestamp "
+                             f"that names no hour needs the Kafka hour being landed (BatchDecoder's kafka_hour)")
+        return self._kafka_hour.start
 
     def _hour_of(self, record: KafkaRecord, row: dict, decoding: _VersionDecoding) -> datetime:
         path = self._topic.time_field
         if path is None:
+            if not _placeable(record.timestamp_ms):
+                raise _DeadLetter("unplaceable_kafka_timestamp", _unplaceable_kafka_timestamp(record.timestamp_ms))
             return hour_of_millis(record.timestamp_ms)
         value: Any = row
         for step in path:
@@ -462,7 +546,7 @@ class BatchDecoder:
             detail = f"event-time field {field_path!r} is absent or null (version {decoding.version.version})"
             raise _DeadLetter("missing_event_time", detail)
         try:
-            return floor_hour(parse_event_time(value))
+            return floor_hour(parse_event_time(value, self._topic.time_unit))
         except ValueError as error:
             raise _DeadLetter("unparseable_event_time", f"event-time field {field_path!r}: {error}") from None
 
@@ -504,8 +588,9 @@ class BatchDecoder:
             pa.array([self._topic.topic] * len(records), pa.string()),
             pa.array([record.partition for record in records], pa.int32()),
             pa.array([record.offset for record in records], pa.int64()),
-            pa.array([record.timestamp_ms for record in records], pa.timestamp("ms", tz="UTC")),
+            kafka_timestamps([record.timestamp_ms for record in records]),
             pa.array([record.key for record in records], pa.binary()),
+            kafka_headers([record.headers for record in records], len(records)),
         ]
 
 
@@ -636,6 +721,34 @@ def _zigzag(value: int) -> bytes:
     return bytes(out)
 
 
+def kafka_timestamps(timestamps_ms: Sequence[int]) -> pa.Array:
+    """The `_kafka_timestamp` column: null where the Kafka timestamp names no time a timestamp column holds (-1 for
+    none, another negative, the year 10000 or later)."""
+    millis = np.asarray(timestamps_ms, dtype=np.int64)
+    placeable = _placeable(millis)
+    return pa.array(millis, pa.int64(), mask=None if placeable.all() else ~placeable).view(pa.timestamp("ms", tz="UTC"))
+
+
+def kafka_headers(headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None, count: int) -> pa.Array:
+    """The `_kafka_headers` column: each record's (key, value) pairs in order, null when it has none."""
+    if headers is None or not any(headers):
+        return pa.nulls(count, KAFKA_HEADERS_TYPE)
+    return pa.array([pairs or None for pairs in headers], KAFKA_HEADERS_TYPE)
+
+
+def _placeable(timestamps_ms):
+    """Whether a Kafka timestamp (or each of an array) places a record in an hour: [1970, 10000). Kafka itself
+    refuses negative timestamps but -1, its "none"; producers' clocks and clients can still send anything."""
+    return (timestamps_ms >= 0) & (timestamps_ms < _END_S * 1000)
+
+
+def _unplaceable_kafka_timestamp(timestamp_ms: int) -> str:
+    what = "-1, Kafka's \"no timestamp\"" if timestamp_ms == -1 else (
+        "negative, which Kafka refuses" if timestamp_ms < 0 else "in the year 10000 or later")
+    return (f"Kafka timestamp {timestamp_ms} ({what}) places the record in no hour of this Kafka-time topic; it is kept "
+            f"in the Kafka hour that was landed, the one whose offsets hold it")
+
+
 class _KafkaColumns:
     """The Kafka columns of a batch, built once, from which each table takes its rows."""
 
@@ -644,8 +757,9 @@ class _KafkaColumns:
         self._columns = [
             pa.array(batch.partitions, pa.int32()),
             pa.array(batch.offsets, pa.int64()),
-            pa.array(batch.timestamps_ms, pa.int64()).view(pa.timestamp("ms", tz="UTC")),
+            kafka_timestamps(batch.timestamps_ms),
             pa.array(batch.keys, pa.binary()),
+            kafka_headers(batch.headers, len(batch)),
         ]
 
     def take(self, indices: np.ndarray) -> list[pa.Array]:
@@ -667,8 +781,8 @@ _PLAIN_RFC3339 = r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{
 
 def _hours_of_rfc3339(column: pa.Array, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(epoch hour per row, rows left to `parse_event_time`): the hour `parse_event_time` gives, computed as columns
-    for the texts whose fields are all in range, and for years 1971..9998, where no zone offset can take the UTC
-    time out of 1970..9999. The rest (an impossible date, a leap second, an offset of 24 hours or more, any other
+    for the texts whose fields are all in range, and for years 0002..9998, where no zone offset can take the UTC
+    time out of 0001..9999. The rest (an impossible date, a leap second, an offset of 24 hours or more, any other
     form) is left to the record path, which places it or says why it cannot."""
     plain = pc.fill_null(pc.match_substring_regex(column, _PLAIN_RFC3339), False).to_numpy(zero_copy_only=False)
     plain &= present
@@ -684,7 +798,7 @@ def _hours_of_rfc3339(column: pa.Array, present: np.ndarray) -> tuple[np.ndarray
     months = ((year - 1970) * 12 + month - 1).astype("datetime64[M]")
     first_day = months.astype("datetime64[D]")
     month_days = ((months + 1).astype("datetime64[D]") - first_day).astype(np.int64)
-    in_range = ((year >= 1971) & (year <= 9998) & (month >= 1) & (month <= 12) & (day >= 1) & (day <= month_days)
+    in_range = ((year >= 2) & (year <= 9998) & (month >= 1) & (month <= 12) & (day >= 1) & (day <= month_days)
                 & (hour <= 23) & (minute <= 59) & (second <= 59) & (zone_minutes < _DAY_MINUTES))
     local_minutes = (first_day.astype(np.int64) + day - 1) * _DAY_MINUTES + hour * 60 + minute
     utc_hours = (local_minutes - zone_sign * zone_minutes) // 60
@@ -706,7 +820,7 @@ def _split_by_hour(table: pa.Table, hours: np.ndarray) -> Iterator[tuple[datetim
     distinct = np.unique(hours)
     for hour in distinct:
         rows = table if len(distinct) == 1 else table.filter(pa.array(hours == hour))
-        yield datetime.fromtimestamp(int(hour) * 3600, tz=timezone.utc), rows
+        yield _EPOCH + timedelta(hours=int(hour)), rows
 
 
 def _in_log_order(tables: list[pa.Table]) -> pa.Table:

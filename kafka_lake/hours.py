@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 ONE_HOUR = timedelta(hours=1)
+# The first and last hours a datetime holds, and so a placement hour can be (event times of the years 0001..9999).
+FIRST_HOUR = datetime(1, 1, 1, tzinfo=timezone.utc)
+LAST_HOUR = datetime(9999, 12, 31, 23, tzinfo=timezone.utc)
 PARTITION_KEY_FORMAT = "%Y-%m-%d-%H:%M"
 
 

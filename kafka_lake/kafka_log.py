@@ -336,7 +336,7 @@ class KafkaLog:
         """The records of [start, end) as column batches of `batch_size` records, or fewer where their values
         reach `max_batch_bytes` (the last one shorter), whatever chunks the client hands over, so a re-run cuts
         the same batches: no Python object per record."""
-        columns: tuple[list, ...] = ([], [], [], [])  # offsets, timestamps, keys, values
+        columns: tuple[list, ...] = ([], [], [], [], [])  # offsets, timestamps, keys, values, headers
         held = 0  # bytes of the values in `columns`
         for messages in self._message_chunks(partition, start, end, batch_size):
             values = list(map(Message.value, messages))
@@ -344,6 +344,7 @@ class KafkaLog:
             columns[1].extend(map(itemgetter(1), map(Message.timestamp, messages)))
             columns[2].extend(map(Message.key, messages))
             columns[3].extend(values)
+            columns[4].extend(map(Message.headers, messages))
             held += _bytes_of(values)
             while len(columns[0]) >= batch_size or held >= max_batch_bytes:
                 cut, cut_bytes = _next_batch(columns[3], batch_size, max_batch_bytes)

@@ -19,9 +19,14 @@ _HOUR_IN_PATH = re.compile(r"date=(\d{4}-\d{2}-\d{2})/hour=(\d{2})/")
 _DATA_FILE = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)\+(?P<partition>\d+)\+(?P<offset>\d{19})\.parquet$")
 
 
+def date_text(hour: datetime) -> str:
+    """`YYYY-MM-DD` of an hour in UTC, the year in four digits also before 1000 (where `%Y` gives fewer)."""
+    return f"{hour.year:04d}-{hour:%m-%d}"
+
+
 def hour_directory(hour: datetime) -> str:
     """`date=YYYY-MM-DD/hour=HH` of an hour in UTC."""
-    return f"date={hour:%Y-%m-%d}/hour={hour:%H}"
+    return f"date={date_text(hour)}/hour={hour:%H}"
 
 
 def hour_of_path(path: str) -> datetime | None:

@@ -177,7 +177,7 @@ def plan_erasure(storage: LakeStorage, topic: TopicSpec, subjects: frozenset, ta
     """A rewrite task for every partition whose current files hold one of `subjects`."""
     if not topic.subject_field or not subjects:
         return []
-    path = tuple(topic.subject_field.split("."))
+    path = topic.subject_column  # where the subject field landed: `rename` may have given it another column
     manifests = ManifestStore(storage, topic.database, topic.table)
     landed = manifests.landed_hours()
     tasks = []

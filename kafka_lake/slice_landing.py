@@ -16,12 +16,13 @@ from datetime import datetime
 from typing import Iterator, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from kafka_lake import layout
 from kafka_lake.avro_arrow import DEAD_LETTER_SCHEMA
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.dead_letters import DeadLetterEncryption
-from kafka_lake.decoding import BatchDecoder, CatalogSchemas, DecodedBatch, RegistrySchemas
+from kafka_lake.decoding import BatchDecoder, CatalogSchemas, DecodedBatch, RegistrySchemas, kafka_timestamps
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka_log import KafkaLog
 from kafka_lake.manifests import LandedFile
@@ -206,7 +207,7 @@ def _land(task: SliceTask) -> SliceReport:
     topic, piece = task.topic, task.slice
     storage = LakeStorage(task.lake_root)
     schemas = RegistrySchemas(topic, task.schema_registry_url) if task.schema_registry_url else CatalogSchemas(topic)
-    decoder = BatchDecoder(topic, schemas, task.pii_key)
+    decoder = BatchDecoder(topic, schemas, task.pii_key, kafka_hour=task.hour)
     encryption = DeadLetterEncryption(task.dead_letter_key) if task.dead_letter_key else None
     files = PlacementFiles(storage, topic, piece.partition, task.max_open_files)
     totals = _Totals()
@@ -271,6 +272,10 @@ class _Totals:
             self.schema_versions[placement.schema_version] += table.num_rows
             if placement.hour < hour.start:
                 self.late_events += table.num_rows
-        low, high = min(timestamps_ms), max(timestamps_ms)
+        # Over the timestamps that name a time: -1 ("none") or the year 10000 would make the report's range absurd.
+        placed = kafka_timestamps(timestamps_ms).drop_null()
+        if not len(placed):
+            return
+        low, high = (value.value for value in pc.min_max(placed).values())
         self.min_timestamp_ms = low if self.min_timestamp_ms is None else min(self.min_timestamp_ms, low)
         self.max_timestamp_ms = high if self.max_timestamp_ms is None else max(self.max_timestamp_ms, high)

@@ -232,6 +232,10 @@ GLUE_DELETE_BATCH = 25
 GLUE_GET_BATCH = 1000
 
 
+def _glue_column(column: dict) -> Column:
+    return Column(column["Name"], parse_hive_type(column["Type"]), column.get("Comment", ""))
+
+
 class GlueCatalog:
     """AWS Glue Data Catalog through boto3. The endpoint, credentials and region come from the standard
     AWS configuration (`AWS_REGION` too, like the lake's S3 client); `AWS_ENDPOINT_URL_GLUE` (read by
@@ -263,7 +267,7 @@ class GlueCatalog:
         self._check_external(definition, existing)
         check_partition_keys(definition, ((k["Name"], k["Type"]) for k in existing.get("PartitionKeys", [])))
         descriptor = existing.get("StorageDescriptor", {})
-        current = tuple(Column(c["Name"], parse_hive_type(c["Type"])) for c in descriptor.get("Columns", []))
+        current = tuple(map(_glue_column, descriptor.get("Columns", [])))
         columns = merge_with_catalog(current, definition)
         added, widened = column_changes(current, columns)
         relocated = normalize_location(descriptor.get("Location", "")) != normalize_location(definition.location)
@@ -282,7 +286,7 @@ class GlueCatalog:
         existing = self._get_table(definition)
         if existing is None:
             return None
-        return tuple(Column(c["Name"], parse_hive_type(c["Type"])) for c in existing["StorageDescriptor"]["Columns"])
+        return tuple(map(_glue_column, existing["StorageDescriptor"]["Columns"]))
 
     def _ensure_database(self, database: str) -> None:
         try:
@@ -327,7 +331,8 @@ class GlueCatalog:
     @staticmethod
     def _descriptor(columns: tuple[Column, ...], location: str) -> dict:
         return {
-            "Columns": [{"Name": c.name, "Type": c.type.hive()} for c in columns],
+            "Columns": [{"Name": c.name, "Type": c.type.hive(), **({"Comment": c.comment} if c.comment else {})}
+                        for c in columns],
             "Location": location,
             "InputFormat": PARQUET_INPUT_FORMAT,
             "OutputFormat": PARQUET_OUTPUT_FORMAT,

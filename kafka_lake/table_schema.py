@@ -12,7 +12,7 @@ from typing import Iterable
 
 import pyarrow as pa
 
-from kafka_lake.avro_arrow import KAFKA_COLUMNS, arrow_schema_for
+from kafka_lake.avro_arrow import KAFKA_COLUMNS, arrow_schema_for, column_comment
 from kafka_lake.catalog import TopicSpec
 
 PARQUET_INPUT_FORMAT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"
@@ -21,6 +21,7 @@ PARQUET_SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
 
 # Avro field names are [A-Za-z_][A-Za-z0-9_]*; anything else never reaches SQL or a type string.
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}\Z")
+MAX_COMMENT_CHARS = 255  # Glue's limit for a column comment; the Hive metastore's is 256
 _PRIMITIVES = ("boolean", "tinyint", "smallint", "int", "bigint", "float", "double", "string", "binary", "date", "timestamp")
 
 # Which wider type can read Parquet files written with a narrower one, measured with pyspark 4.3's
@@ -75,6 +76,9 @@ class HiveType:
 class Column:
     name: str
     type: HiveType
+    # What a reader must know beyond the type (a decimal or a recursive value held as text); the catalog's column
+    # comment. Not part of a column's identity: a comment alone never evolves a table.
+    comment: str = field(default="", compare=False)
 
 
 PARTITION_KEYS = (
@@ -133,7 +137,7 @@ def table_columns(topic: TopicSpec) -> tuple[Column, ...]:
     per_version = []
     for version in topic.schema_versions:
         label = f"{topic.source_file or topic.name}: version {version.version} ({version.file})"
-        schema = arrow_schema_for(version, topic.pii_fields)
+        schema = arrow_schema_for(version, topic.pii_fields, topic.columns_by_field)
         columns = tuple(column_of(f, label) for f in schema if f.name not in kafka_names)
         _check_names(columns, label, top_level=True)
         per_version.append((label, columns))
@@ -147,7 +151,10 @@ def table_columns(topic: TopicSpec) -> tuple[Column, ...]:
 
 
 def column_of(arrow_field: pa.Field, where: str) -> Column:
-    return Column(arrow_field.name, hive_type_of(arrow_field.type, f"{where}: column {arrow_field.name!r}"))
+    comment = column_comment(arrow_field)
+    if len(comment) > MAX_COMMENT_CHARS:
+        comment = comment[: MAX_COMMENT_CHARS - 1] + "…"
+    return Column(arrow_field.name, hive_type_of(arrow_field.type, f"{where}: column {arrow_field.name!r}"), comment)
 
 
 def hive_type_of(arrow_type: pa.DataType, where: str) -> HiveType:
@@ -218,7 +225,8 @@ def _check_names(columns: Iterable[Column], where: str, top_level: bool) -> None
         seen[column.name.lower()] = column.name
         if top_level and column.name.lower() in reserved:
             raise TableSchemaError(
-                f"{where}: field {column.name!r} collides with the table's own column {column.name!r}; rename it"
+                f"{where}: field {column.name!r} collides with the table's own column {column.name!r}; map it to another "
+                f"column with `rename` in topic.yaml"
             )
 
 
@@ -241,7 +249,8 @@ def merge_columns(old: tuple[Column, ...], new: tuple[Column, ...], path: tuple[
         if i is None:
             merged.append(column)
         else:
-            merged[i] = Column(merged[i].name, widest(merged[i].type, column.type, path + (merged[i].name,)))
+            merged[i] = Column(merged[i].name, widest(merged[i].type, column.type, path + (merged[i].name,)),
+                               column.comment or merged[i].comment)
     return tuple(merged)
 
 

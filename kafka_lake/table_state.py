@@ -24,7 +24,7 @@ class TablePartition:
 
     @property
     def date(self) -> str:
-        return f"{self.hour:%Y-%m-%d}"
+        return layout.date_text(self.hour)
 
     @property
     def hour_of_day(self) -> str:
@@ -91,7 +91,7 @@ class CompactionManifest:
 def compaction_manifest_path(database: str, table: str, partition: TablePartition) -> str:
     return (
         f"{layout.manifest_prefix(database, table)}/_compaction/schema_version={partition.schema_version}/"
-        f"hour={partition.hour:%Y-%m-%d-%H}.json"
+        f"hour={layout.date_text(partition.hour)}-{partition.hour:%H}.json"
     )
 
 

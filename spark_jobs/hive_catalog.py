@@ -12,6 +12,7 @@ from typing import Collection, Mapping
 
 from pyspark.sql import SparkSession
 
+from kafka_lake.layout import date_text
 from kafka_lake.table_catalog import (
     TableCatalogError,
     TableChange,
@@ -45,6 +46,18 @@ def quote(identifier: str) -> str:
 def sql_string(value: str) -> str:
     """A Spark SQL string literal (backslash escapes are on by default)."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _column_ddl(column: Column) -> str:
+    comment = f" COMMENT {sql_string(column.comment)}" if column.comment else ""
+    return f"{quote(column.name)} {column.type.spark_ddl()}{comment}"
+
+
+def _column_of(spark_field) -> Column:
+    """A column as the session catalog holds it (a Spark StructField through py4j), comment included."""
+    comment = spark_field.getComment()
+    return Column(spark_field.name(), parse_hive_type(spark_field.dataType().catalogString()),
+                  comment.get() if comment.isDefined() else "")
 
 
 class MetastoreBusy(TableCatalogError):
@@ -91,8 +104,8 @@ class HiveCatalog:
         self._sql(f"CREATE DATABASE IF NOT EXISTS {quote(definition.database)}", definition)
         created = False
         if self._metadata(definition) is None:
-            columns = ", ".join(f"{quote(c.name)} {c.type.spark_ddl()}" for c in definition.columns)
-            keys = ", ".join(f"{quote(c.name)} {c.type.spark_ddl()}" for c in definition.partition_keys)
+            columns = ", ".join(map(_column_ddl, definition.columns))
+            keys = ", ".join(map(_column_ddl, definition.partition_keys))
             self._sql(
                 f"CREATE EXTERNAL TABLE IF NOT EXISTS {table} ({columns}) PARTITIONED BY ({keys}) STORED AS PARQUET "
                 f"LOCATION {sql_string(to_hive_location(definition.location))} TBLPROPERTIES ({self._properties(definition)})",
@@ -108,17 +121,17 @@ class HiveCatalog:
         check_partition_keys(
             definition, ((f.name(), f.dataType().catalogString()) for f in metadata.partitionSchema().fields())
         )
-        current = tuple(Column(f.name(), parse_hive_type(f.dataType().catalogString())) for f in metadata.dataSchema().fields())
+        current = tuple(map(_column_of, metadata.dataSchema().fields()))
         columns = merge_with_catalog(current, definition)
         added, widened = column_changes(current, columns)
         if widened:
             # Spark SQL's ALTER TABLE … CHANGE COLUMN refuses type changes on Hive tables, and ADD COLUMNS
             # cannot reach inside a struct: the session catalog replaces the column list in one update.
-            ddl = ", ".join(f"{quote(c.name)} {c.type.spark_ddl()}" for c in columns)
+            ddl = ", ".join(map(_column_ddl, columns))
             schema = self._jvm.org.apache.spark.sql.types.StructType.fromDDL(ddl)
             self._call(lambda: self._session_catalog.alterTableDataSchema(self._identifier(definition), schema), definition)
         elif added:
-            new = ", ".join(f"{quote(c.name)} {c.type.spark_ddl()}" for c in columns if c.name in added)
+            new = ", ".join(_column_ddl(c) for c in columns if c.name in added)
             self._sql(f"ALTER TABLE {table} ADD COLUMNS ({new})", definition)
         relocated = from_hive_location(metadata.location().toString()) != normalize_location(definition.location)
         if relocated:
@@ -133,7 +146,7 @@ class HiveCatalog:
         metadata = self._metadata(definition)
         if metadata is None:
             return None
-        return tuple(Column(f.name(), parse_hive_type(f.dataType().catalogString())) for f in metadata.dataSchema().fields())
+        return tuple(map(_column_of, metadata.dataSchema().fields()))
 
     def _metadata(self, definition: TableDefinition):
         identifier = self._identifier(definition)
@@ -156,7 +169,7 @@ class HiveCatalog:
         if wanted is None or len(wanted) > PER_HOUR_LISTING:
             specs = [self._jvm.scala.Option.apply(None)]  # one listing of the table beats one call per hour
         else:
-            specs = [self._partial_spec({"date": f"{h:%Y-%m-%d}", "hour": f"{h:%H}"}) for h in sorted(wanted)]
+            specs = [self._partial_spec({"date": date_text(h), "hour": f"{h:%H}"}) for h in sorted(wanted)]
         converters = self._jvm.scala.jdk.javaapi.CollectionConverters
         found = {}
         for spec in specs:

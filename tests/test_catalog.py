@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_lake.catalog import CatalogError, load_catalog
+from kafka_lake.catalog import CatalogError, load_catalog, load_topic
 from tests.conftest import REPO
 
 
@@ -89,3 +89,120 @@ def test_the_same_kafka_topic_twice_is_refused(catalog_copy):
         (twin / source.name).write_text(source.read_text().replace("registry_id: 100", "registry_id: 300"))
     with pytest.raises(CatalogError, match="Kafka topic 'shop.page_views' is already declared"):
         load_catalog(catalog_copy)
+
+
+# --- fields whose names the lake's columns take, renamed ----------------------------------------------------
+
+DATED = {
+    "type": "record", "name": "Order", "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "date", "type": {"type": "record", "name": "When", "fields": [
+            {"name": "occurred_at", "type": "string"}, {"name": "user", "type": "string"}]}},
+        {"name": "hour", "type": "int"},
+    ],
+}
+
+
+def write_entry(tmp_path: Path, name: str, schema: dict, time_field: str, **keys) -> Path:
+    """`<database>/<table>/topic.yaml` (name `database.table`, also the Kafka topic) with one schema version."""
+    folder = tmp_path.joinpath(*name.split("."))
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "v1.avsc").write_text(json.dumps(schema))
+    document = {"topic": name, "owner": "team-test", "start_hour": "2026-11-01T00:00Z",
+                "time_partitioning": {"source": "event_time", "field": time_field},
+                "schema_versions": [{"version": 1, "file": "v1.avsc", "registry_id": 7001}], **keys}
+    (folder / "topic.yaml").write_text(json.dumps(document))
+    return folder / "topic.yaml"
+
+
+def dated_topic(tmp_path: Path, **keys) -> Path:
+    return write_entry(tmp_path, "shop.orders", DATED, "date.occurred_at", **keys)
+
+
+def test_a_field_named_like_a_layout_column_without_a_rename_fails_at_load_suggesting_rename(tmp_path):
+    path = dated_topic(tmp_path)
+
+    with pytest.raises(CatalogError) as refused:
+        load_topic(path)
+
+    assert str(path) in str(refused.value) and "v1.avsc" in str(refused.value)
+    assert "field 'date'" in str(refused.value) and "`rename: {date: <column>}`" in str(refused.value)
+
+
+def test_a_rename_names_the_columns_and_the_catalogs_keys_keep_naming_avro_fields(tmp_path):
+    topic = load_topic(dated_topic(tmp_path, rename={"date": "order_date", "hour": "order_hour"},
+                                   pii_fields=["date.user"], subject_field="date.user"))
+
+    assert topic.columns_by_field == {"date": "order_date", "hour": "order_hour"}
+    assert topic.time_field == ("date", "occurred_at") and topic.pii_fields == (("date", "user"),)
+    assert topic.subject_column == ("order_date", "user")
+    assert topic.column_path(("id",)) == ("id",)
+
+
+@pytest.mark.parametrize(
+    ("rename", "message"),
+    [
+        ({"date": "order_date", "hour": "Date"}, "rename.hour\\) of .* takes the name of one of the lake's own columns"),
+        ({"date": "id", "hour": "order_hour"}, "field 'date' \\(renamed to 'id' by rename.date\\) and field 'id'"),
+        ({"date": "ID", "hour": "order_hour"}, "would both be column 'ID'"),
+        ({"date": "order_date", "hour": "order_date"}, "would both be column 'order_date'"),
+        ({"date": "_kafka_date", "hour": "order_hour"}, "takes the name of one of the lake's own columns"),
+        ({"date": "order date", "hour": "order_hour"}, "rename.date is 'order date'; a column name is letters"),
+        ({"date": 7, "hour": "order_hour"}, "rename.date is 7"),
+        ({"date.occurred_at": "at", "date": "d", "hour": "h"}, "renames top-level fields only"),
+        ({"day": "order_day", "date": "d", "hour": "h"}, "rename.day names no top-level field"),
+        (["date", "order_date"], "'rename' must map Avro field names to column names"),
+    ],
+)
+def test_a_rename_whose_column_clashes_or_repeats_fails_at_load_naming_the_file_and_key(tmp_path, rename, message):
+    path = dated_topic(tmp_path, rename=rename)
+
+    with pytest.raises(CatalogError, match=message) as refused:
+        load_topic(path)
+
+    assert str(path) in str(refused.value)
+
+
+# --- records that contain themselves ------------------------------------------------------------------------
+
+NODE = {  # Avro's interop `Node`
+    "type": "record", "name": "Node", "fields": [
+        {"name": "label", "type": "string"}, {"name": "occurred_at", "type": "string"},
+        {"name": "owner", "type": {"type": "record", "name": "Owner", "fields": [{"name": "email", "type": "string"}]}},
+        {"name": "children", "type": {"type": "array", "items": "Node"}},
+        {"name": "partner", "type": ["null", "Node"], "default": None},
+    ],
+}
+
+
+def node_topic(tmp_path: Path, **keys) -> Path:
+    return write_entry(tmp_path, "graph.nodes", NODE, "occurred_at", **keys)
+
+
+def test_a_recursive_record_loads_and_says_where_it_recurs_unless_the_topic_refuses_recursion(tmp_path):
+    topic = load_topic(node_topic(tmp_path, pii_fields=["owner.email", "partner"]))
+    assert topic.version(1).recursions == ("record 'Node' at field 'children[]'", "record 'Node' at field 'partner'")
+
+    path = node_topic(tmp_path, recursive_records="refuse")
+    with pytest.raises(CatalogError, match="has a record that contains itself .*recursive_records is refuse") as refused:
+        load_topic(path)
+    assert str(path) in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ({"subject_field": "children"}, "subject_field 'children' is in field 'children' .* lands as one column of JSON"),
+        ({"pii_fields": ["partner.owner.email"]}, "'partner.owner.email' is in field 'partner' .*name 'partner' itself to "
+                                                  "pseudonymize its whole text"),
+        ({"time_partitioning": {"source": "event_time", "field": "children"}}, "must be a timestamp"),
+        ({"recursive_records": "maybe"}, "recursive_records must be json or refuse, got 'maybe'"),
+    ],
+)
+def test_a_key_naming_what_lands_as_json_text_fails_at_load(tmp_path, keys, message):
+    path = node_topic(tmp_path, **keys)
+
+    with pytest.raises(CatalogError, match=message) as refused:
+        load_topic(path)
+
+    assert str(path) in str(refused.value)

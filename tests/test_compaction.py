@@ -110,3 +110,66 @@ def test_late_data_in_a_compacted_hour_makes_it_due_again(landed, spark, broker)
     assert manifest.generation == 2 and len(manifest.files) == 1
     ids = [r.row["event_id"] for r in read_lake(storage, manifest.location)]
     assert ids.count(10**6) == 1 and len(ids) == len(set(ids))
+
+
+def test_files_landed_before_and_after_the_headers_column_compact_into_one_schema_with_every_row(tmp_path):
+    """Given a placement hour holding a file in an older release's form (non-nullable fields, no `_kafka_headers`)
+    and one in today's, as an hour landed before an upgrade and its late events after it leave it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kafka_lake.avro_arrow import KAFKA_HEADERS_TYPE
+    from kafka_lake.compaction import CompactionTask
+    from kafka_lake.storage import LakeStorage
+    from kafka_lake.table_state import TablePartition
+    from tests.landing_fixtures import write_test_topic
+
+    topic = write_test_topic(tmp_path / "catalog", "e2e.orders.upgrade")
+    storage = LakeStorage(str(tmp_path / "lake"))
+    partition = TablePartition(1, HOURS[0])
+    kafka = {"_kafka_partition": pa.array([0], pa.int32()), "_kafka_offset": pa.array([0], pa.int64())}
+    old = pa.table({"id": pa.array([1], pa.int64()), **kafka},
+                   schema=pa.schema([pa.field(name, pa.int64() if name != "_kafka_partition" else pa.int32(), False)
+                                     for name in ("id", "_kafka_partition", "_kafka_offset")]))
+    new = pa.table({"id": pa.array([2], pa.int64()), "_kafka_partition": pa.array([0], pa.int32()),
+                    "_kafka_offset": pa.array([1], pa.int64()),
+                    "_kafka_headers": pa.array([[{"key": "k", "value": b"v"}]], KAFKA_HEADERS_TYPE)})
+    sources = []
+    for name, table in (("old", old), ("new", new)):
+        path = f"{partition.raw_directory(topic.database, topic.table)}/{name}.parquet"
+        with storage.open_output(path) as stream:
+            pq.write_table(table, stream)
+        sources.append(path)
+
+    report = compact_partition(CompactionTask(topic, partition, 1, tuple(sources), storage.root, 1 << 20))
+
+    [written] = report.files
+    rows = pq.read_table(storage.full_path(written.path), filesystem=storage.filesystem)
+    assert rows.to_pylist() == [{"id": 1, "_kafka_partition": 0, "_kafka_offset": 0, "_kafka_headers": None},
+                                {"id": 2, "_kafka_partition": 0, "_kafka_offset": 1,
+                                 "_kafka_headers": [{"key": "k", "value": b"v"}]}]
+    assert all(field.nullable for field in rows.schema)
+
+
+def test_placement_hours_at_the_ends_of_the_years_a_datetime_holds_plan_without_overflowing(tmp_path):
+    """Event times of 9999-12-31 (a producer's "never") and 0001-01-01 land in those hours; the hours that feed
+    them, the sensor's due hours and the erasure's committed files must not run past the ends."""
+    from datetime import datetime, timezone
+
+    from kafka_lake.automation import due_for_compaction
+    from kafka_lake.compaction import committed_raw_files, raw_hours_that_feed
+    from kafka_lake.hours import KafkaHour
+    from kafka_lake.manifests import ManifestStore
+    from kafka_lake.storage import LakeStorage
+    from tests.landing_fixtures import write_test_topic
+
+    topic = write_test_topic(tmp_path / "catalog", "e2e.orders.ends", allowed_lateness_hours=3)
+    last, first = datetime(9999, 12, 31, 23, tzinfo=timezone.utc), datetime(1, 1, 1, tzinfo=timezone.utc)
+    storage = LakeStorage(str(tmp_path / "lake"))
+
+    assert raw_hours_that_feed(topic, last) == [KafkaHour(last)]
+    assert len(raw_hours_that_feed(topic, first)) == 4
+    landed = KafkaHour(HOURS[0])
+    assert due_for_compaction(topic, landed, [KafkaHour(last), KafkaHour(first)], lambda hour: hour == landed) == []
+    for hour in (first, last):
+        assert committed_raw_files(storage, topic, ManifestStore(storage, "e2e", "orders"), [landed], hour) == set()

@@ -34,6 +34,7 @@ def dead_letter_table(topic: str, offsets: list[int], values: list[bytes]) -> pa
     return pa.Table.from_pydict({
         "_kafka_topic": [topic] * len(offsets), "_kafka_partition": [0] * len(offsets), "_kafka_offset": offsets,
         "_kafka_timestamp": [datetime(2026, 11, 1, tzinfo=timezone.utc)] * len(offsets), "_kafka_key": [None] * len(offsets),
+        "_kafka_headers": [None] * len(offsets),
         "value": values, "error": ["undecodable_payload: test"] * len(offsets),
     }, schema=DEAD_LETTER_SCHEMA)
 

@@ -25,7 +25,7 @@ import pytest
 from dagster import DagsterInstance, materialize
 
 from dev_services.ports import free_port
-from kafka_lake.avro_arrow import arrow_mapping_for
+from kafka_lake.avro_arrow import KAFKA_HEADERS_TYPE, arrow_mapping_for
 from kafka_lake.catalog import CatalogError, TopicSpec, load_catalog, load_topic
 from kafka_lake.hours import KafkaHour
 from kafka_lake.settings import PlatformSettings
@@ -77,6 +77,11 @@ EVERY_TYPE = {
         {"name": "maybe_inner", "type": ["null", "Inner"], "default": None},
         {"name": "either", "type": ["null", "int", "string", "Inner"], "default": None},
         {"name": "email", "type": ["null", "string"], "default": None},
+        # Beyond what readers hold as Avro has them: Debezium's MySQL DECIMAL(65,30), and a record containing itself.
+        {"name": "wide", "type": {"type": "bytes", "logicalType": "decimal", "precision": 65, "scale": 30}},
+        {"name": "envelope", "type": {"type": "record", "name": "Envelope", "fields": [
+            {"name": "total", "type": ["null", {"type": "bytes", "logicalType": "decimal", "precision": 40, "scale": 2}]}]}},
+        {"name": "parent", "type": ["null", "Everything"], "default": None},
     ],
 }
 EVERY_TYPE_COLUMNS = {
@@ -88,8 +93,17 @@ EVERY_TYPE_COLUMNS = {
     "counts": "map<string,bigint>", "maybe": "string", "maybe_inner": "struct<x:int,tags:array<string>>",
     "either": "struct<member0:int,member1:string,member2:struct<x:int,tags:array<string>>>",
     "email": "string",  # a pii field: its pseudonym
+    "wide": "string", "envelope": "struct<total:string>", "parent": "string",  # exact decimal text, JSON text
     "_kafka_topic": "string", "_kafka_partition": "int", "_kafka_offset": "bigint", "_kafka_timestamp": "timestamp",
-    "_kafka_key": "binary",
+    "_kafka_key": "binary", "_kafka_headers": "array<struct<key:string,value:binary>>",
+}
+
+
+EVERY_TYPE_COMMENTS = {  # what the column types do not say
+    "wide": "decimal(65,30) as its exact text (precision over 38, which readers cannot hold)",
+    "envelope": "total: decimal(40,2) as its exact text (precision over 38, which readers cannot hold)",
+    "parent": "JSON text of a value of recursive record test.types.Everything (keys sorted, bytes as base64, decimals "
+              "as exact text, times in ISO 8601)",
 }
 
 
@@ -128,6 +142,8 @@ def test_every_avro_type_maps_to_the_catalog_type_that_reads_its_parquet(tmp_pat
     for column in columns:  # what Glue or a metastore answers reads back as the same type
         assert parse_hive_type(column.type.hive()) == column.type
         assert parse_hive_type(column.type.spark_ddl()) == column.type
+    comments = {column.name: column.comment for column in columns if column.comment}
+    assert comments == EVERY_TYPE_COMMENTS
 
 
 def test_the_sample_page_views_table_is_the_union_of_v1_and_v2():
@@ -251,6 +267,18 @@ def test_the_table_is_created_from_v1_then_evolved_by_v2_and_refuses_an_incompat
         table_catalog.ensure_table(table_definition(clash, str(tmp_path / "lake" / "evo" / "nested")))
 
 
+def test_columns_holding_text_for_what_readers_cannot_hold_say_so_in_the_catalogs_comments(table_catalog, tmp_path):
+    """Given a topic with a decimal(65,30), a nested one, and a record that contains itself, registered."""
+    topic = write_topic(tmp_path / "catalog", "types", "commented", [EVERY_TYPE])
+    definition = table_definition(topic, str(tmp_path / "lake" / "types" / "commented"))
+
+    table_catalog.ensure_table(definition)
+
+    comments = {column.name: column.comment for column in table_catalog.table_columns(definition) if column.comment}
+    assert comments == EVERY_TYPE_COMMENTS
+    assert not table_catalog.ensure_table(definition).changed
+
+
 EVERY_TYPE_ZEROES = {
     "flag": False, "small": 0, "big": 0, "ratio": 0.0, "precise": 0.0, "text": "", "blob": b"", "nothing": None,
     "color": "RED", "four": b"\x00\x00\x00\x00", "price": Decimal("0.000"), "fee": Decimal("0.00"),
@@ -258,6 +286,7 @@ EVERY_TYPE_ZEROES = {
     "ts_ms": dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc), "ts_us": dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc),
     "local_ms": dt.datetime(1970, 1, 1), "local_us": dt.datetime(1970, 1, 1), "inner": {"x": 0, "tags": []},
     "inners": [], "counts": {}, "maybe": None, "maybe_inner": None, "either": "text", "email": None,
+    "wide": Decimal("0E-30"), "envelope": {"total": None}, "parent": None,
 }
 
 
@@ -274,7 +303,9 @@ def test_hive_reads_every_avro_type_from_the_parquet_landing_writes(hive, spark,
          "local_ms": dt.datetime(2026, 11, 1, 8, 30, 0, 5000), "local_us": dt.datetime(2026, 11, 1, 8, 30, 0, 5678),
          "inner": {"x": 1, "tags": ["a", "b"]}, "inners": [{"x": 2, "tags": []}, {"x": 3, "tags": ["c"]}],
          "counts": {"a": 1, "b": None}, "maybe": "yes", "maybe_inner": {"x": 4, "tags": ["d"]},
-         "either": {"x": 5, "tags": []}, "email": "someone@example.com"},
+         "either": {"x": 5, "tags": []}, "email": "someone@example.com",
+         "wide": Decimal("-12345678901234567890123456789012345.123456789012345678901234567890"),
+         "envelope": {"total": Decimal("12345678901234567890123456789012345678.90")}, "parent": EVERY_TYPE_ZEROES},
         EVERY_TYPE_ZEROES,
     ]
     decoded = []
@@ -285,7 +316,8 @@ def test_hive_reads_every_avro_type_from_the_parquet_landing_writes(hive, spark,
         decoded.append(fastavro.schemaless_reader(buffer, version.parsed, None, return_named_type=True))
     mapping = arrow_mapping_for(version, topic.pii_fields, lambda v: None if v is None else hashlib.sha256(str(v).encode()).hexdigest())
     kafka = [pa.array(["types.everything"] * 2), pa.array([0, 0], pa.int32()), pa.array([10, 11], pa.int64()),
-             pa.array([1_793_538_000_000] * 2, pa.timestamp("ms", tz="UTC")), pa.array([b"k", None])]
+             pa.array([1_793_538_000_000] * 2, pa.timestamp("ms", tz="UTC")), pa.array([b"k", None]),
+             pa.array([[{"key": "trace", "value": b"\x01"}, {"key": "none", "value": None}], None], KAFKA_HEADERS_TYPE)]
     table = pa.Table.from_arrays(mapping.record_columns(decoded) + kafka, schema=mapping.schema)
     storage = LakeStorage(str(tmp_path / "lake"))
     partition = TablePartition(1, dt.datetime(2026, 11, 1, 13, tzinfo=dt.timezone.utc))
@@ -297,6 +329,13 @@ def test_hive_reads_every_avro_type_from_the_parquet_landing_writes(hive, spark,
     hive.ensure_table(definition)
     reconcile(hive, definition, storage_partitions(storage, "types", "everything"))
     through_sql = spark.sql("SELECT * FROM types.everything ORDER BY _kafka_offset").toArrow().to_pylist()
+
+    # Then the exact decimal text and the JSON text read back as strings, and the metastore says so in comments.
+    assert through_sql[0]["wide"] == "-12345678901234567890123456789012345.123456789012345678901234567890"
+    assert through_sql[1]["wide"] == "0." + "0" * 30
+    assert through_sql[0]["envelope"] == {"total": "12345678901234567890123456789012345678.90"}
+    assert json.loads(through_sql[0]["parent"])["price"] == "0.000" and through_sql[1]["parent"] is None
+    assert {c.name: c.comment for c in hive.table_columns(definition) if c.comment} == EVERY_TYPE_COMMENTS
 
     # Then every value reads back as landing wrote it (times as ms/µs since midnight, local times as UTC).
     expected = pq.read_table(storage.full_path(f"{partition.raw_directory('types', 'everything')}/part.parquet")).to_pylist()
