@@ -28,7 +28,6 @@ from kafka_lake.storage import LakeStorage
 
 log = logging.getLogger(__name__)
 
-RunSlices = Callable[[list[SliceTask]], list[SliceReport]]
 StartSlices = Callable[[list[SliceTask]], "Future[list[SliceReport]]"]  # starts them; the future has their reports
 
 
@@ -55,24 +54,6 @@ class LandingResult:
     audit_path: str | None = None  # the audit entry of an accepted loss of expired offsets
 
 
-def land_hour(
-    topic: TopicSpec,
-    hour: KafkaHour,
-    settings: LandingSettings,
-    run_slices: RunSlices,
-    now: datetime | None = None,
-    run_id: str = "",
-    accept_lost_offsets: bool = False,
-) -> LandingResult:
-    """Lands every record of `topic` whose offsets belong to `hour`, replacing any earlier landing of it.
-
-    Offsets of the hour that expired from the log before they were landed fail the run, unless
-    `accept_lost_offsets`: then the rest lands, and the loss is written to the manifest and audited.
-    """
-    planned = _plan(topic, hour, settings, now or datetime.now(timezone.utc), accept_lost_offsets)
-    return _commit(topic, planned, run_slices(planned.tasks) if planned.tasks else [], settings, run_id)
-
-
 def land_hours(
     topic: TopicSpec,
     hours: Sequence[KafkaHour],
@@ -82,7 +63,11 @@ def land_hours(
     run_id: str = "",
     accept_lost_offsets: bool = False,
 ) -> Iterator[LandingResult]:
-    """Lands `hours` in order, as `land_hour` lands each, yielding each hour's result once it is committed.
+    """Lands every record of `topic` whose offsets belong to each of `hours`, in order, replacing any earlier
+    landing of it, and yields each hour's result once it is committed.
+
+    Offsets of an hour that expired from the log before they were landed fail the run, unless
+    `accept_lost_offsets`: then the rest lands, and the loss is written to the manifest and audited.
 
     The next hour is planned, and its slices started, while the one before it still runs: the cluster's
     slots that the tail of an hour's tasks leaves idle take the next hour's tasks, and its planning no

@@ -137,8 +137,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from kafka_lake.catalog import load_topic
     from kafka_lake.hours import KafkaHour
-    from kafka_lake.landing import land_hour
-    from tests.landing_fixtures import landing_settings
+    from tests.landing_fixtures import land, landing_settings
 
     _Interrupter(args.kill_at, args.pause_at, args.signal_dir).install()
     topic = load_topic(Path(args.topic_file))
@@ -147,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     landed = {}
     try:
         for key in args.hours.split(","):
-            result = land_hour(topic, KafkaHour.from_partition_key(key), settings, run_slices, run_id=f"driver-{os.getpid()}")
+            [result] = land(topic, [KafkaHour.from_partition_key(key)], settings, run_slices, run_id=f"driver-{os.getpid()}")
             landed[key] = result.manifest.totals()
     except Exception as error:  # the test reads the cause from the last line
         print(json.dumps({"landed": landed, "error": f"{type(error).__name__}: {error}"}))

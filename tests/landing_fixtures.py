@@ -297,11 +297,42 @@ def rows_as_readers_see_them(storage: LakeStorage, topic: TopicSpec) -> dict[tup
     return seen
 
 
-def land_on_spark(topic: TopicSpec, settings, spark, hours: list[datetime]) -> None:
-    """Lands Kafka hours with the real Spark job, without a Dagster run around it."""
-    from kafka_lake.hours import KafkaHour
-    from kafka_lake.landing import land_hour
-    from spark_jobs.landing_job import run_slices_on_spark
+def started_at_once(run_slices):
+    """A `start_slices` for `land_hours` that runs each hour's slices with `run_slices` before returning."""
+    from concurrent.futures import Future
 
-    for hour in hours:
-        land_hour(topic, KafkaHour(hour), settings, lambda tasks: run_slices_on_spark(spark, tasks))
+    def start(tasks) -> Future:
+        done: Future = Future()
+        try:
+            done.set_result(run_slices(tasks))
+        except BaseException as error:  # handed to the landing, as a failed Spark job would be
+            done.set_exception(error)
+        return done
+
+    return start
+
+
+def land(topic: TopicSpec, hours, settings, run_slices, **options) -> list:
+    """Lands `hours` (datetimes or `KafkaHour`s) through the production path, `land_hours`, each hour's slices run
+    by `run_slices`; the results of the hours committed."""
+    from kafka_lake.hours import KafkaHour
+    from kafka_lake.landing import land_hours
+
+    kafka_hours = [hour if isinstance(hour, KafkaHour) else KafkaHour(hour) for hour in hours]
+    return list(land_hours(topic, kafka_hours, settings, started_at_once(run_slices), **options))
+
+
+def in_this_process(tasks) -> list:
+    """Runs slice tasks one after another in this process: Spark's task body without Spark."""
+    from kafka_lake.slice_landing import land_slice
+
+    return [land_slice(task) for task in tasks]
+
+
+def land_on_spark(topic: TopicSpec, settings, spark, hours: list[datetime]) -> list:
+    """Lands Kafka hours with the real Spark job, as a range run does, without a Dagster run around it."""
+    from kafka_lake.hours import KafkaHour
+    from kafka_lake.landing import land_hours
+    from spark_jobs.landing_job import SlicesOnSpark
+
+    return list(land_hours(topic, [KafkaHour(hour) for hour in hours], settings, SlicesOnSpark(spark, topic.topic)))

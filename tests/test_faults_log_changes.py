@@ -19,7 +19,6 @@ from dev_services.tansu import admin_client
 from kafka_lake.framing import encode_confluent
 from kafka_lake.hours import KafkaHour, to_millis
 from kafka_lake.kafka_log import KafkaLog, consumer_config
-from kafka_lake.landing import land_hour
 from kafka_lake.landing_checks import slices_contiguous
 from kafka_lake.manifests import ManifestStore
 from kafka_lake.retention import read_audit
@@ -31,7 +30,7 @@ from platform_assets.definitions import platform_resources
 from spark_jobs.landing_job import run_slices_on_spark
 from tests.exactly_once import assert_exactly_once
 from tests.landing_fixtures import (
-    HOURS, Produced, Traffic, build_traffic, land_on_spark, landing_settings, produce, topic_with_traffic, unique_topic_name,
+    HOURS, Produced, Traffic, build_traffic, land, land_on_spark, landing_settings, produce, topic_with_traffic, unique_topic_name,
     write_test_topic,
 )
 
@@ -160,7 +159,7 @@ def test_given_the_topic_recreated_with_lower_offsets_then_landing_fails_naming_
     produce(broker.bootstrap_servers, fewer)
 
     with pytest.raises(OffsetsLost) as lost:
-        land_hour(topic, KafkaHour(HOURS[2]), landing_settings(lake, broker.bootstrap_servers),
+        land(topic, [KafkaHour(HOURS[2])], landing_settings(lake, broker.bootstrap_servers),
                   lambda tasks: run_slices_on_spark(spark, tasks))
 
     for partition in landed.partitions:
@@ -209,5 +208,5 @@ def test_given_a_broker_answering_minus_one_for_no_later_record_then_the_hour_is
         assert log.first_offset_at_or_after(0, KafkaHour(HOURS[0]).end_ms, 0, 3) is None
 
     with pytest.raises(HourNotClosed):
-        land_hour(topic, KafkaHour(HOURS[0]), landing_settings(str(tmp_path / "lake"), retention_broker),
+        land(topic, [KafkaHour(HOURS[0])], landing_settings(str(tmp_path / "lake"), retention_broker),
                   lambda tasks: pytest.fail("an open hour must not be landed"), now=HOURS[0] + timedelta(hours=1, minutes=5))

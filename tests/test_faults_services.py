@@ -16,14 +16,13 @@ from dev_services.seaweedfs import SeaweedS3
 from dev_services.tansu import TansuBroker
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka_log import KafkaUnavailable, SliceReadError
-from kafka_lake.landing import land_hour
 from kafka_lake.manifests import ManifestStore
 from kafka_lake.slice_landing import land_slice
 from kafka_lake.storage import LakeStorage
 from spark_jobs.landing_job import run_slices_on_spark
 from tests.exactly_once import assert_exactly_once
 from tests.landing_driver import finish_landing, run_landing, start_landing
-from tests.landing_fixtures import HOURS, landing_settings, produce, topic_with_traffic
+from tests.landing_fixtures import HOURS, land, landing_settings, produce, topic_with_traffic
 from tests.s3_fault_proxy import S3FaultProxy
 
 pytestmark = pytest.mark.faults
@@ -53,7 +52,7 @@ def test_given_the_broker_stopped_mid_run_then_the_run_fails_clearly_commits_not
 
         started = time.monotonic()
         with pytest.raises((SliceReadError, KafkaUnavailable)) as failed:
-            land_hour(topic, HOUR, landing_settings(lake, own.bootstrap_servers), stop_broker_after_first_slice)
+            land(topic, [HOUR], landing_settings(lake, own.bootstrap_servers), stop_broker_after_first_slice)
         failed_after = time.monotonic() - started
 
         assert topic.topic in str(failed.value) and "partition" in str(failed.value)
@@ -66,7 +65,7 @@ def test_given_the_broker_stopped_mid_run_then_the_run_fails_clearly_commits_not
         own.create_topic(topic.topic, 3)
         produce(own.bootstrap_servers, traffic)
         assert [p.offset for p in traffic.produced] == offsets
-        land_hour(topic, HOUR, landing_settings(lake, own.bootstrap_servers), lambda tasks: run_slices_on_spark(spark, tasks))
+        land(topic, [HOUR], landing_settings(lake, own.bootstrap_servers), lambda tasks: run_slices_on_spark(spark, tasks))
     finally:
         own.stop()
 
@@ -125,7 +124,7 @@ def test_given_transient_s3_errors_then_every_write_is_retried_and_the_hour_land
     lake = f"s3://lake/faults-{uuid.uuid4().hex[:12]}"
     with S3FaultProxy(s3_server.endpoint_url, _first_attempt_of_every_write) as proxy:
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint_url)
-        result = land_hour(topic, HOUR, landing_settings(lake, broker.bootstrap_servers), land_inline)
+        [result] = land(topic, [HOUR], landing_settings(lake, broker.bootstrap_servers), land_inline)
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint_url)
 
     written = {unquote(path) for _, path in proxy.log.failed}
@@ -146,7 +145,7 @@ def test_given_s3_refusing_every_write_then_the_run_fails_naming_the_object_and_
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint_url)
         started = time.monotonic()
         with pytest.raises(OSError) as failed:
-            land_hour(topic, HOUR, landing_settings(lake, broker.bootstrap_servers), land_inline)
+            land(topic, [HOUR], landing_settings(lake, broker.bootstrap_servers), land_inline)
         gave_up_after = time.monotonic() - started
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint_url)
 

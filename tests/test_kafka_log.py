@@ -12,12 +12,12 @@ from confluent_kafka import Producer
 
 from kafka_lake.hours import KafkaHour, floor_hour, to_millis
 from kafka_lake.kafka_log import KafkaLog, consumer_config
-from kafka_lake.landing import LandingSettings, land_hour
+from kafka_lake.landing import LandingSettings
 from kafka_lake.manifests import ManifestStore
 from kafka_lake.slice_landing import land_slice
 from kafka_lake.slices import HourNotClosed
 from kafka_lake.storage import LakeStorage
-from tests.landing_fixtures import unique_topic_name, write_test_topic
+from tests.landing_fixtures import land, unique_topic_name, write_test_topic
 
 BASE = datetime(2026, 11, 1, 10, tzinfo=timezone.utc)
 
@@ -140,7 +140,7 @@ def test_given_an_hour_with_records_but_none_after_it_and_the_clock_inside_grace
         raise AssertionError("an open hour must not be landed, even partially")
 
     with pytest.raises(HourNotClosed) as refused:
-        land_hour(topic, current, settings, must_not_run, now=now)
+        land(topic, [current], settings, must_not_run, now=now)
 
     assert refused.value.open_partitions == [0, 1]
     assert "partition(s) 0, 1" in str(refused.value) and kafka_topic in str(refused.value)
@@ -161,7 +161,7 @@ def test_given_a_record_after_the_hour_on_every_partition_then_the_hour_is_close
         planned.extend(tasks)
         return [land_slice(task) for task in tasks]
 
-    result = land_hour(topic, hour, settings, run_in_process, now=hour.end)
+    [result] = land(topic, [hour], settings, run_in_process, now=hour.end)
 
     assert [(t.slice.start, t.slice.end) for t in planned] == [(0, 2)]
     [landed] = result.manifest.partitions

@@ -10,7 +10,6 @@ tests expect what a read_committed consumer of that broker is served (see docs/R
 from __future__ import annotations
 
 import uuid
-from concurrent.futures import Future
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
@@ -20,13 +19,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka_lake.framing import encode_confluent
 from kafka_lake.hours import KafkaHour, to_millis
 from kafka_lake.kafka_log import KafkaLog, consumer_config
-from kafka_lake.landing import confirm_boundaries, land_hours
+from kafka_lake.landing import confirm_boundaries
 from kafka_lake.manifests import ManifestStore
 from kafka_lake.settings import KafkaClientConfigError, PlatformSettings
-from kafka_lake.slice_landing import land_slice
 from kafka_lake.storage import LakeStorage
 from tests.exactly_once import assert_exactly_once
-from tests.landing_fixtures import Produced, landing_settings, unique_topic_name, write_test_topic
+from tests.landing_fixtures import Produced, in_this_process, land, landing_settings, unique_topic_name, write_test_topic
 
 H = datetime(2026, 11, 1, 10, tzinfo=timezone.utc)
 
@@ -99,12 +97,7 @@ class Transaction:
 
 def land_in_process(topic, settings, hours: list[datetime], now: datetime):
     """The production path of a range run (`land_hours`), its slices run in this process instead of on Spark."""
-    def start_slices(tasks) -> Future:
-        done: Future = Future()
-        done.set_result([land_slice(task) for task in tasks])
-        return done
-
-    return list(land_hours(topic, [KafkaHour(hour) for hour in hours], settings, start_slices, now=now))
+    return land(topic, hours, settings, in_this_process, now=now)
 
 
 def served_read_committed(bootstrap: str, topic_name: str, partition: int = 0) -> list[int]:

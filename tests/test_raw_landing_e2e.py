@@ -15,7 +15,7 @@ from dagster import AssetKey, DagsterInstance, materialize
 
 from kafka_lake import layout
 from kafka_lake.hours import KafkaHour
-from kafka_lake.landing import land_hour, land_hours
+from kafka_lake.landing import land_hours
 from kafka_lake.manifests import ManifestStore
 from kafka_lake.settings import PlatformSettings
 from kafka_lake.slice_landing import land_slice
@@ -26,6 +26,8 @@ from platform_assets.definitions import platform_resources
 from tests.conftest import PII_TEST_KEY
 from tests.landing_fixtures import (
     EXPECTED_CAUSE,
+    in_this_process,
+    land,
     HOURS,
     PARTITIONS,
     build_traffic,
@@ -196,7 +198,7 @@ def test_when_an_hour_of_a_range_fails_the_hours_before_are_committed_and_the_on
     assert gc.isenabled()  # the slice tasks that shared this process gave the collector back
     # The third hour was started ahead and waited for: what it wrote is owned by no manifest, and the next
     # landing of the hour removes it.
-    land_hour(topic, hours[2], landing, lambda tasks: [land_slice(task) for task in tasks])
+    land(topic, [hours[2]], landing, in_this_process)
     owned = {f.path for m in ManifestStore(storage, topic.database, topic.table).all() for f in m.files}
     for stored in storage.list_files(layout.table_prefix(topic.database, topic.table)):
         assert stored.path in owned
