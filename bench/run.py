@@ -28,7 +28,8 @@ from kafka_lake.catalog import load_catalog
 from kafka_lake.decoding import BatchDecoder, CatalogSchemas
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka_log import KafkaLog, consumer_config
-from kafka_lake.landing import LandingSettings, land_hours
+from kafka_lake.landing import land_hours
+from kafka_lake.settings import LandingSettings
 from kafka_lake.slice_landing import PlacementFiles, SliceTask, land_slice
 from kafka_lake.slices import OffsetSlice
 from kafka_lake import layout
@@ -242,8 +243,8 @@ def one_slice(bootstrap: str, kafka_topic: str, records: int, lake_root: str, fi
 
     page_views = load_catalog("schema_catalog").by_name("shop", "page_views")
     topic = bench_topic(page_views, kafka_topic, max_rows_per_task=records)
-    task = SliceTask(topic, KafkaHour(datetime.fromisoformat(first_hour)), OffsetSlice(0, 0, records), lake_root,
-                     consumer_config(bootstrap), pii_key=PII_KEY)
+    task = SliceTask(topic, KafkaHour(datetime.fromisoformat(first_hour)), OffsetSlice(0, 0, records),
+                     LandingSettings(lake_root, consumer_config(bootstrap), pii_key=PII_KEY))
     report = land_slice(task)
     assert report.records == records, report
 

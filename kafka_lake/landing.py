@@ -11,7 +11,7 @@ import logging
 import time
 from collections import Counter, deque
 from concurrent.futures import Future, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterator, Sequence
 
@@ -22,6 +22,7 @@ from kafka_lake.kafka_log import BOUNDARY_WINDOW, KafkaLog
 from kafka_lake.landing_checks import BoundaryRecords, CheckOutcome, boundaries_confirmed
 from kafka_lake.manifests import HourManifest, ManifestStore, PartitionLanding
 from kafka_lake.retention import AuditEntry, write_audit
+from kafka_lake.settings import LandingSettings
 from kafka_lake.slice_landing import SliceReport, SliceTask
 from kafka_lake.slices import BY_TIME, PartitionBounds, fixed_by_neighbours, plan_hour, split_slices
 from kafka_lake.storage import LakeStorage
@@ -29,19 +30,6 @@ from kafka_lake.storage import LakeStorage
 log = logging.getLogger(__name__)
 
 StartSlices = Callable[[list[SliceTask]], "Future[list[SliceReport]]"]  # starts them; the future has their reports
-
-
-@dataclass(frozen=True)
-class LandingSettings:
-    """Where to read from and write to; the same for every topic of a deployment."""
-
-    lake_root: str
-    kafka_config: dict = field(repr=False)
-    schema_registry_url: str | None = field(default=None, repr=False)  # may carry user:password@
-    pii_key: bytes | None = field(default=None, repr=False)
-    batch_size: int = 20_000
-    max_open_files: int = 16
-    dead_letter_key: bytes | None = field(default=None, repr=False)  # unset: dead-letter values stay in clear
 
 
 @dataclass(frozen=True)
@@ -131,8 +119,7 @@ def _plan(topic: TopicSpec, hour: KafkaHour, settings: LandingSettings, now: dat
     slices = split_slices(bounds, topic.max_rows_per_task)
     log.info("%s hour %s: %d slice(s) over %d partition(s)", topic.topic, hour, len(slices), len(bounds))
     tasks = [
-        SliceTask(topic, hour, piece, settings.lake_root, settings.kafka_config, settings.schema_registry_url,
-                  settings.pii_key, settings.batch_size, settings.max_open_files, settings.dead_letter_key)
+        SliceTask(topic, hour, piece, settings)
         for piece in slices
     ]
     return _PlannedHour(hour, bounds, tasks, started)

@@ -50,6 +50,20 @@ class PlatformSettings:
         )
 
 
+@dataclass(frozen=True)
+class LandingSettings:
+    """Where a landing reads from and writes to, and its secrets; the same for every topic of a deployment.
+    Shipped to every Spark task with its slice."""
+
+    lake_root: str
+    kafka_config: dict = field(repr=False)
+    schema_registry_url: str | None = field(default=None, repr=False)  # may carry user:password@
+    pii_key: bytes | None = field(default=None, repr=False)
+    batch_size: int = 20_000  # records of a decode batch (fewer where their values reach the byte cap)
+    max_open_files: int = 16  # Parquet files a task keeps open at once
+    dead_letter_key: bytes | None = field(default=None, repr=False)  # unset: dead-letter values stay in clear
+
+
 def kafka_client_properties(env) -> dict[str, str]:
     """`KAFKA_CLIENT_SECURITY_PROTOCOL=SASL_SSL` → `{"security.protocol": "SASL_SSL"}`; refused where a property
     would make the landing read records that are not committed."""

@@ -27,11 +27,10 @@ from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka_log import KafkaLog
 from kafka_lake.manifests import LandedFile
 from kafka_lake.parquet_output import ParquetOutput, dictionary_columns, statistics_columns
+from kafka_lake.settings import LandingSettings
 from kafka_lake.slices import OffsetSlice
 from kafka_lake.storage import LakeStorage
 
-DEFAULT_BATCH_SIZE = 20_000
-DEFAULT_MAX_OPEN_FILES = 16
 ROW_GROUP_ROWS = 128 * 1024  # rows of a landing file's row group, unless the buffer below fills first
 BUFFER_BYTES = 64 * 2**20  # Arrow bytes a task holds for its open files before writing the fullest out
 COLLECT_EVERY_BATCHES = 16
@@ -44,13 +43,7 @@ class SliceTask:
     topic: TopicSpec
     hour: KafkaHour
     slice: OffsetSlice
-    lake_root: str
-    kafka_config: dict = field(repr=False)
-    schema_registry_url: str | None = field(default=None, repr=False)  # may carry user:password@
-    pii_key: bytes | None = field(default=None, repr=False)
-    batch_size: int = DEFAULT_BATCH_SIZE
-    max_open_files: int = DEFAULT_MAX_OPEN_FILES
-    dead_letter_key: bytes | None = field(default=None, repr=False)
+    settings: LandingSettings
 
 
 @dataclass(frozen=True)
@@ -205,16 +198,17 @@ _collector_was_enabled = True
 def _land(task: SliceTask) -> SliceReport:
     started = time.monotonic()
     topic, piece = task.topic, task.slice
-    storage = LakeStorage(task.lake_root)
-    schemas = RegistrySchemas(topic, task.schema_registry_url) if task.schema_registry_url else CatalogSchemas(topic)
-    decoder = BatchDecoder(topic, schemas, task.pii_key, kafka_hour=task.hour)
-    encryption = DeadLetterEncryption(task.dead_letter_key) if task.dead_letter_key else None
-    files = PlacementFiles(storage, topic, piece.partition, task.max_open_files)
+    settings = task.settings
+    storage = LakeStorage(settings.lake_root)
+    schemas = RegistrySchemas(topic, settings.schema_registry_url) if settings.schema_registry_url else CatalogSchemas(topic)
+    decoder = BatchDecoder(topic, schemas, settings.pii_key, kafka_hour=task.hour)
+    encryption = DeadLetterEncryption(settings.dead_letter_key) if settings.dead_letter_key else None
+    files = PlacementFiles(storage, topic, piece.partition, settings.max_open_files)
     totals = _Totals()
     batches = 0
     try:
-        with KafkaLog(task.kafka_config, topic.topic) as kafka_log:
-            for records in kafka_log.read_slice_batches(piece.partition, piece.start, piece.end, task.batch_size):
+        with KafkaLog(settings.kafka_config, topic.topic) as kafka_log:
+            for records in kafka_log.read_slice_batches(piece.partition, piece.start, piece.end, settings.batch_size):
                 batch = decoder.decode(records)
                 totals.add(batch, records.timestamps_ms, task.hour)
                 for placement, table in batch.rows.items():

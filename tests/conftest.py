@@ -99,7 +99,7 @@ def landed(request, broker, spark, tmp_path, lake_root):
     (allowed lateness 2 h, retention 1 day unless the test is marked `retention_days(n)`, which then holds for
     dead letters too)."""
     from kafka_lake.kafka_log import consumer_config
-    from kafka_lake.landing import LandingSettings
+    from kafka_lake.settings import LandingSettings
     from kafka_lake.storage import LakeStorage
     from tests.landing_fixtures import (
         PARTITIONS, RAW_HOURS, build_traffic, land_on_spark, produce, unique_topic_name, write_test_topic,

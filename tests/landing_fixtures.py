@@ -265,7 +265,7 @@ def unique_topic_name() -> str:
 def landing_settings(lake_root: str, bootstrap_servers: str):
     """Landing settings for the test topics: the broker's consumer config and the test PII key."""
     from kafka_lake.kafka_log import consumer_config
-    from kafka_lake.landing import LandingSettings
+    from kafka_lake.settings import LandingSettings
     from tests.conftest import PII_TEST_KEY
 
     return LandingSettings(lake_root=lake_root, kafka_config=consumer_config(bootstrap_servers), pii_key=PII_TEST_KEY.encode())

@@ -554,6 +554,7 @@ def test_given_records_of_ten_mib_when_a_slice_lands_then_they_land_or_dead_lett
     from kafka_lake import layout
     from kafka_lake.hours import KafkaHour
     from kafka_lake.kafka_log import consumer_config
+    from kafka_lake.settings import LandingSettings
     from kafka_lake.slice_landing import SliceTask
     from kafka_lake.slices import OffsetSlice
     from kafka_lake.storage import LakeStorage
@@ -568,8 +569,8 @@ def test_given_records_of_ten_mib_when_a_slice_lands_then_they_land_or_dead_lett
     truncated = values[3][: 10 * MIB]
     produce_values(broker.bootstrap_servers, topic, values[:4] + [truncated] + values[4:])
     lake = tmp_path / "lake"
-    task = SliceTask(views, KafkaHour(datetime(2026, 11, 1, 13, tzinfo=timezone.utc)), OffsetSlice(0, 0, 9), str(lake),
-                     consumer_config(broker.bootstrap_servers), pii_key=b"huge-test-key")
+    task = SliceTask(views, KafkaHour(datetime(2026, 11, 1, 13, tzinfo=timezone.utc)), OffsetSlice(0, 0, 9),
+                     LandingSettings(str(lake), consumer_config(broker.bootstrap_servers), pii_key=b"huge-test-key"))
 
     landed = subprocess.run([sys.executable, "-c", LAND_AND_MEASURE], input=pickle.dumps(task), capture_output=True,
                             cwd=REPO, timeout=300, check=True)

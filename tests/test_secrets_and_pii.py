@@ -28,7 +28,7 @@ from kafka_lake import layout
 from kafka_lake.dead_letters import DeadLetterDecryptionError, decrypt_table, decrypt_value, is_encrypted
 from kafka_lake.framing import encode_confluent
 from kafka_lake.hours import KafkaHour, to_millis
-from kafka_lake.landing import LandingSettings
+from kafka_lake.settings import LandingSettings
 from kafka_lake.settings import PlatformSettings, dead_letter_key_from_env
 from kafka_lake.slice_landing import SliceTask
 from kafka_lake.slices import OffsetSlice
@@ -193,9 +193,7 @@ def secret_landing(broker, spark, s3_server, registry_of, tmp_path_factory):
         assert landing.kafka_config["sasl.password"] == secrets["KAFKA_CLIENT_SASL_PASSWORD"]
         assert secrets["schema registry password"] in landing.schema_registry_url
         assert (landing.pii_key.decode(), landing.dead_letter_key) == (secrets["PII_HMAC_KEY"], dead_letter_key)
-        collected.add("reprs", [landing, SliceTask(topic, KafkaHour(HOUR), OffsetSlice(0, 0, 1), lake_root,
-                                                   landing.kafka_config, landing.schema_registry_url, landing.pii_key,
-                                                   dead_letter_key=landing.dead_letter_key)])
+        collected.add("reprs", [landing, SliceTask(topic, KafkaHour(HOUR), OffsetSlice(0, 0, 1), landing)])
     collected.add("Python logs", "\n".join(logs.lines))
     storage = LakeStorage(lake_root)
     lake_contents(storage, collected)
