@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import shlex
 import shutil
 import sys
 import time
@@ -18,6 +20,10 @@ from pathlib import Path
 DEMO_HOURS = 6
 DEMO_PII_KEY = "demo-only-pii-key: set PII_HMAC_KEY in production"
 STATE_DIR = Path(".lake")
+# The settings the demo ran with, for `make ui` (dev_services/ui.py) to land and re-land the same topics.
+DEMO_ENV_FILE = STATE_DIR / "demo.env"
+# The demo's copy of the catalog, its topics starting where the demo's traffic starts.
+DEMO_CATALOG_DIR = STATE_DIR / "demo_catalog"
 # The runs' event logs stay in Dagster (see `make ui`); the terminal shows the summary.
 QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
@@ -34,16 +40,22 @@ def main() -> int:
     from kafka_lake.settings import PlatformSettings
     from platform_assets.definitions import platform_resources
 
-    settings = PlatformSettings.from_env()
-    catalog = load_catalog(settings.schema_catalog_dir)
+    samples = PlatformSettings.from_env()
     print("Starting a fresh local Kafka broker (Tansu) and an empty lake and metastore…", flush=True)
     tansu.stop_detached(STATE_DIR / "broker" / "tansu.pid")
-    _reset_state(settings.lake_root)
-    broker = tansu.start_detached(STATE_DIR / "broker" / "tansu.pid", STATE_DIR / "broker" / "tansu.log",
-                                  port=int(settings.kafka_bootstrap_servers.rsplit(":", 1)[1]))
+    _reset_state(samples.lake_root)
     # Hours that the wall clock has closed (end + grace), so every one of them can land now.
     last = floor_hour(datetime.now(timezone.utc)) - timedelta(hours=2)
     hours = [last - timedelta(hours=n) for n in reversed(range(DEMO_HOURS))]
+    os.environ["SCHEMA_CATALOG_DIR"] = str(write_demo_catalog(Path(samples.schema_catalog_dir), DEMO_CATALOG_DIR, hours[0]))
+    settings = PlatformSettings.from_env()
+    catalog = load_catalog(settings.schema_catalog_dir)
+    broker = tansu.start_detached(STATE_DIR / "broker" / "tansu.pid", STATE_DIR / "broker" / "tansu.log",
+                                  port=int(settings.kafka_bootstrap_servers.rsplit(":", 1)[1]))
+    write_demo_env(DEMO_ENV_FILE, {"PII_HMAC_KEY": os.environ["PII_HMAC_KEY"], "SCHEMA_CATALOG_DIR": settings.schema_catalog_dir,
+                                   "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
+                                   "LAKE_ROOT": settings.lake_root if "://" in settings.lake_root
+                                   else str(Path(settings.lake_root).resolve())})
     print(f"Producing {DEMO_HOURS} hours of sample traffic ({hours[0]:%Y-%m-%d %H:00} to {hours[-1]:%H:59} UTC)…", flush=True)
     print(produce_demo_traffic(broker.bootstrap_servers, catalog, hours))
 
@@ -52,11 +64,34 @@ def main() -> int:
     landed = [demo.land(topic, hour) for topic in catalog.topics for hour in hours]
     compacted = [demo.compact_due_hours(topic, settings.lake_root) for topic in catalog.topics]
     registered = [demo.register(topic, settings.lake_root) for topic in catalog.topics]
+    retained = [demo.retain(topic) for topic in catalog.topics]
     elapsed = time.monotonic() - started
     _print_summary(landed, catalog, settings.lake_root, elapsed)
-    _print_downstream(compacted, registered)
+    _print_downstream(compacted, registered, retained)
     _print_sample_queries(catalog)
+    print(f"\n`make ui` serves this state with the demo's settings ({DEMO_ENV_FILE}): http://127.0.0.1:3000")
     return 0
+
+
+def write_demo_catalog(samples: Path, target: Path, first_hour: datetime) -> Path:
+    """The sample catalog, each topic starting at the demo's first hour: the UI then counts a missing hour
+    only where the demo's data has a real gap. The samples themselves stay as they are."""
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(samples, target)
+    start = f'start_hour: "{first_hour:%Y-%m-%dT%H:00Z}"'
+    for topic_file in sorted(target.glob("*/*/topic.yaml")):
+        text = topic_file.read_text()
+        replaced, count = re.subn(r"(?m)^start_hour:.*$", start, text)
+        topic_file.write_text(replaced if count else text.rstrip("\n") + "\n" + start + "\n")
+    return target.resolve()
+
+
+def write_demo_env(path: Path, settings: dict[str, str]) -> None:
+    """`KEY='value'` lines, readable by a shell and by `dev_services.ui`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("# Written by `make demo`: the settings its topics were landed with.\n"
+                    + "".join(f"{name}={shlex.quote(value)}\n" for name, value in settings.items()))
 
 
 class _Demo:
@@ -104,6 +139,13 @@ class _Demo:
             rows.append((key, materialization.metadata, checks))
         return topic, rows, len(hours) - len(due)
 
+    def retain(self, topic):
+        from platform_assets.retention_assets import retention_asset
+
+        print(f"Applying retention to retention/{topic.name} …", flush=True)
+        [materialization], checks = self._run(retention_asset(topic))
+        return topic, materialization.metadata, checks
+
     def register(self, topic, lake_root):
         from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
@@ -128,7 +170,7 @@ def _reset_state(lake_root: str) -> None:
         shutil.rmtree(lake_root)
 
 
-def _print_downstream(compacted, registered) -> None:
+def _print_downstream(compacted, registered, retained) -> None:
     print("\n=== Compaction: each due placement hour rewritten, rows unchanged ===")
     print(f"{'asset':34} {'hour':17} {'files before':>12} {'after':>6} {'rows':>6}  checks")
     for topic, rows, not_due in compacted:
@@ -143,6 +185,11 @@ def _print_downstream(compacted, registered) -> None:
         print(f"{metadata['table'].value}: {metadata['columns'].value} columns, "
               f"{len(metadata['partitions'].value)} partitions in the catalog "
               f"(compaction published its generations; this run added {metadata['partitions_added'].value}): {verdict}")
+    print("\n=== Retention ===")
+    for topic, metadata, checks in retained:
+        verdict = "nothing expired remains" if all(checks.values()) else "FAILED: expired partitions remain"
+        print(f"retention/{topic.name}: kept {metadata['retention_days'].value} days, "
+              f"{metadata['expired_partitions'].value} partition(s) expired, {metadata['erased_rows'].value} row(s) erased: {verdict}")
 
 
 def _print_sample_queries(catalog) -> None:

@@ -114,9 +114,26 @@ class TopicSpec:
 
 
 @dataclass(frozen=True)
+class BrokenEntry:
+    """A catalog entry that failed to load: its `topic.yaml` and why. Its topic is not landed."""
+
+    path: str
+    error: CatalogError
+
+    @property
+    def database(self) -> str:
+        return Path(self.path).parent.parent.name
+
+    @property
+    def table(self) -> str:
+        return Path(self.path).parent.name
+
+
+@dataclass(frozen=True)
 class TopicCatalog:
     topics: tuple[TopicSpec, ...]
     directory: str = ""
+    broken: tuple[BrokenEntry, ...] = ()  # only from `load_catalog(..., tolerant=True)`
 
     def by_name(self, database: str, table: str) -> TopicSpec:
         for topic in self.topics:
@@ -131,32 +148,62 @@ class TopicCatalog:
         raise KeyError(f"no catalog entry for Kafka topic {topic_name!r} in {self.directory}")
 
 
-def load_catalog(directory: str | Path) -> TopicCatalog:
-    """Loads every `<database>/<table>/topic.yaml` under `directory`, validated."""
+def load_catalog(directory: str | Path, tolerant: bool = False) -> TopicCatalog:
+    """Loads every `<database>/<table>/topic.yaml` under `directory`, validated.
+
+    Strict (the default), the first broken entry raises its `CatalogError`. Tolerant (a code location serving
+    many topics), each broken entry is set aside in `broken` with its error and every other topic loads; an
+    entry that clashes with an earlier one (same topic, same registry id) is the broken one.
+    """
     root = Path(directory)
     if not root.is_dir():
         raise CatalogError(f"{root}: the topic catalog directory does not exist (set SCHEMA_CATALOG_DIR)")
-    topics = [load_topic(path) for path in sorted(root.glob("*/*/topic.yaml"))]
-    _check_unique(topics)
-    return TopicCatalog(topics=tuple(topics), directory=str(root))
+    paths = sorted(root.glob("*/*/topic.yaml"))
+    if not tolerant:
+        topics = [load_topic(path) for path in paths]
+        _check_unique(topics)
+        return TopicCatalog(topics=tuple(topics), directory=str(root))
+    topics, broken = [], []
+    for path in paths:
+        try:
+            topics.append(load_topic(path))
+        except CatalogError as error:
+            broken.append(BrokenEntry(str(path), error))
+        except Exception as error:  # a loader bug must cost only its own entry too
+            broken.append(BrokenEntry(str(path), CatalogError(f"{path}: {type(error).__name__}: {error}")))
+    clashing = _check_unique(topics, tolerant=True)
+    broken += [BrokenEntry(spec.source_file, error) for spec, error in clashing]
+    kept = tuple(spec for spec in topics if spec.source_file not in {b.path for b in broken})
+    return TopicCatalog(topics=kept, directory=str(root), broken=tuple(sorted(broken, key=lambda b: b.path)))
 
 
-def _check_unique(topics: list[TopicSpec]) -> None:
+def _check_unique(topics: list[TopicSpec], tolerant: bool = False) -> list[tuple[TopicSpec, CatalogError]]:
+    """Raises on the first entry that repeats a topic or registry id; tolerant, returns each such entry."""
     seen_topics: dict[str, str] = {}
     seen_ids: dict[int, str] = {}
+    clashing = []
     for spec in topics:
+        error = None
         if spec.topic in seen_topics:
-            raise CatalogError(
+            error = CatalogError(
                 f"{spec.source_file}: Kafka topic {spec.topic!r} is already declared in {seen_topics[spec.topic]}"
             )
-        seen_topics[spec.topic] = spec.source_file
+        ids = dict(seen_ids)
         for version in spec.schema_versions:
-            if version.registry_id in seen_ids:
-                raise CatalogError(
+            if error is None and version.registry_id in ids:
+                error = CatalogError(
                     f"{spec.source_file}: registry_id {version.registry_id} (version {version.version}) "
-                    f"is already used by {seen_ids[version.registry_id]}"
+                    f"is already used by {ids[version.registry_id]}"
                 )
-            seen_ids[version.registry_id] = f"{spec.source_file} version {version.version}"
+            ids[version.registry_id] = f"{spec.source_file} version {version.version}"
+        if error is not None:
+            if not tolerant:
+                raise error
+            clashing.append((spec, error))
+            continue
+        seen_topics[spec.topic] = spec.source_file
+        seen_ids = ids
+    return clashing
 
 
 def load_topic(path: str | Path) -> TopicSpec:
