@@ -17,6 +17,8 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import yaml
+
 DEMO_HOURS = 6
 DEMO_PII_KEY = "demo-only-pii-key: set PII_HMAC_KEY in production"
 STATE_DIR = Path(".lake")
@@ -44,24 +46,29 @@ def main() -> int:
     print("Starting a fresh local Kafka broker (Tansu) and an empty lake and metastore…", flush=True)
     tansu.stop_detached(STATE_DIR / "broker" / "tansu.pid")
     _reset_state(samples.lake_root)
+    broker = tansu.start_detached(STATE_DIR / "broker" / "tansu.pid", STATE_DIR / "broker" / "tansu.log",
+                                  port=int(samples.kafka_bootstrap_servers.rsplit(":", 1)[1]))
     # Hours that the wall clock has closed (end + grace), so every one of them can land now.
     last = floor_hour(datetime.now(timezone.utc)) - timedelta(hours=2)
     hours = [last - timedelta(hours=n) for n in reversed(range(DEMO_HOURS))]
-    os.environ["SCHEMA_CATALOG_DIR"] = str(write_demo_catalog(Path(samples.schema_catalog_dir), DEMO_CATALOG_DIR, hours[0]))
+    print(f"Producing {DEMO_HOURS} hours of sample traffic ({hours[0]:%Y-%m-%d %H:00} to {hours[-1]:%H:59} UTC)…", flush=True)
+    traffic = produce_demo_traffic(broker.bootstrap_servers, load_catalog(samples.schema_catalog_dir), hours)
+    print(traffic)
+    starts = {topic: min([*counts.valid_by_kafka_hour, *counts.valid_by_event_hour]) for topic, counts in traffic.topics.items()}
+    os.environ["SCHEMA_CATALOG_DIR"] = str(write_demo_catalog(Path(samples.schema_catalog_dir), DEMO_CATALOG_DIR, starts))
     settings = PlatformSettings.from_env()
     catalog = load_catalog(settings.schema_catalog_dir)
-    broker = tansu.start_detached(STATE_DIR / "broker" / "tansu.pid", STATE_DIR / "broker" / "tansu.log",
-                                  port=int(settings.kafka_bootstrap_servers.rsplit(":", 1)[1]))
     write_demo_env(DEMO_ENV_FILE, {"PII_HMAC_KEY": os.environ["PII_HMAC_KEY"], "SCHEMA_CATALOG_DIR": settings.schema_catalog_dir,
                                    "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
                                    "LAKE_ROOT": settings.lake_root if "://" in settings.lake_root
                                    else str(Path(settings.lake_root).resolve())})
-    print(f"Producing {DEMO_HOURS} hours of sample traffic ({hours[0]:%Y-%m-%d %H:00} to {hours[-1]:%H:59} UTC)…", flush=True)
-    print(produce_demo_traffic(broker.bootstrap_servers, catalog, hours))
 
     demo = _Demo(DagsterInstance.get(), platform_resources(settings))
     started = time.monotonic()
-    landed = [demo.land(topic, hour) for topic in catalog.topics for hour in hours]
+    # From the topic's first hour: late page views reach event hours before the first Kafka hour, whose
+    # Kafka hours land empty, so no hour of the topic reads missing.
+    landed = [demo.land(topic, hour) for topic in catalog.topics
+              for hour in hour_range(topic.start_hour, hours[-1])]
     compacted = [demo.compact_due_hours(topic, settings.lake_root) for topic in catalog.topics]
     registered = [demo.register(topic, settings.lake_root) for topic in catalog.topics]
     retained = [demo.retain(topic) for topic in catalog.topics]
@@ -73,18 +80,25 @@ def main() -> int:
     return 0
 
 
-def write_demo_catalog(samples: Path, target: Path, first_hour: datetime) -> Path:
-    """The sample catalog, each topic starting at the demo's first hour: the UI then counts a missing hour
-    only where the demo's data has a real gap. The samples themselves stay as they are."""
+def write_demo_catalog(samples: Path, target: Path, starts: dict[str, datetime]) -> Path:
+    """The sample catalog, each topic starting at the first hour its demo records are placed in: the UI then
+    counts a missing hour only where the demo's data has a real gap. The samples stay as they are."""
     if target.exists():
         shutil.rmtree(target)
     shutil.copytree(samples, target)
-    start = f'start_hour: "{first_hour:%Y-%m-%dT%H:00Z}"'
     for topic_file in sorted(target.glob("*/*/topic.yaml")):
         text = topic_file.read_text()
+        topic = yaml.safe_load(text)["topic"]
+        if topic not in starts:
+            continue
+        start = f'start_hour: "{starts[topic]:%Y-%m-%dT%H:00Z}"'
         replaced, count = re.subn(r"(?m)^start_hour:.*$", start, text)
         topic_file.write_text(replaced if count else text.rstrip("\n") + "\n" + start + "\n")
     return target.resolve()
+
+
+def hour_range(first: datetime, last: datetime) -> list[datetime]:
+    return [first + timedelta(hours=n) for n in range(int((last - first) / timedelta(hours=1)) + 1)]
 
 
 def write_demo_env(path: Path, settings: dict[str, str]) -> None:

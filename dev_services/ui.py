@@ -2,7 +2,7 @@
 
 The demo lands its topics with settings of its own: a demo PII key, its copy of the catalog, its broker.
 The UI must land and re-land those same topics, so it runs with the settings the demo wrote to
-`.lake/demo.env`; a variable already set in the environment wins.
+`.lake/demo.env`, over those of the environment.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def read_env_file(path: Path) -> dict[str, str]:
 
 def ui_environment(environ: dict[str, str], env_file: Path = DEMO_ENV_FILE) -> dict[str, str]:
     demo = read_env_file(env_file) if env_file.exists() else {}
-    return {**demo, **{name: value for name, value in environ.items() if value}}
+    return {**environ, **demo}
 
 
 def main(argv: list[str] | None = None) -> int:
