@@ -35,7 +35,7 @@ from kafka_lake.hours import KafkaHour
 from kafka_lake.manifests import ManifestStore
 from platform_assets.assets import HOURS_PER_BACKFILL_RUN
 from platform_assets.catalog_health import rejected_entries_sensor
-from platform_assets.checks import FRESHNESS, freshness_metadata, landed_hours
+from platform_assets.checks import FRESHNESS, evaluate_freshness, freshness_metadata, landed_hours
 from platform_assets.jobs import compaction_job, landing_job, registration_job
 from platform_assets.keys import asset_key, raw_key
 from resources import AlertWebhookResource, KafkaResource, LakeStorageResource
@@ -338,14 +338,26 @@ def missing_topics_sensor(catalog: TopicCatalog, running: bool = True):
 
 
 def failed_runs_sensor(catalog: TopicCatalog, running: bool = True):
+    by_raw = {raw_key(t): t for t in catalog.topics if t.freshness_minutes is not None}
+
     @run_failure_sensor(
         name="alert_on_failed_runs",
-        description="Posts every failed run (after its retries) to the alert webhook, with the error's first line.",
+        description="Posts every failed run (after its retries) to the alert webhook, with the error's first line; "
+        "records the freshness of a topic again when a failed run left its check without a result.",
         default_status=_status(running),
         monitor_all_code_locations=False,
     )
     def alert_on_failed_runs(context: RunFailureSensorContext, alerts: AlertWebhookResource):
         run = context.dagster_run
+        # A landing launched from the UI also runs the freshness check, which its failure leaves "execution
+        # failed": what has landed did not change, so the freshness shown is put right at once.
+        shown = shown_freshness(context.instance, list(by_raw.values()))
+        for topic in by_raw.values():
+            execution = shown[topic.topic].execution
+            if execution is not None and execution.run_id == run.run_id and execution.status.value == "PLANNED":
+                result = evaluate_freshness(context.instance, topic, _now())
+                context.instance.report_runless_asset_event(
+                    freshness_evaluation(topic, result, shown[topic.topic].latest_materialization))
         if run.tags.get("dagster/will_retry") == "true":
             return  # the retry is not a failure yet
         steps = context.get_step_failure_events()

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 from confluent_kafka import Producer
 from dagster import (
-    AssetMaterialization, AssetSelection, AssetSpec, Definitions, SensorResult, asset, define_asset_job, build_run_status_sensor_context, build_sensor_context, instance_for_test,
+    AssetCheckKey, AssetMaterialization, AssetSelection, AssetSpec, Definitions, SensorResult, asset, define_asset_job, build_run_status_sensor_context, build_sensor_context, instance_for_test,
     materialize,
 )
 
@@ -329,3 +329,24 @@ def test_a_landing_shows_freshness_against_the_new_materialization(broker, topic
     latest = instance.get_asset_records([raw_key(topic)])[0].asset_entry.last_materialization_record
     assert (again.passed, again.description) == (first.passed, first.description), "the state did not change"
     assert again.target_materialization_data.storage_id == latest.storage_id != first.target_materialization_data.storage_id
+
+
+def test_a_failed_landing_that_planned_freshness_leaves_it_evaluated_not_execution_failed(instance, topic, webhook):
+    """A landing launched from the UI runs every check of raw/…, freshness included; when it fails, the
+    failure sensor records the freshness again at once, so the UI never reads "execution failed" for it."""
+    @asset(key=raw_key(topic))
+    def failing_landing():
+        raise RuntimeError("the broker is gone")
+
+    result = materialize([failing_landing, freshness_check(topic)], instance=instance, raise_on_error=False)
+    check = AssetCheckKey(raw_key(topic), "freshness")
+    assert instance.event_log_storage.get_latest_asset_check_execution_by_key([check])[check].status.value == "PLANNED"
+    context = build_run_status_sensor_context(
+        sensor_name="alert_on_failed_runs", dagster_instance=instance, dagster_run=result.dagster_run,
+        dagster_event=result.get_run_failure_event(),
+    ).for_run_failure()
+
+    sensors.failed_runs_sensor(TopicCatalog((topic,)))(context, alerts=AlertWebhookResource())
+
+    latest = instance.event_log_storage.get_latest_asset_check_execution_by_key([check])[check]
+    assert latest.status.value in ("SUCCEEDED", "FAILED") and latest.run_id != result.run_id
