@@ -18,7 +18,6 @@ from dagster import (
     MetadataValue,
     multi_asset,
 )
-from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationTargetMaterializationData
 from dagster._core.storage.event_log.base import AssetRecordsFilter
 from dagster_pyspark import LazyPySparkResource
 
@@ -27,7 +26,7 @@ from kafka_lake.hours import KafkaHour
 from kafka_lake.landing import LandingResult, LandingSettings, land_hours
 from kafka_lake.manifests import ManifestStore
 from kafka_lake.pii import pseudonymizer_for
-from platform_assets.checks import hour_check_evaluations, raw_check_specs
+from platform_assets.checks import evaluated_against, hour_check_evaluations, raw_check_specs
 from platform_assets.failures import TRANSIENT_RETRIES, PreflightError, failures_explained
 from platform_assets.keys import dead_letters_key, layer_attributes, raw_key
 from platform_assets.partitions import hourly_partitions, quiet_warnings
@@ -151,10 +150,7 @@ def _latest_materialization(context: AssetExecutionContext, topic: TopicSpec, ho
     """The hour's materialization just recorded: the check results point at it, so the UI shows them as current."""
     records = context.instance.fetch_materializations(
         AssetRecordsFilter(asset_key=raw_key(topic), asset_partitions=[hour]), limit=1).records
-    if not records:
-        return None
-    return AssetCheckEvaluationTargetMaterializationData(
-        storage_id=records[0].storage_id, run_id=records[0].run_id, timestamp=records[0].timestamp)
+    return evaluated_against(records[0] if records else None)
 
 
 def _summary_line(topic: TopicSpec, result: LandingResult) -> str:

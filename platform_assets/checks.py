@@ -80,6 +80,15 @@ def hour_check_evaluations(topic: TopicSpec, manifest: HourManifest, manifests: 
     return evaluations
 
 
+def evaluated_against(record) -> AssetCheckEvaluationTargetMaterializationData | None:
+    """What a check result points at: the materialization it judged (the UI shows a result as current
+    only while no newer materialization exists)."""
+    if record is None:
+        return None
+    return AssetCheckEvaluationTargetMaterializationData(storage_id=record.storage_id, run_id=record.run_id,
+                                                         timestamp=record.timestamp)
+
+
 def freshness_check(topic: TopicSpec):
     """The freshness SLA; `topic_health` evaluates it every few minutes and alerts. *Execute* in the UI
     evaluates it on demand. The platform's landing runs leave it out."""

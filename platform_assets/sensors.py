@@ -26,8 +26,6 @@ from dagster import (
     sensor,
 )
 
-from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationTargetMaterializationData
-
 from kafka_lake import automation
 from kafka_lake.catalog import TopicCatalog, TopicSpec
 from kafka_lake.cluster import KafkaCluster
@@ -35,7 +33,7 @@ from kafka_lake.hours import KafkaHour
 from kafka_lake.manifests import ManifestStore
 from platform_assets.assets import HOURS_PER_BACKFILL_RUN
 from platform_assets.catalog_health import rejected_entries_sensor
-from platform_assets.checks import FRESHNESS, evaluate_freshness, freshness_metadata, landed_hours
+from platform_assets.checks import FRESHNESS, evaluate_freshness, evaluated_against, freshness_metadata, landed_hours
 from platform_assets.jobs import compaction_job, landing_job, registration_job
 from platform_assets.keys import asset_key, raw_key
 from resources import AlertWebhookResource, KafkaResource, LakeStorageResource
@@ -282,10 +280,7 @@ def shown_freshness(instance, topics: list[TopicSpec]) -> dict[str, ShownFreshne
                for record in instance.get_asset_records([raw_key(topic) for topic in topics])}
     shown = {}
     for topic in topics:
-        latest = records.get(raw_key(topic))
-        target = (AssetCheckEvaluationTargetMaterializationData(storage_id=latest.storage_id, run_id=latest.run_id,
-                                                                timestamp=latest.timestamp) if latest else None)
-        shown[topic.topic] = ShownFreshness(executions.get(keys[topic.topic]), target)
+        shown[topic.topic] = ShownFreshness(executions.get(keys[topic.topic]), evaluated_against(records.get(raw_key(topic))))
     return shown
 
 

@@ -27,7 +27,6 @@ from dev_services import tansu
 from dev_services.demo import DEMO_CATALOG_DIR
 from dev_services.ports import LOOPBACK, free_port
 from kafka_lake.catalog import load_catalog
-from kafka_lake.hours import KafkaHour
 from kafka_lake.manifests import ManifestStore
 from kafka_lake.storage import LakeStorage
 from platform_assets.partitions import hourly_partitions
