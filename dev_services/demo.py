@@ -40,7 +40,7 @@ def main() -> int:
     from kafka_lake.catalog import load_catalog
     from kafka_lake.hours import floor_hour
     from kafka_lake.settings import PlatformSettings
-    from platform_assets.definitions import platform_resources
+    from platform_assets.definitions import build_definitions
 
     samples = PlatformSettings.from_env()
     print("Starting a fresh local Kafka broker (Tansu) and an empty lake and metastore…", flush=True)
@@ -63,7 +63,7 @@ def main() -> int:
                                    "LAKE_ROOT": settings.lake_root if "://" in settings.lake_root
                                    else str(Path(settings.lake_root).resolve())})
 
-    demo = _Demo(DagsterInstance.get(), platform_resources(settings))
+    demo = _Demo(DagsterInstance.get(), build_definitions(catalog, settings))
     started = time.monotonic()
     # From the topic's first hour: late page views reach event hours before the first Kafka hour, whose
     # Kafka hours land empty, so no hour of the topic reads missing.
@@ -109,28 +109,27 @@ def write_demo_env(path: Path, settings: dict[str, str]) -> None:
 
 
 class _Demo:
-    """Materializes the platform's assets through Dagster, as the UI or a sensor would."""
+    """Runs the platform's jobs through Dagster, as a sensor would: each run is found under its layer's job."""
 
-    def __init__(self, instance, resources):
-        self.instance, self.resources = instance, resources
+    def __init__(self, instance, definitions):
+        self.instance, self.definitions = instance, definitions
 
-    def _run(self, asset, partition_key=None, tags=None):
-        from dagster import materialize
-
-        result = materialize([asset], partition_key=partition_key, resources=self.resources, instance=self.instance,
-                             run_config=QUIET_RUN, tags=tags, raise_on_error=True)
-        checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
-        materializations = result.asset_materializations_for_node(asset.node_def.name)
+    def _run(self, job_name, asset_key, partition_key=None, tags=None, only_asset=False):
+        job = self.definitions.resolve_job_def(job_name)
+        result = job.execute_in_process(partition_key=partition_key, instance=self.instance, run_config=QUIET_RUN,
+                                        tags=tags, raise_on_error=True, asset_selection=[asset_key] if only_asset else None)
+        checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations() if c.asset_key == asset_key}
+        materializations = [e.materialization for e in result.get_asset_materialization_events() if e.asset_key == asset_key]
         return materializations, checks
 
     def land(self, topic, hour):
         from kafka_lake.hours import KafkaHour
-        from platform_assets.assets import raw_landing_asset
+        from platform_assets.jobs import landing_job
+        from platform_assets.keys import raw_key
 
         key = KafkaHour(hour).partition_key
         print(f"Landing raw/{topic.name} {key} …", flush=True)
-        materializations, checks = self._run(raw_landing_asset(topic), key)
-        [raw] = [m for m in materializations if m.asset_key.path[0] == "raw"]
+        [raw], checks = self._run(landing_job(topic).name, raw_key(topic), key)
         return topic, key, raw.metadata, checks
 
     def compact_due_hours(self, topic, lake_root):
@@ -139,7 +138,8 @@ class _Demo:
         from kafka_lake.manifests import ManifestStore
         from kafka_lake.storage import LakeStorage
         from kafka_lake.table_state import storage_partitions
-        from platform_assets.compaction_assets import compacted_asset
+        from platform_assets.jobs import compaction_job
+        from platform_assets.keys import asset_key
 
         storage = LakeStorage(lake_root)
         landed = ManifestStore(storage, topic.database, topic.table).landed_hours()
@@ -149,15 +149,16 @@ class _Demo:
         for hour in due:
             key = KafkaHour(hour).partition_key
             print(f"Compacting compacted/{topic.name} {key} …", flush=True)
-            [materialization], checks = self._run(compacted_asset(topic), key)
+            [materialization], checks = self._run(compaction_job(topic).name, asset_key("compacted", topic), key)
             rows.append((key, materialization.metadata, checks))
         return topic, rows, len(hours) - len(due)
 
     def retain(self, topic):
-        from platform_assets.retention_assets import retention_asset
+        from platform_assets.jobs import RETENTION_JOB
+        from platform_assets.keys import asset_key
 
         print(f"Applying retention to retention/{topic.name} …", flush=True)
-        [materialization], checks = self._run(retention_asset(topic))
+        [materialization], checks = self._run(RETENTION_JOB, asset_key("retention", topic), only_asset=True)
         return topic, materialization.metadata, checks
 
     def register(self, topic, lake_root):
@@ -166,12 +167,13 @@ class _Demo:
         from kafka_lake.hours import KafkaHour
         from kafka_lake.storage import LakeStorage
         from kafka_lake.table_state import storage_partitions
-        from platform_assets.catalog_assets import catalog_asset
+        from platform_assets.jobs import registration_job
+        from platform_assets.keys import asset_key
 
         hours = sorted({p.hour for p in storage_partitions(LakeStorage(lake_root), topic.database, topic.table)})
         first, last = KafkaHour(hours[0]).partition_key, KafkaHour(hours[-1]).partition_key
         print(f"Registering catalog/{topic.name} {first} … {last} in one run …", flush=True)
-        materializations, checks = self._run(catalog_asset(topic), tags={
+        materializations, checks = self._run(registration_job(topic).name, asset_key("catalog", topic), tags={
             ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: last})
         return topic, materializations[-1].metadata, checks  # one run, the same metadata for every hour
 
