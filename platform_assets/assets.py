@@ -27,7 +27,7 @@ from kafka_lake.landing import LandingResult, LandingSettings, land_hours
 from kafka_lake.manifests import ManifestStore
 from kafka_lake.pii import pseudonymizer_for
 from platform_assets.checks import evaluated_against, hour_check_evaluations, raw_check_specs
-from platform_assets.failures import TRANSIENT_RETRIES, PreflightError, failures_explained
+from platform_assets.failures import PreflightError, failures_explained
 from platform_assets.keys import dead_letters_key, layer_attributes, raw_key
 from platform_assets.partitions import hourly_partitions, quiet_warnings
 from platform_assets.pools import landing_pool
@@ -86,7 +86,6 @@ def raw_landing_asset(topic: TopicSpec, embedded_metastore: bool = True):
             # A range is one run, its hours landed in order in one Spark application (and the CLI's
             # `--partition-range` needs a single run); each hour commits and is recorded on its own.
             backfill_policy=BackfillPolicy.single_run(),
-            retry_policy=TRANSIENT_RETRIES,
             # `--select raw/<db>/<table>` alone must work: the landing always writes both, and reports what was selected.
             can_subset=True,
         )

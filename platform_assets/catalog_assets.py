@@ -23,7 +23,7 @@ from kafka_lake.hours import KafkaHour
 from kafka_lake.table_catalog import ReconcileReport, TableChange, partition_differences, reconcile, storage_partition_uris
 from kafka_lake.table_schema import TableDefinition
 from kafka_lake.table_state import storage_partitions
-from platform_assets.failures import TRANSIENT_RETRIES, failures_explained
+from platform_assets.failures import failures_explained
 from platform_assets.keys import asset_key, layer_attributes
 from platform_assets.pools import table_pool
 from platform_assets.partitions import hourly_partitions, quiet_warnings
@@ -64,7 +64,6 @@ def catalog_asset(topic: TopicSpec, embedded_metastore: bool = True):
             # Registering an hour is a few metastore calls: a backfill of many hours is one run, not one
             # Spark start per hour (`--partition-range` on the CLI).
             backfill_policy=BackfillPolicy.single_run(),
-            retry_policy=TRANSIENT_RETRIES,
         )
         def register(
             context: AssetExecutionContext,

@@ -21,7 +21,7 @@ from kafka_lake.catalog import TopicSpec
 from kafka_lake.compaction import CompactionNotDue, CompactionResult, compact_hour, generation_checksum
 from kafka_lake.hours import KafkaHour
 from platform_assets.assets import HOURS_PER_BACKFILL_RUN
-from platform_assets.failures import TRANSIENT_RETRIES, failures_explained
+from platform_assets.failures import failures_explained
 from platform_assets.keys import asset_key, layer_attributes, raw_key
 from platform_assets.partitions import hourly_partitions, quiet_warnings
 from platform_assets.pools import table_pool
@@ -58,7 +58,6 @@ def compacted_asset(topic: TopicSpec, embedded_metastore: bool = True):
             op_tags={"topic": topic.topic},
             pool=table_pool(topic, "compaction", embedded_metastore),
             backfill_policy=BackfillPolicy.multi_run(max_partitions_per_run=HOURS_PER_BACKFILL_RUN),
-            retry_policy=TRANSIENT_RETRIES,
             can_subset=True,
         )
         def compact(

@@ -1,13 +1,15 @@
-"""Failures told apart: those a retry heals (a broker or S3 server briefly away) are retried by the op's
-retry policy; those that stay until a person acts (a missing secret, an hour not closed yet, offsets lost,
-a broken catalog entry) fail at once, their one-line cause first in the run's log and in the alert.
+"""Failures told apart: those a retry heals (a broker or S3 server briefly away) fail the run, which the
+daemon retries whole (`run_retries` in dagster.yaml); those that stay until a person acts (a missing secret,
+an hour not closed yet, offsets lost, a broken catalog entry) fail without a retry. Either way the one-line
+cause is the first error line of the run's log and the alert's text.
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 
-from dagster import Backoff, Failure, Jitter, RetryPolicy
+from dagster import Failure
+from dagster._core.storage.tags import RETRY_ON_ASSET_OR_OP_FAILURE_TAG
 
 from kafka_lake.catalog import CatalogError
 from kafka_lake.compaction import CompactionNotDue
@@ -20,9 +22,6 @@ from spark_jobs.tasks import SparkTaskFailed
 # an hour not due for compaction: the sensors ask again when it is).
 LASTING = (MissingPiiKey, HourNotClosed, OffsetsLost, CatalogError, CompactionNotDue, TableSchemaError)
 _LASTING_NAMES = {f"{kind.__module__}.{kind.__qualname__}" for kind in LASTING}
-
-# Everything else is retried within the run, a little later each time: a restarting broker or S3 server.
-TRANSIENT_RETRIES = RetryPolicy(max_retries=2, delay=30, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS)
 
 
 class PreflightError(RuntimeError):
@@ -45,7 +44,7 @@ def cause_line(error: BaseException) -> str:
 
 @contextmanager
 def failures_explained(context):
-    """Logs the cause as the run's first error line; a lasting one fails the step without retries."""
+    """Logs the cause as the run's first error line; a lasting one fails the step, and the run, without retries."""
     try:
         yield
     except Failure:
@@ -54,6 +53,8 @@ def failures_explained(context):
         line = cause_line(error)
         context.log.error(line)
         if is_lasting(error):
+            # The daemon decides on a run retry from the run's tags when the run fails: this run is not retried.
+            context.instance.add_run_tags(context.run.run_id, {RETRY_ON_ASSET_OR_OP_FAILURE_TAG: "false"})
             raise Failure(description=line, allow_retries=False,
                           metadata={"cause": type(error).__name__, "retried": "no: a retry cannot change it"}) from error
         raise

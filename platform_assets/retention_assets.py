@@ -18,7 +18,7 @@ from kafka_lake.hours import ONE_HOUR
 from kafka_lake.pii import pseudonymizer_for
 from kafka_lake.retention import apply_retention, retention_cutoff
 from kafka_lake.table_state import storage_partitions
-from platform_assets.failures import TRANSIENT_RETRIES, failures_explained
+from platform_assets.failures import failures_explained
 from platform_assets.keys import asset_key, layer_attributes
 from platform_assets.pools import table_pool
 from platform_assets.table_publishing import table_publisher
@@ -42,7 +42,6 @@ def retention_asset(topic: TopicSpec, embedded_metastore: bool = True):
                                     description="No partition older than retention_days remains in storage.")],
         op_tags={"topic": topic.topic},
         pool=table_pool(topic, "retention", embedded_metastore),
-        retry_policy=TRANSIENT_RETRIES,
         **layer_attributes("retention", topic, "spark", "parquet"),
     )
     def retain(
