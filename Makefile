@@ -10,7 +10,7 @@ export PYTHONUNBUFFERED := 1
 # Spark binds the driver to loopback unless told otherwise: local runs never leave the machine.
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: setup check-java instance check-test-tools demo test test-faults ui broker stop clean bench bench-sensors
+.PHONY: setup check-java instance check-test-tools check-catalog demo test test-faults ui broker stop clean bench bench-sensors
 
 setup: $(STAMP) check-java instance
 
@@ -44,6 +44,10 @@ check-test-tools:
 	  fi; \
 	fi
 
+# Every catalog entry loads, or each broken one is named with its file and problem (exit 1): for CI.
+check-catalog: $(STAMP)
+	$(PY) -m deploy.check_catalog $(SCHEMA_CATALOG_DIR)
+
 # Lands the sample topics for several hours on a fresh local broker and prints a summary.
 demo: setup
 	$(PY) -m dev_services.demo
@@ -66,9 +70,10 @@ bench: setup
 bench-sensors: setup
 	$(PY) -m bench.sensor_ticks --topics 100 --partitions 32
 
-# The Dagster UI on the demo's state (run `make demo` first to have data and a broker).
+# The Dagster UI, daemon and code location on the demo's state, with the settings the demo landed it
+# with (.lake/demo.env: its PII key, catalog copy and broker). Run `make demo` first.
 ui: setup broker
-	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	$(PY) -m dev_services.ui
 
 broker: setup
 	$(PY) -m dev_services.tansu start --port 9092

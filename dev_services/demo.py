@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import shlex
 import shutil
 import sys
 import time
@@ -15,9 +17,15 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import yaml
+
 DEMO_HOURS = 6
 DEMO_PII_KEY = "demo-only-pii-key: set PII_HMAC_KEY in production"
 STATE_DIR = Path(".lake")
+# The settings the demo ran with, for `make ui` (dev_services/ui.py) to land and re-land the same topics.
+DEMO_ENV_FILE = STATE_DIR / "demo.env"
+# The demo's copy of the catalog, its topics starting where the demo's traffic starts.
+DEMO_CATALOG_DIR = STATE_DIR / "demo_catalog"
 # The runs' event logs stay in Dagster (see `make ui`); the terminal shows the summary.
 QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
@@ -32,56 +40,96 @@ def main() -> int:
     from kafka_lake.catalog import load_catalog
     from kafka_lake.hours import floor_hour
     from kafka_lake.settings import PlatformSettings
-    from platform_assets.definitions import platform_resources
+    from platform_assets.definitions import build_definitions
 
-    settings = PlatformSettings.from_env()
-    catalog = load_catalog(settings.schema_catalog_dir)
+    samples = PlatformSettings.from_env()
     print("Starting a fresh local Kafka broker (Tansu) and an empty lake and metastore…", flush=True)
     tansu.stop_detached(STATE_DIR / "broker" / "tansu.pid")
-    _reset_state(settings.lake_root)
+    _reset_state(samples.lake_root)
     broker = tansu.start_detached(STATE_DIR / "broker" / "tansu.pid", STATE_DIR / "broker" / "tansu.log",
-                                  port=int(settings.kafka_bootstrap_servers.rsplit(":", 1)[1]))
+                                  port=int(samples.kafka_bootstrap_servers.rsplit(":", 1)[1]))
     # Hours that the wall clock has closed (end + grace), so every one of them can land now.
     last = floor_hour(datetime.now(timezone.utc)) - timedelta(hours=2)
     hours = [last - timedelta(hours=n) for n in reversed(range(DEMO_HOURS))]
     print(f"Producing {DEMO_HOURS} hours of sample traffic ({hours[0]:%Y-%m-%d %H:00} to {hours[-1]:%H:59} UTC)…", flush=True)
-    print(produce_demo_traffic(broker.bootstrap_servers, catalog, hours))
+    traffic = produce_demo_traffic(broker.bootstrap_servers, load_catalog(samples.schema_catalog_dir), hours)
+    print(traffic)
+    starts = {topic: min([*counts.valid_by_kafka_hour, *counts.valid_by_event_hour]) for topic, counts in traffic.topics.items()}
+    os.environ["SCHEMA_CATALOG_DIR"] = str(write_demo_catalog(Path(samples.schema_catalog_dir), DEMO_CATALOG_DIR, starts))
+    settings = PlatformSettings.from_env()
+    catalog = load_catalog(settings.schema_catalog_dir)
+    write_demo_env(DEMO_ENV_FILE, {"PII_HMAC_KEY": os.environ["PII_HMAC_KEY"], "SCHEMA_CATALOG_DIR": settings.schema_catalog_dir,
+                                   "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
+                                   "LAKE_ROOT": settings.lake_root if "://" in settings.lake_root
+                                   else str(Path(settings.lake_root).resolve())})
 
-    demo = _Demo(DagsterInstance.get(), platform_resources(settings))
+    demo = _Demo(DagsterInstance.get(), build_definitions(catalog, settings))
     started = time.monotonic()
-    landed = [demo.land(topic, hour) for topic in catalog.topics for hour in hours]
+    # From the topic's first hour: late page views reach event hours before the first Kafka hour, whose
+    # Kafka hours land empty, so no hour of the topic reads missing.
+    landed = [demo.land(topic, hour) for topic in catalog.topics
+              for hour in hour_range(topic.start_hour, hours[-1])]
     compacted = [demo.compact_due_hours(topic, settings.lake_root) for topic in catalog.topics]
     registered = [demo.register(topic, settings.lake_root) for topic in catalog.topics]
+    retained = [demo.retain(topic) for topic in catalog.topics]
     elapsed = time.monotonic() - started
     _print_summary(landed, catalog, settings.lake_root, elapsed)
-    _print_downstream(compacted, registered)
+    _print_downstream(compacted, registered, retained)
     _print_sample_queries(catalog)
+    print(f"\n`make ui` serves this state with the demo's settings ({DEMO_ENV_FILE}): http://127.0.0.1:3000")
     return 0
 
 
+def write_demo_catalog(samples: Path, target: Path, starts: dict[str, datetime]) -> Path:
+    """The sample catalog, each topic starting at the first hour its demo records are placed in: the UI then
+    counts a missing hour only where the demo's data has a real gap. The samples stay as they are."""
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(samples, target)
+    for topic_file in sorted(target.glob("*/*/topic.yaml")):
+        text = topic_file.read_text()
+        topic = yaml.safe_load(text)["topic"]
+        if topic not in starts:
+            continue
+        start = f'start_hour: "{starts[topic]:%Y-%m-%dT%H:00Z}"'
+        replaced, count = re.subn(r"(?m)^start_hour:.*$", start, text)
+        topic_file.write_text(replaced if count else text.rstrip("\n") + "\n" + start + "\n")
+    return target.resolve()
+
+
+def hour_range(first: datetime, last: datetime) -> list[datetime]:
+    return [first + timedelta(hours=n) for n in range(int((last - first) / timedelta(hours=1)) + 1)]
+
+
+def write_demo_env(path: Path, settings: dict[str, str]) -> None:
+    """`KEY='value'` lines, readable by a shell and by `dev_services.ui`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("# Written by `make demo`: the settings its topics were landed with.\n"
+                    + "".join(f"{name}={shlex.quote(value)}\n" for name, value in settings.items()))
+
+
 class _Demo:
-    """Materializes the platform's assets through Dagster, as the UI or a sensor would."""
+    """Runs the platform's jobs through Dagster, as a sensor would: each run is found under its layer's job."""
 
-    def __init__(self, instance, resources):
-        self.instance, self.resources = instance, resources
+    def __init__(self, instance, definitions):
+        self.instance, self.definitions = instance, definitions
 
-    def _run(self, asset, partition_key=None, tags=None):
-        from dagster import materialize
-
-        result = materialize([asset], partition_key=partition_key, resources=self.resources, instance=self.instance,
-                             run_config=QUIET_RUN, tags=tags, raise_on_error=True)
-        checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
-        materializations = result.asset_materializations_for_node(asset.node_def.name)
+    def _run(self, job_name, asset_key, partition_key=None, tags=None, only_asset=False):
+        job = self.definitions.resolve_job_def(job_name)
+        result = job.execute_in_process(partition_key=partition_key, instance=self.instance, run_config=QUIET_RUN,
+                                        tags=tags, raise_on_error=True, asset_selection=[asset_key] if only_asset else None)
+        checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations() if c.asset_key == asset_key}
+        materializations = [e.materialization for e in result.get_asset_materialization_events() if e.asset_key == asset_key]
         return materializations, checks
 
     def land(self, topic, hour):
         from kafka_lake.hours import KafkaHour
-        from platform_assets.assets import raw_landing_asset
+        from platform_assets.jobs import landing_job
+        from platform_assets.keys import raw_key
 
         key = KafkaHour(hour).partition_key
         print(f"Landing raw/{topic.name} {key} …", flush=True)
-        materializations, checks = self._run(raw_landing_asset(topic), key)
-        [raw] = [m for m in materializations if m.asset_key.path[0] == "raw"]
+        [raw], checks = self._run(landing_job(topic).name, raw_key(topic), key)
         return topic, key, raw.metadata, checks
 
     def compact_due_hours(self, topic, lake_root):
@@ -90,7 +138,8 @@ class _Demo:
         from kafka_lake.manifests import ManifestStore
         from kafka_lake.storage import LakeStorage
         from kafka_lake.table_state import storage_partitions
-        from platform_assets.compaction_assets import compacted_asset
+        from platform_assets.jobs import compaction_job
+        from platform_assets.keys import asset_key
 
         storage = LakeStorage(lake_root)
         landed = ManifestStore(storage, topic.database, topic.table).landed_hours()
@@ -100,9 +149,17 @@ class _Demo:
         for hour in due:
             key = KafkaHour(hour).partition_key
             print(f"Compacting compacted/{topic.name} {key} …", flush=True)
-            [materialization], checks = self._run(compacted_asset(topic), key)
+            [materialization], checks = self._run(compaction_job(topic).name, asset_key("compacted", topic), key)
             rows.append((key, materialization.metadata, checks))
         return topic, rows, len(hours) - len(due)
+
+    def retain(self, topic):
+        from platform_assets.jobs import RETENTION_JOB
+        from platform_assets.keys import asset_key
+
+        print(f"Applying retention to retention/{topic.name} …", flush=True)
+        [materialization], checks = self._run(RETENTION_JOB, asset_key("retention", topic), only_asset=True)
+        return topic, materialization.metadata, checks
 
     def register(self, topic, lake_root):
         from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
@@ -110,12 +167,13 @@ class _Demo:
         from kafka_lake.hours import KafkaHour
         from kafka_lake.storage import LakeStorage
         from kafka_lake.table_state import storage_partitions
-        from platform_assets.catalog_assets import catalog_asset
+        from platform_assets.jobs import registration_job
+        from platform_assets.keys import asset_key
 
         hours = sorted({p.hour for p in storage_partitions(LakeStorage(lake_root), topic.database, topic.table)})
         first, last = KafkaHour(hours[0]).partition_key, KafkaHour(hours[-1]).partition_key
         print(f"Registering catalog/{topic.name} {first} … {last} in one run …", flush=True)
-        materializations, checks = self._run(catalog_asset(topic), tags={
+        materializations, checks = self._run(registration_job(topic).name, asset_key("catalog", topic), tags={
             ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: last})
         return topic, materializations[-1].metadata, checks  # one run, the same metadata for every hour
 
@@ -128,7 +186,7 @@ def _reset_state(lake_root: str) -> None:
         shutil.rmtree(lake_root)
 
 
-def _print_downstream(compacted, registered) -> None:
+def _print_downstream(compacted, registered, retained) -> None:
     print("\n=== Compaction: each due placement hour rewritten, rows unchanged ===")
     print(f"{'asset':34} {'hour':17} {'files before':>12} {'after':>6} {'rows':>6}  checks")
     for topic, rows, not_due in compacted:
@@ -143,6 +201,11 @@ def _print_downstream(compacted, registered) -> None:
         print(f"{metadata['table'].value}: {metadata['columns'].value} columns, "
               f"{len(metadata['partitions'].value)} partitions in the catalog "
               f"(compaction published its generations; this run added {metadata['partitions_added'].value}): {verdict}")
+    print("\n=== Retention ===")
+    for topic, metadata, checks in retained:
+        verdict = "nothing expired remains" if all(checks.values()) else "FAILED: expired partitions remain"
+        print(f"retention/{topic.name}: kept {metadata['retention_days'].value} days, "
+              f"{metadata['expired_partitions'].value} partition(s) expired, {metadata['erased_rows'].value} row(s) erased: {verdict}")
 
 
 def _print_sample_queries(catalog) -> None:

@@ -50,13 +50,27 @@ def needs_log_tails(topic: TopicSpec, hour: KafkaHour, now: datetime) -> bool:
 
 
 def is_closed(topic: TopicSpec, hour: KafkaHour, now: datetime, tails: Iterable[LogTail] | None = None) -> bool:
-    if now >= closed_by_clock_at(topic, hour):
-        return True
-    if tails is None or now < closed_by_records_from(topic, hour):
-        return False
+    return why_open(topic, hour, now, tails) is None
+
+
+def why_open(topic: TopicSpec, hour: KafkaHour, now: datetime, tails: Iterable[LogTail] | None = None) -> str | None:
+    """Why `hour` is not closed yet, in a sentence an operator can check against the broker; None once closed."""
+    by_clock = closed_by_clock_at(topic, hour)
+    if now >= by_clock:
+        return None
+    from_records = closed_by_records_from(topic, hour)
+    if now < from_records:
+        return (f"no record can close it before {from_records:%H:%M}Z (end + record_grace_minutes); "
+                f"the clock closes it at {by_clock:%H:%M}Z")
+    if tails is None:
+        return f"the topic is not on the cluster; the clock closes it at {by_clock:%H:%M}Z"
     tails = list(tails)
-    threshold = to_millis(closed_by_records_from(topic, hour))
-    return bool(tails) and all(t.last_timestamp_ms is not None and t.last_timestamp_ms >= threshold for t in tails)
+    threshold = to_millis(from_records)
+    waiting = [t.partition for t in tails if t.last_timestamp_ms is None or t.last_timestamp_ms < threshold]
+    if tails and not waiting:
+        return None
+    described = f"partition(s) {', '.join(map(str, waiting))} hold" if tails else "the topic has no partition, so it holds"
+    return f"{described} no record stamped at or after {from_records:%H:%M}Z yet; the clock closes it at {by_clock:%H:%M}Z"
 
 
 def hours_closed_by_clock(topic: TopicSpec, first: KafkaHour, now: datetime) -> list[KafkaHour]:

@@ -148,9 +148,26 @@ class TopicSpec:
 
 
 @dataclass(frozen=True)
+class BrokenEntry:
+    """A catalog entry that failed to load: its `topic.yaml` and why. Its topic is not landed."""
+
+    path: str
+    error: CatalogError
+
+    @property
+    def database(self) -> str:
+        return Path(self.path).parent.parent.name
+
+    @property
+    def table(self) -> str:
+        return Path(self.path).parent.name
+
+
+@dataclass(frozen=True)
 class TopicCatalog:
     topics: tuple[TopicSpec, ...]
     directory: str = ""
+    broken: tuple[BrokenEntry, ...] = ()  # only from `load_catalog(..., tolerant=True)`
 
     def by_name(self, database: str, table: str) -> TopicSpec:
         for topic in self.topics:
@@ -165,32 +182,67 @@ class TopicCatalog:
         raise KeyError(f"no catalog entry for Kafka topic {topic_name!r} in {self.directory}")
 
 
-def load_catalog(directory: str | Path) -> TopicCatalog:
-    """Loads every `<database>/<table>/topic.yaml` under `directory`, validated."""
+def load_catalog(directory: str | Path, tolerant: bool = False) -> TopicCatalog:
+    """Loads every `<database>/<table>/topic.yaml` under `directory`, validated.
+
+    Strict (the default), the first broken entry raises its `CatalogError`. Tolerant (a code location serving
+    many topics), each broken entry is set aside in `broken` with its error and every other topic loads; two
+    entries that clash (same topic, same registry id) are both set aside.
+    """
     root = Path(directory)
     if not root.is_dir():
         raise CatalogError(f"{root}: the topic catalog directory does not exist (set SCHEMA_CATALOG_DIR)")
-    topics = [load_topic(path) for path in sorted(root.glob("*/*/topic.yaml"))]
-    _check_unique(topics)
-    return TopicCatalog(topics=tuple(topics), directory=str(root))
+    paths = sorted(root.glob("*/*/topic.yaml"))
+    if not tolerant:
+        topics = [load_topic(path) for path in paths]
+        _check_unique(topics)
+        return TopicCatalog(topics=tuple(topics), directory=str(root))
+    topics, broken = [], []
+    for path in paths:
+        try:
+            topics.append(load_topic(path))
+        except CatalogError as error:
+            broken.append(BrokenEntry(str(path), error))
+        except Exception as error:  # a loader bug must cost only its own entry too
+            broken.append(BrokenEntry(str(path), CatalogError(f"{path}: {type(error).__name__}: {error}")))
+    broken += [BrokenEntry(spec.source_file, error) for spec, error in _check_unique(topics, tolerant=True)]
+    kept = tuple(spec for spec in topics if spec.source_file not in {b.path for b in broken})
+    return TopicCatalog(topics=kept, directory=str(root), broken=tuple(sorted(broken, key=lambda b: b.path)))
 
 
-def _check_unique(topics: list[TopicSpec]) -> None:
-    seen_topics: dict[str, str] = {}
-    seen_ids: dict[int, str] = {}
+def _check_unique(topics: list[TopicSpec], tolerant: bool = False) -> list[tuple[TopicSpec, CatalogError]]:
+    """Raises on the first entry that repeats a topic or registry id of an earlier one. Tolerant, returns
+    both entries of every clash: which of the two is right only a person can say."""
+    seen_topics: dict[str, TopicSpec] = {}
+    seen_ids: dict[int, tuple[TopicSpec, int]] = {}
+    clashing = []
     for spec in topics:
+        clash = None
         if spec.topic in seen_topics:
-            raise CatalogError(
-                f"{spec.source_file}: Kafka topic {spec.topic!r} is already declared in {seen_topics[spec.topic]}"
-            )
-        seen_topics[spec.topic] = spec.source_file
+            earlier = seen_topics[spec.topic]
+            clash = (earlier, f"Kafka topic {spec.topic!r} is already declared in {earlier.source_file}",
+                     f"Kafka topic {spec.topic!r} is also declared in {spec.source_file}")
+        ids = dict(seen_ids)
         for version in spec.schema_versions:
-            if version.registry_id in seen_ids:
-                raise CatalogError(
-                    f"{spec.source_file}: registry_id {version.registry_id} (version {version.version}) "
-                    f"is already used by {seen_ids[version.registry_id]}"
-                )
-            seen_ids[version.registry_id] = f"{spec.source_file} version {version.version}"
+            if clash is None and version.registry_id in ids:
+                earlier, earlier_version = ids[version.registry_id]
+                where = spec.source_file if earlier is spec else earlier.source_file
+                clash = (earlier, f"registry_id {version.registry_id} (version {version.version}) is already used by "
+                                  f"{where} version {earlier_version}",
+                         f"registry_id {version.registry_id} (version {earlier_version}) is also used by {spec.source_file}")
+            ids[version.registry_id] = (spec, version.version)
+        if clash is not None:
+            earlier, problem, their_problem = clash
+            error = CatalogError(f"{spec.source_file}: {problem}")
+            if not tolerant:
+                raise error
+            clashing.append((spec, error))
+            if earlier is not spec:
+                clashing.append((earlier, CatalogError(f"{earlier.source_file}: {their_problem}")))
+            continue
+        seen_topics[spec.topic] = spec
+        seen_ids = ids
+    return clashing
 
 
 def load_topic(path: str | Path) -> TopicSpec:

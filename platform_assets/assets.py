@@ -1,38 +1,42 @@
 """The asset factory: every catalog topic becomes `raw/<db>/<table>` + `dead_letters/<db>/<table>`.
 
-One multi-asset per topic lands Kafka hours on Spark; the work is `kafka_lake.landing`. A backfill
-run lands up to a day of hours in order, in one Spark application.
+One multi-asset per topic lands Kafka hours on Spark; the work is `kafka_lake.landing`. A run of several
+hours (a backfill, `--partition-range`) lands them in order in one Spark application, and records each hour
+as it commits: its own materialization, metadata and check results, as a run of that hour alone would.
 """
 
 from datetime import timedelta
 
 from dagster import (
-    AssetCheckKey,
     AssetExecutionContext,
     AssetMaterialization,
     AssetSpec,
     BackfillPolicy,
+    BetaWarning,
     Config,
     FreshnessPolicy,
-    MaterializeResult,
     MetadataValue,
     multi_asset,
 )
+from dagster._core.storage.event_log.base import AssetRecordsFilter
 from dagster_pyspark import LazyPySparkResource
 
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.hours import KafkaHour
 from kafka_lake.landing import LandingResult, LandingSettings, land_hours
 from kafka_lake.manifests import ManifestStore
-from platform_assets.checks import raw_check_results, raw_check_specs
-from platform_assets.keys import dead_letters_key, raw_key
-from platform_assets.partitions import hourly_partitions
+from kafka_lake.pii import pseudonymizer_for
+from platform_assets.checks import evaluated_against, hour_check_evaluations, raw_check_specs
+from platform_assets.failures import PreflightError, failures_explained
+from platform_assets.keys import dead_letters_key, layer_attributes, raw_key
+from platform_assets.partitions import hourly_partitions, quiet_warnings
 from platform_assets.pools import landing_pool
+from platform_assets.table_publishing import column_schema
 from resources import KafkaResource, LakeStorageResource, PiiKeyResource, SchemaRegistryResource
 from spark_jobs.landing_job import SlicesOnSpark
 
-# A backfill run lands up to a day of hours in one Spark application: one start-up per day, not per hour,
-# and a failure costs at most a day's re-run (every hour is idempotent).
+# Automation requests at most a day of consecutive hours per run (a sensor catching up, compaction
+# following a backfill): one Spark start-up per day of hours.
 HOURS_PER_BACKFILL_RUN = 24
 
 
@@ -51,75 +55,101 @@ class RawLandingConfig(Config):
 
 
 def raw_landing_asset(topic: TopicSpec, embedded_metastore: bool = True):
-    tags = {"topic": topic.topic, "owner": topic.owner}
+    schema = column_schema(topic, partition_columns=False)
 
-    @multi_asset(
-        name=f"land_{topic.database}__{topic.table}",
-        specs=[
-            AssetSpec(
-                raw_key(topic),
-                description=f"Kafka topic `{topic.topic}` landed as Parquet, one Kafka hour per partition "
-                f"(placed by {topic.time_source}).",
-                group_name=topic.database,
-                owners=[f"team:{topic.owner}"] if topic.owner else [],
-                tags={"layer": "raw"},
-                metadata={"topic": topic.topic, "catalog_file": topic.source_file},
-                kinds={"kafka", "spark", "parquet"},
-                freshness_policy=raw_freshness_policy(topic),
-            ),
-            AssetSpec(
-                dead_letters_key(topic),
-                description=f"Records of `{topic.topic}` that could not be decoded or placed, with their raw bytes.",
-                group_name=topic.database,
-                tags={"layer": "dead_letters"},
-                kinds={"parquet"},
-            ),
-        ],
-        partitions_def=hourly_partitions(topic),
-        check_specs=raw_check_specs(topic),
-        op_tags=tags,
-        pool=landing_pool(topic),
-        backfill_policy=BackfillPolicy.multi_run(max_partitions_per_run=HOURS_PER_BACKFILL_RUN),
-        # `--select raw/<db>/<table>` alone must work: the landing always writes both, and reports what was selected.
-        can_subset=True,
-    )
-    def land(
-        context: AssetExecutionContext,
-        config: RawLandingConfig,
-        pyspark: LazyPySparkResource,
-        kafka: KafkaResource,
-        lake: LakeStorageResource,
-        schema_registry: SchemaRegistryResource,
-        pii: PiiKeyResource,
-    ):
-        settings = LandingSettings(
-            lake_root=lake.root,
-            kafka_config=kafka.consumer_config(),
-            schema_registry_url=schema_registry.client_url(),
-            pii_key=pii.key(),
-            dead_letter_key=pii.dead_letter_key(),
+    with quiet_warnings(BetaWarning):
+        @multi_asset(
+            name=f"land_{topic.database}__{topic.table}",
+            specs=[
+                AssetSpec(
+                    raw_key(topic),
+                    description=f"Raw layer: Kafka topic `{topic.topic}` landed as Parquet, one Kafka hour per "
+                    f"partition (placed by {topic.time_source}).",
+                    metadata={"topic": topic.topic, "catalog_file": topic.source_file,
+                              **({"dagster/column_schema": schema} if schema else {})},
+                    freshness_policy=raw_freshness_policy(topic),
+                    **layer_attributes("raw", topic, "kafka", "spark", "parquet"),
+                ),
+                AssetSpec(
+                    dead_letters_key(topic),
+                    description=f"Dead letters of `{topic.topic}`: records that could not be decoded or placed, with "
+                    "their raw bytes (PII in clear unless DEAD_LETTER_KEY is set): readable by the owner only.",
+                    deps=[raw_key(topic)],
+                    metadata={"topic": topic.topic, "catalog_file": topic.source_file},
+                    **layer_attributes("dead_letters", topic, "parquet"),
+                ),
+            ],
+            partitions_def=hourly_partitions(topic),
+            check_specs=raw_check_specs(topic),
+            op_tags={"topic": topic.topic, "owner": topic.owner},
+            pool=landing_pool(topic),
+            # A range is one run, its hours landed in order in one Spark application (and the CLI's
+            # `--partition-range` needs a single run); each hour commits and is recorded on its own.
+            backfill_policy=BackfillPolicy.single_run(),
+            # `--select raw/<db>/<table>` alone must work: the landing always writes both, and reports what was selected.
+            can_subset=True,
         )
-        spark = pyspark.spark_session
-        hours = [KafkaHour.from_partition_key(key) for key in context.partition_keys]
-        results: list[LandingResult] = []
-        try:
-            # Each hour's slices start while the hour before still runs; the hours commit in order.
-            for result in land_hours(topic, hours, settings, SlicesOnSpark(spark, topic.topic),
-                                     run_id=context.run.run_id, accept_lost_offsets=config.accept_lost_offsets):
-                results.append(result)
-                context.log.info(_summary_line(topic, result))
-        except Exception:
-            # The hours before the failure are committed: the UI shows them landed, the rest failed.
-            for result in results:
-                for key, metadata in _selected_metadata(context, topic, lake, [result]):
-                    context.log_event(AssetMaterialization(key, partition=result.manifest.hour, metadata=metadata))
-            raise
-        for key, metadata in _selected_metadata(context, topic, lake, results):
-            yield MaterializeResult(asset_key=key, metadata=metadata)
-        checks = raw_check_results(topic, [r.manifest for r in results], ManifestStore(lake.storage(), topic.database, topic.table))
-        yield from (check for check in checks if AssetCheckKey(check.asset_key, check.check_name) in context.selected_asset_check_keys)
+        def land(
+            context: AssetExecutionContext,
+            config: RawLandingConfig,
+            pyspark: LazyPySparkResource,
+            kafka: KafkaResource,
+            lake: LakeStorageResource,
+            schema_registry: SchemaRegistryResource,
+            pii: PiiKeyResource,
+        ):
+            with failures_explained(context):
+                settings = landing_settings(topic, kafka, lake, schema_registry, pii)
+                hours = [KafkaHour.from_partition_key(key) for key in context.partition_keys]
+                context.log.info(f"landing {topic.topic}: {len(hours)} hour(s), {hours[0]} to {hours[-1]}")
+                manifests = ManifestStore(lake.storage(), topic.database, topic.table)
+                # Each hour's slices start while the hour before still runs; the hours commit in order, and
+                # each is recorded as it commits: a failure later leaves the hours before it landed and shown.
+                for result in land_hours(topic, hours, settings, SlicesOnSpark(pyspark.spark_session, topic.topic),
+                                         run_id=context.run.run_id, accept_lost_offsets=config.accept_lost_offsets):
+                    context.log.info(_summary_line(topic, result))
+                    yield from landed_hour_events(context, topic, lake, manifests, result)
 
     return land
+
+
+def landing_settings(topic: TopicSpec, kafka: KafkaResource, lake: LakeStorageResource,
+                     schema_registry: SchemaRegistryResource, pii: PiiKeyResource) -> LandingSettings:
+    """The run's settings, checked on the driver before any Spark work: a missing secret is one clear line."""
+    try:
+        dead_letter_key = pii.dead_letter_key()
+    except ValueError as error:
+        raise PreflightError(str(error)) from None
+    settings = LandingSettings(
+        lake_root=lake.root,
+        kafka_config=kafka.consumer_config(),
+        schema_registry_url=schema_registry.client_url(),
+        pii_key=pii.key(),
+        dead_letter_key=dead_letter_key,
+    )
+    pseudonymizer_for(topic, settings.pii_key)  # MissingPiiKey here, not in every Spark task
+    return settings
+
+
+def landed_hour_events(context: AssetExecutionContext, topic: TopicSpec, lake: LakeStorageResource,
+                       manifests: ManifestStore, result: LandingResult):
+    """The materializations of one committed hour (of the selected assets), then its check results."""
+    hour = result.manifest.hour
+    selected = context.selected_asset_keys
+    if raw_key(topic) in selected:
+        yield AssetMaterialization(raw_key(topic), partition=hour, metadata=raw_metadata(lake, result))
+    if dead_letters_key(topic) in selected:
+        yield AssetMaterialization(dead_letters_key(topic), partition=hour, metadata=dead_letter_metadata(lake, result))
+    checks = {key.name for key in context.selected_asset_check_keys if key.asset_key == raw_key(topic)}
+    if checks:
+        yield from hour_check_evaluations(topic, result.manifest, manifests, checks, _latest_materialization(context, topic, hour))
+
+
+def _latest_materialization(context: AssetExecutionContext, topic: TopicSpec, hour: str):
+    """The hour's materialization just recorded: the check results point at it, so the UI shows them as current."""
+    records = context.instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=raw_key(topic), asset_partitions=[hour]), limit=1).records
+    return evaluated_against(records[0] if records else None)
 
 
 def _summary_line(topic: TopicSpec, result: LandingResult) -> str:
@@ -129,16 +159,6 @@ def _summary_line(topic: TopicSpec, result: LandingResult) -> str:
         f"{totals['tombstones']} tombstones, {totals['late_events']} late, {totals['files']} files from "
         f"{totals['offsets']} offsets in {result.slices} slice(s)"
     )
-
-
-def _selected_metadata(context: AssetExecutionContext, topic: TopicSpec, lake: LakeStorageResource,
-                       results: list[LandingResult]):
-    selected = context.selected_asset_keys
-    one = len(results) == 1
-    if raw_key(topic) in selected:
-        yield raw_key(topic), raw_metadata(lake, results[0]) if one else hours_metadata(results)
-    if dead_letters_key(topic) in selected:
-        yield dead_letters_key(topic), dead_letter_metadata(lake, results[0]) if one else hours_metadata(results, "dead_letters")
 
 
 def raw_metadata(lake: LakeStorageResource, result: LandingResult) -> dict:
@@ -153,6 +173,7 @@ def raw_metadata(lake: LakeStorageResource, result: LandingResult) -> dict:
             f"| {p.late_events} | {how.get('start_from', '')} | {how.get('end_from', '')} |"
         )
     return {
+        "dagster/row_count": totals["rows"],
         "rows": totals["rows"],
         "records_read": totals["records"],
         "offsets": totals["offsets"],
@@ -176,27 +197,9 @@ def dead_letter_metadata(lake: LakeStorageResource, result: LandingResult) -> di
     manifest = result.manifest
     files = [f for f in manifest.files if f.kind == "dead_letter"]
     return {
+        "dagster/row_count": manifest.totals()["dead_letters"],
         "dead_letters": manifest.totals()["dead_letters"],
         "causes": MetadataValue.json(manifest.dead_letter_causes),
         "files": len(files),
         "paths": MetadataValue.json([lake.storage().uri(f.path) for f in files][:50]),
-    }
-
-
-def hours_metadata(results: list[LandingResult], focus: str = "rows") -> dict:
-    """A run of several hours: totals, and one line per hour (each hour's manifest has the detail)."""
-    totals = [r.manifest.totals() for r in results]
-    lines = ["| hour | offsets | rows | dead letters | tombstones | late | files |", "|---|---|---|---|---|---|---|"]
-    lines += [
-        f"| {r.manifest.hour} | {t['offsets']} | {t['rows']} | {t['dead_letters']} | {t['tombstones']} | {t['late_events']} | {t['files']} |"
-        for r, t in zip(results, totals)
-    ]
-    summed = {key: sum(t[key] for t in totals) for key in ("rows", "offsets", "dead_letters", "tombstones", "late_events", "files", "bytes")}
-    return {
-        focus: summed[focus],
-        **{key: value for key, value in summed.items() if key != focus},
-        "hours": len(results),
-        "first_hour": results[0].manifest.hour,
-        "last_hour": results[-1].manifest.hour,
-        "per_hour": MetadataValue.md("\n".join(lines)),
     }

@@ -11,6 +11,7 @@ from dagster import (
     AssetExecutionContext,
     AssetKey,
     BackfillPolicy,
+    BetaWarning,
     MaterializeResult,
     MetadataValue,
     asset,
@@ -22,10 +23,11 @@ from kafka_lake.hours import KafkaHour
 from kafka_lake.table_catalog import ReconcileReport, TableChange, partition_differences, reconcile, storage_partition_uris
 from kafka_lake.table_schema import TableDefinition
 from kafka_lake.table_state import storage_partitions
-from platform_assets.keys import asset_key
+from platform_assets.failures import failures_explained
+from platform_assets.keys import asset_key, layer_attributes
 from platform_assets.pools import table_pool
-from platform_assets.partitions import backfill_policy_in_beta, hourly_partitions
-from platform_assets.table_publishing import definition_for
+from platform_assets.partitions import hourly_partitions, quiet_warnings
+from platform_assets.table_publishing import column_schema, definition_for
 from resources import LakeStorageResource, TableCatalogResource
 
 CATALOG_MATCHES_STORAGE = "catalog_matches_storage"
@@ -38,19 +40,19 @@ def catalog_key(topic: TopicSpec) -> AssetKey:
 
 def catalog_asset(topic: TopicSpec, embedded_metastore: bool = True):
     key = catalog_key(topic)
+    schema = column_schema(topic, partition_columns=True)
 
-    with backfill_policy_in_beta():
+    with quiet_warnings(BetaWarning):
         @asset(
             key=key,
             deps=[asset_key("compacted", topic)],
             partitions_def=hourly_partitions(topic),
-            group_name=topic.database,
-            description=f"`{topic.database}.{topic.table}` in the table catalog: columns from every Avro version of "
-            f"`{topic.topic}`, and the partitions of each placement hour equal to those in storage.",
-            owners=[f"team:{topic.owner}"] if topic.owner else [],
-            tags={"layer": "catalog"},
-            kinds={"table", "parquet"},
-            metadata={"topic": topic.topic, "table": f"{topic.database}.{topic.table}"},
+            description=f"Catalog layer: `{topic.database}.{topic.table}` in the table catalog: columns from every Avro "
+            f"version of `{topic.topic}`, and the partitions of each placement hour equal to those in storage.",
+            metadata={"topic": topic.topic, "table": f"{topic.database}.{topic.table}",
+                      "dagster/table_name": f"{topic.database}.{topic.table}",
+                      **({"dagster/column_schema": schema} if schema else {})},
+            **layer_attributes("catalog", topic, "table", "parquet"),
             check_specs=[
                 AssetCheckSpec(
                     CATALOG_MATCHES_STORAGE, asset=key,
@@ -69,39 +71,40 @@ def catalog_asset(topic: TopicSpec, embedded_metastore: bool = True):
             lake: LakeStorageResource,
             table_catalog: TableCatalogResource,
         ):
-            started = time.monotonic()
-            hours = [KafkaHour.from_partition_key(key).start for key in context.partition_keys]  # placement hours
-            storage = lake.storage()
-            definition = definition_for(topic, storage)
-            catalog = table_catalog.catalog(lambda: pyspark.spark_session)
+            with failures_explained(context):
+                started = time.monotonic()
+                hours = [KafkaHour.from_partition_key(key).start for key in context.partition_keys]  # placement hours
+                storage = lake.storage()
+                definition = definition_for(topic, storage)
+                catalog = table_catalog.catalog(lambda: pyspark.spark_session)
 
-            change = catalog.ensure_table(definition)
-            stored = storage_partitions(storage, topic.database, topic.table)
-            report = reconcile(catalog, definition, stored, only_hours=hours)
-            context.log.info(_summary_line(definition, hours, change, report))
+                change = catalog.ensure_table(definition)
+                stored = storage_partitions(storage, topic.database, topic.table)
+                report = reconcile(catalog, definition, stored, only_hours=hours)
+                context.log.info(_summary_line(definition, hours, change, report))
 
-            # The check reads the catalog again: it states what readers see now, not what reconcile intended.
-            in_catalog = catalog.list_partitions(definition, hours)
-            in_storage = storage_partition_uris(definition, stored, hours)
-            differences = partition_differences(in_catalog, in_storage)
-            check = AssetCheckResult(
-                asset_key=key,
-                check_name=CATALOG_MATCHES_STORAGE,
-                passed=differences.none,
-                severity=AssetCheckSeverity.ERROR,
-                description=differences.describe(),
-                metadata={
-                    "hours": len(hours),
-                    "catalog_partitions": len(in_catalog),
-                    "storage_partitions": len(in_storage),
-                    "missing_from_catalog": MetadataValue.json(sorted(str(p) for p in differences.missing)),
-                    "pointing_elsewhere": MetadataValue.json(sorted(str(p) for p in differences.misplaced)),
-                    "not_in_storage": MetadataValue.json([str(p) for p in differences.unexpected]),
-                },
-            )
-            metadata = catalog_metadata(definition, table_catalog.kind, change, report, in_catalog, hours[-1])
-            metadata["duration_s"] = round(time.monotonic() - started, 3)
-            return MaterializeResult(metadata=metadata, check_results=[check])
+                # The check reads the catalog again: it states what readers see now, not what reconcile intended.
+                in_catalog = catalog.list_partitions(definition, hours)
+                in_storage = storage_partition_uris(definition, stored, hours)
+                differences = partition_differences(in_catalog, in_storage)
+                check = AssetCheckResult(
+                    asset_key=key,
+                    check_name=CATALOG_MATCHES_STORAGE,
+                    passed=differences.none,
+                    severity=AssetCheckSeverity.ERROR,
+                    description=differences.describe(),
+                    metadata={
+                        "hours": len(hours),
+                        "catalog_partitions": len(in_catalog),
+                        "storage_partitions": len(in_storage),
+                        "missing_from_catalog": MetadataValue.json(sorted(str(p) for p in differences.missing)),
+                        "pointing_elsewhere": MetadataValue.json(sorted(str(p) for p in differences.misplaced)),
+                        "not_in_storage": MetadataValue.json([str(p) for p in differences.unexpected]),
+                    },
+                )
+                metadata = catalog_metadata(definition, table_catalog.kind, change, report, in_catalog, hours[-1])
+                metadata["duration_s"] = round(time.monotonic() - started, 3)
+                return MaterializeResult(metadata=metadata, check_results=[check])
 
     return register
 

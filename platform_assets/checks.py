@@ -1,15 +1,31 @@
-"""Asset checks of raw landing: the invariants, evaluated from the manifests the landing just committed,
-and the freshness SLA, evaluated from what has landed."""
+"""Asset checks of raw landing: the invariants of each landed hour, evaluated from the manifests the landing
+just committed and recorded on that hour's partition; and the freshness SLA, evaluated from what has landed.
 
+A landing check is one entry of `LANDING_CHECKS`: its name, severity, description and rule.
+"""
+
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Callable
 
-from dagster import AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, asset_check
+from dagster import (
+    AssetCheckEvaluation,
+    AssetCheckExecutionContext,
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    BetaWarning,
+    PreviewWarning,
+    asset_check,
+)
+from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationTargetMaterializationData
 
 from kafka_lake import automation, landing_checks
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.hours import KafkaHour
 from kafka_lake.manifests import HourManifest, ManifestStore
 from platform_assets.keys import raw_key
+from platform_assets.partitions import hourly_partitions, quiet_warnings
 
 SLICES_CONTIGUOUS = "slices_contiguous"
 COUNTS_BALANCE = "counts_balance"
@@ -17,51 +33,80 @@ DEAD_LETTER_RATE = "dead_letter_rate"
 FRESHNESS = "freshness"
 
 
+@dataclass(frozen=True)
+class LandingCheck:
+    """One invariant of a landed hour: `rule(topic, manifest, manifests)` judges the hour's manifest."""
+
+    name: str
+    severity: AssetCheckSeverity
+    description: Callable[[TopicSpec], str]
+    rule: Callable[[TopicSpec, HourManifest, ManifestStore], landing_checks.CheckOutcome]
+
+
+LANDING_CHECKS: list[LandingCheck] = [
+    LandingCheck(SLICES_CONTIGUOUS, AssetCheckSeverity.ERROR,
+                 lambda topic: "Offsets tile with the landed neighbour hours: no gap, no overlap.",
+                 lambda topic, manifest, manifests: landing_checks.slices_contiguous(
+                     manifest, manifests.read(manifest.kafka_hour.previous()), manifests.read(manifest.kafka_hour.next()))),
+    LandingCheck(COUNTS_BALANCE, AssetCheckSeverity.ERROR,
+                 lambda topic: "rows + dead letters + tombstones = records read, per partition.",
+                 lambda topic, manifest, manifests: landing_checks.counts_balance(manifest)),
+    LandingCheck(DEAD_LETTER_RATE, AssetCheckSeverity.WARN,
+                 lambda topic: f"Dead letters under {topic.dead_letter_rate_threshold:.0%} of records.",
+                 lambda topic, manifest, manifests: landing_checks.dead_letter_rate(manifest, topic.dead_letter_rate_threshold)),
+]
+
+
 def raw_check_specs(topic: TopicSpec) -> list[AssetCheckSpec]:
-    key = raw_key(topic)
-    return [
-        AssetCheckSpec(SLICES_CONTIGUOUS, asset=key, description="Offsets tile with the landed neighbour hours: no gap, no overlap."),
-        AssetCheckSpec(COUNTS_BALANCE, asset=key, description="rows + dead letters + tombstones = records read, per partition."),
-        AssetCheckSpec(DEAD_LETTER_RATE, asset=key, description=f"Dead letters under {topic.dead_letter_rate_threshold:.0%} of records."),
-    ]
+    """One partition per hour: a check's result belongs to the hour it judged."""
+    with quiet_warnings(PreviewWarning, BetaWarning):
+        return [AssetCheckSpec(check.name, asset=raw_key(topic), description=check.description(topic),
+                               partitions_def=hourly_partitions(topic)) for check in LANDING_CHECKS]
 
 
-def raw_check_results(topic: TopicSpec, landed: list[HourManifest], manifests: ManifestStore) -> list[AssetCheckResult]:
-    """The checks over every hour the run landed (a backfill run lands several)."""
-    outcomes: dict[str, dict[str, landing_checks.CheckOutcome]] = {SLICES_CONTIGUOUS: {}, COUNTS_BALANCE: {}, DEAD_LETTER_RATE: {}}
-    for manifest in landed:
-        hour: KafkaHour = manifest.kafka_hour
-        outcomes[SLICES_CONTIGUOUS][manifest.hour] = landing_checks.slices_contiguous(
-            manifest, manifests.read(hour.previous()), manifests.read(hour.next()))
-        outcomes[COUNTS_BALANCE][manifest.hour] = landing_checks.counts_balance(manifest)
-        outcomes[DEAD_LETTER_RATE][manifest.hour] = landing_checks.dead_letter_rate(manifest, topic.dead_letter_rate_threshold)
-    return [
-        AssetCheckResult(
-            asset_key=raw_key(topic),
-            check_name=name,
-            passed=outcome.passed,
-            severity=AssetCheckSeverity.WARN if name == DEAD_LETTER_RATE else AssetCheckSeverity.ERROR,
-            description=outcome.description,
-            metadata=outcome.metadata,
-        )
-        for name, by_hour in outcomes.items()
-        for outcome in [landing_checks.across_hours(by_hour)]
-    ]
+def hour_check_evaluations(topic: TopicSpec, manifest: HourManifest, manifests: ManifestStore, selected: set[str],
+                           landed: AssetCheckEvaluationTargetMaterializationData | None) -> list[AssetCheckEvaluation]:
+    """The selected landing checks of one landed hour, recorded on its partition against its materialization."""
+    evaluations = []
+    for check in LANDING_CHECKS:
+        if check.name not in selected:
+            continue
+        outcome = check.rule(topic, manifest, manifests)
+        evaluations.append(AssetCheckEvaluation(
+            asset_key=raw_key(topic), check_name=check.name, passed=outcome.passed, severity=check.severity,
+            description=outcome.description, metadata=outcome.metadata, partition=manifest.hour,
+            target_materialization_data=landed,
+        ))
+    return evaluations
+
+
+def evaluated_against(record) -> AssetCheckEvaluationTargetMaterializationData | None:
+    """What a check result points at: the materialization it judged (the UI shows a result as current
+    only while no newer materialization exists)."""
+    if record is None:
+        return None
+    return AssetCheckEvaluationTargetMaterializationData(storage_id=record.storage_id, run_id=record.run_id,
+                                                         timestamp=record.timestamp)
 
 
 def freshness_check(topic: TopicSpec):
-    """The freshness SLA as a check a person can run from the UI; the `topic_health` sensor evaluates
-    the same rule every few minutes and alerts."""
+    """The freshness SLA; `topic_health` evaluates it every few minutes and alerts. *Execute* in the UI
+    evaluates it on demand. The platform's landing runs leave it out."""
 
     @asset_check(asset=raw_key(topic), name=FRESHNESS,
-                 description=f"The latest closed hour is landed within {topic.freshness_minutes} min of its end.")
+                 description=f"The latest closed hour is landed within {topic.freshness_minutes} min of its end "
+                 "(evaluated by the sensor topic_health).")
     def fresh(context: AssetCheckExecutionContext) -> AssetCheckResult:
-        landed, newest = landed_hours(context.instance, topic)
-        result = automation.freshness(topic, lambda h: h.partition_key in landed, datetime.now(timezone.utc), newest)
+        result = evaluate_freshness(context.instance, topic, datetime.now(timezone.utc))
         return AssetCheckResult(passed=result.passed, severity=AssetCheckSeverity.ERROR, description=result.description,
                                 metadata=freshness_metadata(topic, result))
 
     return fresh
+
+
+def evaluate_freshness(instance, topic: TopicSpec, now: datetime) -> automation.Freshness:
+    landed, newest = landed_hours(instance, topic)
+    return automation.freshness(topic, lambda h: h.partition_key in landed, now, newest)
 
 
 def landed_hours(instance, topic: TopicSpec) -> tuple[set[str], KafkaHour | None]:

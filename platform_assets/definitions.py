@@ -1,16 +1,19 @@
 """The code location's `Definitions`: the catalog's topics as assets, with resources from the environment.
 
 `dagster dev -m platform_assets.definitions` or `dagster asset materialize -m platform_assets.definitions`.
+A broken catalog entry costs only its own topic: it is shown as rejected, and every other topic loads.
 """
 
-from dagster import AssetSelection, DefaultScheduleStatus, Definitions, ScheduleDefinition, define_asset_job
+from dagster import DefaultScheduleStatus, Definitions, ScheduleDefinition
 
 from kafka_lake.catalog import TopicCatalog, load_catalog
 from kafka_lake.settings import PlatformSettings
 from platform_assets.assets import raw_landing_asset
-from platform_assets.checks import freshness_check
 from platform_assets.catalog_assets import catalog_asset
+from platform_assets.catalog_health import rejected_entries_metadata, rejected_entry_spec
+from platform_assets.checks import freshness_check
 from platform_assets.compaction_assets import compacted_asset
+from platform_assets.jobs import retention_job, topic_jobs
 from platform_assets.retention_assets import retention_asset
 from platform_assets.sensors import platform_sensors
 from resources import (
@@ -24,19 +27,19 @@ def build_definitions(catalog: TopicCatalog, settings: PlatformSettings) -> Defi
             factory(topic, embedded_metastore=settings.embedded_metastore)
             for topic in catalog.topics
             for factory in (raw_landing_asset, compacted_asset, catalog_asset, retention_asset)
-        ],
+        ] + [rejected_entry_spec(entry) for entry in catalog.broken],
         asset_checks=[freshness_check(topic) for topic in catalog.topics if topic.freshness_minutes is not None],
+        jobs=[job for topic in catalog.topics for job in topic_jobs(topic)],
         sensors=platform_sensors(catalog, running=settings.automation),
         schedules=[retention_schedule(running=settings.automation)],
         resources=platform_resources(settings),
+        metadata=rejected_entries_metadata(catalog),
     )
 
 
 def retention_schedule(running: bool = True) -> ScheduleDefinition:
     """Expiry and erasure once a day, for every topic, in one run (each topic's work is a few deletes)."""
-    job = define_asset_job("retention", selection=AssetSelection.key_prefixes(["retention"]),
-                           description="GDPR expiry and erasure requests over every topic's table.")
-    return ScheduleDefinition(name="retention_daily", job=job, cron_schedule="17 3 * * *", execution_timezone="UTC",
+    return ScheduleDefinition(name="retention_daily", job=retention_job(), cron_schedule="17 3 * * *", execution_timezone="UTC",
                               default_status=DefaultScheduleStatus.RUNNING if running else DefaultScheduleStatus.STOPPED)
 
 
@@ -54,7 +57,7 @@ def platform_resources(settings: PlatformSettings) -> dict:
 
 def load_definitions() -> Definitions:
     settings = PlatformSettings.from_env()
-    return build_definitions(load_catalog(settings.schema_catalog_dir), settings)
+    return build_definitions(load_catalog(settings.schema_catalog_dir, tolerant=True), settings)
 
 
 defs = load_definitions()

@@ -1,8 +1,13 @@
-"""Asset keys of SPEC: `raw/<database>/<table>`, `dead_letters/…`, `compacted/…`, `catalog/…`, `retention/…`."""
+"""Asset keys of SPEC (`raw/<database>/<table>`, `dead_letters/…`, `compacted/…`, `catalog/…`, `retention/…`),
+and what every asset of a topic shows of itself: its layer, its owner, its catalog file."""
 
 from dagster import AssetKey
 
 from kafka_lake.catalog import TopicSpec
+
+# Every node of a topic's lineage reads the table's name; the layer, shown as a kind beside the node,
+# tells them apart. Dead letters hold raw values, PII in clear: they belong to the topic's owner.
+LAYERS = ("raw", "dead_letters", "compacted", "catalog", "retention")
 
 
 def asset_key(layer: str, topic: TopicSpec) -> AssetKey:
@@ -15,3 +20,17 @@ def raw_key(topic: TopicSpec) -> AssetKey:
 
 def dead_letters_key(topic: TopicSpec) -> AssetKey:
     return asset_key("dead_letters", topic)
+
+
+def owners(topic: TopicSpec) -> list[str]:
+    return [f"team:{topic.owner}"] if topic.owner else []
+
+
+def layer_attributes(layer: str, topic: TopicSpec, *technologies: str) -> dict:
+    """The attributes every asset of a topic carries: group, owner, the layer as a tag and as a kind."""
+    return {
+        "group_name": topic.database,
+        "owners": owners(topic),
+        "tags": {"layer": layer},
+        "kinds": {layer, *technologies},
+    }

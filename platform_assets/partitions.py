@@ -4,7 +4,7 @@ import warnings
 from contextlib import contextmanager
 from functools import lru_cache
 
-from dagster import BetaWarning, HourlyPartitionsDefinition
+from dagster import HourlyPartitionsDefinition
 
 from kafka_lake.hours import PARTITION_KEY_FORMAT
 
@@ -19,8 +19,10 @@ def hourly_partitions(topic) -> HourlyPartitionsDefinition:
 
 
 @contextmanager
-def backfill_policy_in_beta():
-    """Backfill policies are beta in Dagster 1.13; the warning would repeat at every load of the code location."""
+def quiet_warnings(*categories: type[Warning]):
+    """Dagster 1.13 marks backfill policies beta and partitioned asset checks preview; the warnings would
+    repeat at every load of the code location."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", BetaWarning)
+        for category in categories:
+            warnings.simplefilter("ignore", category)
         yield

@@ -15,9 +15,11 @@ from dagster_pyspark import LazyPySparkResource
 
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.hours import ONE_HOUR
+from kafka_lake.pii import pseudonymizer_for
 from kafka_lake.retention import apply_retention, retention_cutoff
 from kafka_lake.table_state import storage_partitions
-from platform_assets.keys import asset_key
+from platform_assets.failures import failures_explained
+from platform_assets.keys import asset_key, layer_attributes
 from platform_assets.pools import table_pool
 from platform_assets.table_publishing import table_publisher
 from resources import LakeStorageResource, PiiKeyResource
@@ -33,16 +35,14 @@ def retention_asset(topic: TopicSpec, embedded_metastore: bool = True):
 
     @asset(
         key=key,
-        description=f"GDPR for `{topic.name}`: partitions kept {keeps}, erasure requests on "
+        description=f"Retention layer: GDPR for `{topic.name}`: partitions kept {keeps}, erasure requests on "
         f"`{topic.subject_field or '(no subject_field)'}` applied, every deletion audited under `_audit/`.",
-        group_name=topic.database,
         deps=[asset_key("catalog", topic)],
         check_specs=[AssetCheckSpec(NOTHING_EXPIRED_REMAINS, asset=key,
                                     description="No partition older than retention_days remains in storage.")],
-        kinds={"spark", "parquet"},
-        tags={"layer": "retention"},
         op_tags={"topic": topic.topic},
         pool=table_pool(topic, "retention", embedded_metastore),
+        **layer_attributes("retention", topic, "spark", "parquet"),
     )
     def retain(
         context: AssetExecutionContext,
@@ -51,33 +51,37 @@ def retention_asset(topic: TopicSpec, embedded_metastore: bool = True):
         table_catalog: TableCatalogResource,
         pii: PiiKeyResource,
     ):
-        now = datetime.now(timezone.utc)
-        storage = lake.storage()
-        spark = pyspark.spark_session
-        publish = table_publisher(table_catalog, spark, topic, storage)
-        report = apply_retention(
-            storage, topic, now, pii.key(),
-            lambda tasks: run_compactions_on_spark(spark, tasks, f"erase subjects in {topic.topic}"),
-            publish.switch_to_generations, publish.drop,
-        )
-        yield MaterializeResult(metadata={
-            "expired_partitions": len(report.expired_partitions),
-            "expired_rows": report.expired_rows,
-            "expired_dead_letter_files": report.expired_dead_letter_files,
-            "erased_partitions": len(report.erased_partitions),
-            "erased_rows": report.erased_rows,
-            "audit_entries": MetadataValue.json([storage.uri(path) for path in report.audit_paths]),
-            "retention_days": topic.retention_days or 0,
-        })
-        cutoff = retention_cutoff(topic, now)
-        left = [str(p) for p in storage_partitions(storage, topic.database, topic.table)
-                if cutoff is not None and p.hour + ONE_HOUR <= cutoff]
-        yield AssetCheckResult(
-            check_name=NOTHING_EXPIRED_REMAINS,
-            passed=not left,
-            description=f"expired partitions still in storage: {', '.join(left)}" if left
-            else f"no partition ends before {cutoff:%Y-%m-%d %H:%M}Z" if cutoff else "the topic keeps data forever",
-            metadata={"expired_partitions_left": len(left)},
-        )
+        with failures_explained(context):
+            pii_key = pii.key()
+            if topic.subject_field and topic.pii_fields:
+                pseudonymizer_for(topic, pii_key)  # erasure matches pseudonymized subjects: no key, no erasure
+            now = datetime.now(timezone.utc)
+            storage = lake.storage()
+            spark = pyspark.spark_session
+            publish = table_publisher(table_catalog, spark, topic, storage)
+            report = apply_retention(
+                storage, topic, now, pii_key,
+                lambda tasks: run_compactions_on_spark(spark, tasks, f"erase subjects in {topic.topic}"),
+                publish.switch_to_generations, publish.drop,
+            )
+            yield MaterializeResult(metadata={
+                "expired_partitions": len(report.expired_partitions),
+                "expired_rows": report.expired_rows,
+                "expired_dead_letter_files": report.expired_dead_letter_files,
+                "erased_partitions": len(report.erased_partitions),
+                "erased_rows": report.erased_rows,
+                "audit_entries": MetadataValue.json([storage.uri(path) for path in report.audit_paths]),
+                "retention_days": topic.retention_days or 0,
+            })
+            cutoff = retention_cutoff(topic, now)
+            left = [str(p) for p in storage_partitions(storage, topic.database, topic.table)
+                    if cutoff is not None and p.hour + ONE_HOUR <= cutoff]
+            yield AssetCheckResult(
+                check_name=NOTHING_EXPIRED_REMAINS,
+                passed=not left,
+                description=f"expired partitions still in storage: {', '.join(left)}" if left
+                else f"no partition ends before {cutoff:%Y-%m-%d %H:%M}Z" if cutoff else "the topic keeps data forever",
+                metadata={"expired_partitions_left": len(left)},
+            )
 
     return retain

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 
 from dagster import (
     AssetCheckEvaluation,
+    AssetCheckKey,
     AssetCheckSeverity,
     AssetObservation,
     DagsterEventType,
@@ -31,9 +32,10 @@ from kafka_lake.cluster import KafkaCluster
 from kafka_lake.hours import KafkaHour
 from kafka_lake.manifests import ManifestStore
 from platform_assets.assets import HOURS_PER_BACKFILL_RUN
-from platform_assets.catalog_assets import catalog_key
-from platform_assets.checks import FRESHNESS, freshness_metadata, landed_hours
-from platform_assets.keys import asset_key, dead_letters_key, raw_key
+from platform_assets.catalog_health import rejected_entries_sensor
+from platform_assets.checks import FRESHNESS, evaluate_freshness, evaluated_against, freshness_metadata, landed_hours
+from platform_assets.jobs import compaction_job, landing_job, registration_job
+from platform_assets.keys import asset_key, raw_key
 from resources import AlertWebhookResource, KafkaResource, LakeStorageResource
 
 # Dagster's run tags for a run over a range of partitions (what the UI's backfills set).
@@ -60,25 +62,33 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True):
     @sensor(
         name="land_closed_hours",
         description="Requests each topic's raw hour H once it is closed: every partition holds a record stamped "
-        "after H+1 + record_grace_minutes, or the clock passed H+1 + close_grace_minutes (quiet partitions).",
+        "after H+1 + record_grace_minutes, or the clock passed H+1 + close_grace_minutes (quiet partitions). "
+        "Each tick logs, per topic, which hour it judged and why.",
         minimum_interval_seconds=60,
-        asset_selection=[key for topic in topics for key in (raw_key(topic), dead_letters_key(topic))],
+        jobs=[landing_job(topic) for topic in topics],
         default_status=_status(running),
     )
     def land_closed_hours(context: SensorEvaluationContext, kafka: KafkaResource):
         now = _now()
         cursor = json.loads(context.cursor) if context.cursor else {}
         closed: dict[str, list[KafkaHour]] = {}
+        starts: dict[str, str] = {}
+        pending: dict[str, KafkaHour] = {}
         awaiting_records: dict[str, tuple[TopicSpec, KafkaHour]] = {}
         for topic in topics:
-            first = (KafkaHour.from_partition_key(cursor[topic.topic]) if topic.topic in cursor
-                     else automation.first_hour_to_land(topic, newest_landed_hour(context, topic), now))
+            if topic.topic in cursor:
+                first, starts[topic.topic] = KafkaHour.from_partition_key(cursor[topic.topic]), "where the last tick left off"
+            else:
+                newest = newest_landed_hour(context, topic)
+                first = automation.first_hour_to_land(topic, newest, now)
+                starts[topic.topic] = f"after the newest landed hour {newest}" if newest else "a new topic: the hour before now"
             cursor[topic.topic] = first.partition_key
             hours = automation.hours_closed_by_clock(topic, first, now)
             closed[topic.topic] = hours
-            pending = hours[-1].next() if hours else first
-            if len(hours) < automation.MAX_HOURS_PER_TICK and automation.needs_log_tails(topic, pending, now):
-                awaiting_records[topic.topic] = (topic, pending)
+            pending[topic.topic] = hours[-1].next() if hours else first
+            if len(hours) < automation.MAX_HOURS_PER_TICK and automation.needs_log_tails(topic, pending[topic.topic], now):
+                awaiting_records[topic.topic] = (topic, pending[topic.topic])
+        tails: dict = {}
         if awaiting_records:
             cluster = KafkaCluster(kafka.consumer_config())
             on_cluster = cluster.topics()
@@ -86,20 +96,40 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True):
             for name, (topic, hour) in awaiting_records.items():
                 if automation.is_closed(topic, hour, now, tails.get(name)):
                     closed[name].append(hour)
-        requests = []
+                    pending[name] = hour.next()
+        requests, judged = [], []
         for topic in topics:
             hours = closed[topic.topic]
-            requests += runs_for_hours([raw_key(topic), dead_letters_key(topic)], hours)
+            requests += runs_for_hours(landing_job(topic).name, hours)
             if hours:
                 cursor[topic.topic] = hours[-1].next().partition_key
+            line = _landing_judgement(topic, starts[topic.topic], hours, pending[topic.topic], now,
+                                      tails.get(topic.topic) if topic.topic in awaiting_records else None)
+            context.log.info(line)
+            judged.append(line)
         if not requests:
-            waiting = ", ".join(f"{name} {hour}" for name, (_, hour) in list(awaiting_records.items())[:10])
-            return SensorResult(skip_reason=SkipReason(
-                f"no hour closed since the last tick{'; waiting for records after ' + waiting if waiting else ''}"
-            ), cursor=json.dumps(cursor, sort_keys=True))
+            return SensorResult(skip_reason=SkipReason(_shortened("no hour closed since the last tick: " + " | ".join(judged))),
+                                cursor=json.dumps(cursor, sort_keys=True))
         return SensorResult(run_requests=requests, cursor=json.dumps(cursor, sort_keys=True))
 
     return land_closed_hours
+
+
+def _landing_judgement(topic: TopicSpec, start: str, requested: list[KafkaHour], pending: KafkaHour, now: datetime,
+                       tails) -> str:
+    """One line per topic and tick: what was requested, and why the next hour was not."""
+    done = (f"requested {requested[0]}{' to ' + str(requested[-1]) if len(requested) > 1 else ''} (closed)"
+            if requested else "requested nothing")
+    if len(requested) >= automation.MAX_HOURS_PER_TICK:
+        why = f"caught up {len(requested)} hours; {pending} and later next tick"
+    else:
+        why = f"{pending} not closed: {automation.why_open(topic, pending, now, tails)}"
+    return f"{topic.topic}: {done}; {why} (started {start})"
+
+
+def _shortened(text: str, limit: int = 2000) -> str:
+    """A skip reason stays readable in the UI's tick list; the tick's log has every line."""
+    return text if len(text) <= limit else text[: limit - 40] + f" … ({len(text) - limit + 40} more characters in the tick's log)"
 
 
 def follow_up_sensor(catalog: TopicCatalog, running: bool = True):
@@ -113,7 +143,7 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True):
         description="Follows every raw landing with compaction of the hours it made due, and every compaction "
         "with the hour's registration in the table catalog.",
         minimum_interval_seconds=30,
-        asset_selection=[key for t in catalog.topics for key in (asset_key("compacted", t), catalog_key(t))],
+        jobs=[job for t in catalog.topics for job in (compaction_job(t), registration_job(t))],
         default_status=_status(running),
     )
     def compact_and_register(context: SensorEvaluationContext, lake: LakeStorageResource):
@@ -142,29 +172,30 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True):
                 to_compact.setdefault(topic, set()).update(due)
             elif event.asset_key in by_compacted:
                 to_register.setdefault(by_compacted[event.asset_key], set()).add(hour)
-        requests = [
-            request
-            for layer, wanted in (("compacted", to_compact), ("catalog", to_register))
-            for topic, hours in wanted.items()
-            # The event's id in the run key: late data may ask for the same hour again later.
-            for request in runs_for_hours([asset_key(layer, topic)], hours, f":{events[-1].storage_id}")
-        ]
+        requests = []
+        for job, wanted in ((compaction_job, to_compact), (registration_job, to_register)):
+            for topic, hours in wanted.items():
+                # The event's id in the run key: late data may ask for the same hour again later.
+                requests += runs_for_hours(job(topic).name, hours, f":{events[-1].storage_id}")
+                context.log.info(f"{topic.topic}: {job(topic).name} requested for {', '.join(map(str, sorted(hours)))}")
+        if not requests:
+            context.log.info(f"{len(events)} new materialization(s), none made an hour due")
         return SensorResult(run_requests=requests, cursor=str(events[-1].storage_id))
 
     return compact_and_register
 
 
-def runs_for_hours(keys: list, hours, run_key_suffix: str = "") -> list[RunRequest]:
-    """One run per stretch of consecutive hours (a day at most), as a backfill would cut them: a sensor
-    catching up, or a backfill's landings followed by compaction, starts one Spark application per day."""
+def runs_for_hours(job_name: str, hours, run_key_suffix: str = "") -> list[RunRequest]:
+    """One run of `job_name` per stretch of consecutive hours (a day at most): a sensor catching up, or a
+    backfill's landings followed by compaction, starts one Spark application per day."""
     requests = []
     for run in automation.consecutive_runs(hours, HOURS_PER_BACKFILL_RUN):
         first, last = run[0], run[-1]
-        run_key = f"{keys[0].to_user_string()}:{first}{'..' + str(last) if len(run) > 1 else ''}{run_key_suffix}"
+        run_key = f"{job_name}:{first}{'..' + str(last) if len(run) > 1 else ''}{run_key_suffix}"
         if len(run) == 1:
-            requests.append(RunRequest(run_key=run_key, partition_key=first.partition_key, asset_selection=keys))
+            requests.append(RunRequest(run_key=run_key, job_name=job_name, partition_key=first.partition_key))
         else:
-            requests.append(RunRequest(run_key=run_key, asset_selection=keys, tags={
+            requests.append(RunRequest(run_key=run_key, job_name=job_name, tags={
                 PARTITION_RANGE_START: first.partition_key, PARTITION_RANGE_END: last.partition_key,
             }))
     return requests
@@ -185,7 +216,8 @@ def health_sensor(catalog: TopicCatalog, running: bool = True):
     @sensor(
         name="topic_health",
         description="Per topic: the freshness check (latest closed hour landed within freshness_minutes), "
-        "offset and time lag per partition as observations of raw/…, alerts on failure and recovery.",
+        "offset and time lag per partition as observations of raw/…, alerts on failure and recovery "
+        "(in the tick's log and to ALERT_WEBHOOK_URL).",
         minimum_interval_seconds=300,
         default_status=_status(running),
     )
@@ -197,20 +229,23 @@ def health_sensor(catalog: TopicCatalog, running: bool = True):
         cluster = KafkaCluster(kafka.consumer_config())
         on_cluster = cluster.topics()
         tails = cluster.log_tails({t.topic: on_cluster[t.topic] for t in topics if t.topic in on_cluster})
+        shown = shown_freshness(context.instance, [t for t in topics if t.freshness_minutes is not None])
         events = []
         for topic in topics:
             landed, newest = landed_hours(context.instance, topic)
             result = automation.freshness(topic, lambda h: h.partition_key in landed, now, newest)
             if result is not None:
                 previous = state.get(topic.topic)
-                current = {"passed": result.passed, "due": str(result.due_hour)}
-                if previous != current:
-                    events.append(freshness_evaluation(topic, result))
+                evaluation = freshness_evaluation(topic, result, shown[topic.topic].latest_materialization)
+                if shown[topic.topic].differs_from(evaluation):
+                    events.append(evaluation)  # a change, or a run or a landing made the shown state stale
+                context.log.info(f"{topic.topic}: freshness {'passed' if result.passed else 'FAILED'}: {result.description}")
                 if previous is not None and previous["passed"] != result.passed:
-                    alerts.send(f"[{'RECOVERED' if result.passed else 'FAILED'}] freshness of {topic.topic}: {result.description}")
+                    alerts.send(f"[{'RECOVERED' if result.passed else 'FAILED'}] freshness of {topic.topic}: "
+                                f"{result.description}", context.log)
                 elif previous is None and not result.passed:
-                    alerts.send(f"[FAILED] freshness of {topic.topic}: {result.description}")
-                state[topic.topic] = current
+                    alerts.send(f"[FAILED] freshness of {topic.topic}: {result.description}", context.log)
+                state[topic.topic] = {"passed": result.passed, "due": str(result.due_hour)}
             if topic.topic in tails:
                 manifest = ManifestStore(storage, topic.database, topic.table).read(newest) if newest else None
                 events.append(lag_observation(topic, automation.landing_lag(manifest, tails[topic.topic]), newest))
@@ -219,7 +254,37 @@ def health_sensor(catalog: TopicCatalog, running: bool = True):
     return topic_health
 
 
-def freshness_evaluation(topic: TopicSpec, result: automation.Freshness) -> AssetCheckEvaluation:
+class ShownFreshness:
+    """What the UI shows of a topic's freshness check: its latest recorded execution, and the newest landing
+    (an unpartitioned check's result is shown as current only if it is not older than the newest landing)."""
+
+    def __init__(self, execution, latest_materialization):
+        self.execution = execution
+        self.latest_materialization = latest_materialization
+
+    def differs_from(self, evaluation: AssetCheckEvaluation) -> bool:
+        shown = self.execution.event.dagster_event.event_specific_data if self.execution and self.execution.event else None
+        if not isinstance(shown, AssetCheckEvaluation):
+            return True  # never evaluated, or a run planned it and ended without a result
+        target = shown.target_materialization_data
+        landed = self.latest_materialization
+        return ((shown.passed, shown.description) != (evaluation.passed, evaluation.description)
+                or (landed is not None and (target is None or target.storage_id != landed.storage_id)))
+
+
+def shown_freshness(instance, topics: list[TopicSpec]) -> dict[str, ShownFreshness]:
+    """Each topic's shown freshness, in two batched reads of the instance."""
+    keys = {topic.topic: AssetCheckKey(raw_key(topic), FRESHNESS) for topic in topics}
+    executions = instance.event_log_storage.get_latest_asset_check_execution_by_key(list(keys.values()))
+    records = {record.asset_entry.asset_key: record.asset_entry.last_materialization_record
+               for record in instance.get_asset_records([raw_key(topic) for topic in topics])}
+    shown = {}
+    for topic in topics:
+        shown[topic.topic] = ShownFreshness(executions.get(keys[topic.topic]), evaluated_against(records.get(raw_key(topic))))
+    return shown
+
+
+def freshness_evaluation(topic: TopicSpec, result: automation.Freshness, target=None) -> AssetCheckEvaluation:
     return AssetCheckEvaluation(
         asset_key=raw_key(topic),
         check_name=FRESHNESS,
@@ -227,6 +292,7 @@ def freshness_evaluation(topic: TopicSpec, result: automation.Freshness) -> Asse
         severity=AssetCheckSeverity.ERROR,
         description=result.description,
         metadata=freshness_metadata(topic, result),
+        target_materialization_data=target,
     )
 
 
@@ -256,7 +322,7 @@ def missing_topics_sensor(catalog: TopicCatalog, running: bool = True):
         reported = set(json.loads(context.cursor)) if context.cursor else set()
         new = [name for name in missing if name not in reported]
         if new:
-            alerts.send(f"topics on the cluster missing from the catalog: {', '.join(new)}")
+            alerts.send(f"topics on the cluster missing from the catalog: {', '.join(new)}", context.log)
         if missing:
             context.log.warning(f"{len(missing)} topic(s) on the cluster are missing from the catalog: {', '.join(missing)}")
         summary = (f"{len(missing)} topic(s) missing from the catalog: {', '.join(missing[:50])}" if missing
@@ -267,28 +333,59 @@ def missing_topics_sensor(catalog: TopicCatalog, running: bool = True):
 
 
 def failed_runs_sensor(catalog: TopicCatalog, running: bool = True):
+    by_raw = {raw_key(t): t for t in catalog.topics if t.freshness_minutes is not None}
+
     @run_failure_sensor(
         name="alert_on_failed_runs",
-        description="Posts every failed run (after its retries) to the alert webhook, with the error's first line.",
+        description="Posts every failed run (after its retries) to the alert webhook, with the error's first line; "
+        "records the freshness of a topic again when a failed run left its check without a result.",
         default_status=_status(running),
         monitor_all_code_locations=False,
     )
     def alert_on_failed_runs(context: RunFailureSensorContext, alerts: AlertWebhookResource):
         run = context.dagster_run
+        # A landing launched from the UI also runs the freshness check, which its failure leaves "execution
+        # failed": what has landed did not change, so the freshness shown is put right at once.
+        shown = shown_freshness(context.instance, list(by_raw.values()))
+        for topic in by_raw.values():
+            execution = shown[topic.topic].execution
+            if execution is not None and execution.run_id == run.run_id and execution.status.value == "PLANNED":
+                result = evaluate_freshness(context.instance, topic, _now())
+                context.instance.report_runless_asset_event(
+                    freshness_evaluation(topic, result, shown[topic.topic].latest_materialization))
         if run.tags.get("dagster/will_retry") == "true":
             return  # the retry is not a failure yet
         steps = context.get_step_failure_events()
-        error = steps[0].step_failure_data.error if steps else None
-        while error is not None and error.cause is not None:
-            error = error.cause  # Dagster wraps the asset's own exception: that one says what happened
-        message = (error.message if error else context.failure_event.message) or "no message"
+        message = failure_cause(steps[0].step_failure_data if steps else None) or context.failure_event.message or "no message"
         partition = run.tags.get("dagster/partition") or run.tags.get("dagster/asset_partition_range_start") or ""
         selection = ", ".join(sorted(k.to_user_string() for k in run.asset_selection or [])) or run.job_name
-        alerts.send(f"[FAILED] run {run.run_id[:8]} of {selection} {partition}: {message.strip().splitlines()[0][:500]}")
+        alerts.send(f"[FAILED] run {run.run_id[:8]} of {selection} {partition}: {message.strip().splitlines()[0][:500]}",
+                    context.log)
 
     return alert_on_failed_runs
 
 
+# Spark's own wrappers of a task's exception: the cause below them is already named by `SparkTaskFailed`.
+_SPARK_WRAPPERS = {"PythonException", "Py4JJavaError", "CapturedException"}
+
+
+def failure_cause(step_failure) -> str | None:
+    """The step's cause in one line: the description of a `Failure` the asset raised (a lasting cause it
+    classified), else the innermost exception Dagster wrapped, above Spark's own wrappers."""
+    if step_failure is None:
+        return None
+    if step_failure.user_failure_data is not None and step_failure.user_failure_data.description:
+        return step_failure.user_failure_data.description
+    error = step_failure.error
+    while error is not None and error.cause is not None and error.cause.cls_name not in _SPARK_WRAPPERS:
+        error = error.cause  # Dagster wraps the asset's own exception: that one says what happened
+    if error is None:
+        return None
+    named = not error.cls_name or error.message.startswith(error.cls_name)
+    return error.message if named else f"{error.cls_name}: {error.message}"
+
+
 def platform_sensors(catalog: TopicCatalog, running: bool = True) -> list:
     return [factory(catalog, running) for factory in
-            (landing_sensor, follow_up_sensor, health_sensor, missing_topics_sensor, failed_runs_sensor)]
+            (landing_sensor, follow_up_sensor, health_sensor, missing_topics_sensor, failed_runs_sensor,
+             rejected_entries_sensor)]

@@ -6,12 +6,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from dagster import TableColumn, TableSchema
+
 from kafka_lake import layout
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.storage import LakeStorage
 from kafka_lake.table_catalog import TableCatalog, publish
-from kafka_lake.table_schema import TableDefinition, table_definition
+from kafka_lake.table_schema import PARTITION_KEYS, TableDefinition, TableSchemaError, table_columns, table_definition
 from kafka_lake.table_state import CompactionManifest, TablePartition
+
+
+def column_schema(topic: TopicSpec, partition_columns: bool) -> TableSchema | None:
+    """The table's columns as Dagster shows them (`dagster/column_schema`); None when the catalog's schemas
+    cannot make a table (registration fails then, saying why)."""
+    try:
+        columns = table_columns(topic) + (PARTITION_KEYS if partition_columns else ())
+    except TableSchemaError:
+        return None
+    return TableSchema(columns=[TableColumn(c.name, c.type.hive()) for c in columns])
 
 
 def definition_for(topic: TopicSpec, storage: LakeStorage) -> TableDefinition:

@@ -15,9 +15,12 @@ log = logging.getLogger(__name__)
 class AlertWebhookResource(ConfigurableResource):
     timeout_s: float = 5.0
 
-    def send(self, text: str) -> bool:
-        """Logs the alert and posts it; a webhook that is down must not stop the sensor that alerts."""
+    def send(self, text: str, tick_log: logging.Logger | None = None) -> bool:
+        """Logs the alert (also in `tick_log`, a sensor tick's log that the UI shows) and posts it; a webhook
+        that is down must not stop the sensor that alerts."""
         log.warning("ALERT %s", text)
+        if tick_log is not None:
+            tick_log.warning(f"ALERT {text}")
         url = os.environ.get("ALERT_WEBHOOK_URL")
         if not url:
             return False
@@ -29,4 +32,6 @@ class AlertWebhookResource(ConfigurableResource):
                 return 200 <= response.status < 300
         except (urllib.error.URLError, OSError) as error:
             log.error("the alert webhook did not take the alert (%s): %s", type(error).__name__, text)
+            if tick_log is not None:
+                tick_log.error(f"the alert webhook did not take the alert ({type(error).__name__})")
             return False

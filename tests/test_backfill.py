@@ -2,8 +2,8 @@
 then the daemon, the run queue with the repository's dagster.yaml, and Spark runs in their own processes.
 
 Two backfills of the same hours launched together: each lands its hours in one run (one Spark
-application), the topic's pool queues the second run until the first has finished, and every record is
-in the lake exactly once.
+application), the topic's pool queues the second run until the first has finished, every record is
+in the lake exactly once, and each hour has its own materialization with its own metadata.
 """
 
 import os
@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 from dagster import AssetKey, DagsterInstance, RunsFilter
+from dagster._core.storage.event_log.base import AssetRecordsFilter
 
 from deploy.instance import initialize_pools, write_instance
 from dev_services.ports import LOOPBACK, free_port
 from kafka_lake.hours import KafkaHour
 from kafka_lake.manifests import ManifestStore
 from kafka_lake.storage import LakeStorage
-from platform_assets.assets import HOURS_PER_BACKFILL_RUN
 from tests.conftest import PII_TEST_KEY
 from tests.dagster_servers import VENV_BIN, graphql, loaded_location, log_tail, serving
 from tests.landing_fixtures import RAW_HOURS, rows_as_readers_see_them, topic_with_traffic
@@ -81,7 +81,6 @@ def test_a_backfill_launched_like_the_ui_lands_every_hour_once_in_multi_hour_run
     topic, traffic = landed_topic
     keys = [AssetKey(["raw", topic.database, topic.table]), AssetKey(["dead_letters", topic.database, topic.table])]
     hours = [KafkaHour(h).partition_key for h in RAW_HOURS]
-    assert len(hours) <= HOURS_PER_BACKFILL_RUN
 
     backfills = [launch_backfill(port, keys, hours, log), launch_backfill(port, keys, hours, log)]
 
@@ -106,3 +105,10 @@ def test_a_backfill_launched_like_the_ui_lands_every_hour_once_in_multi_hour_run
     assert landed == {(p.partition, p.offset) for p in traffic.rows()}, "every record exactly once"
     materialized = instance.get_materialized_partitions(keys[0])
     assert materialized == set(hours)
+    # Each hour's own materialization and metadata, as a run of that hour alone would give it.
+    manifests = {m.hour: m for m in ManifestStore(storage, topic.database, topic.table).all()}
+    for hour in hours:
+        [record] = instance.fetch_materializations(AssetRecordsFilter(asset_key=keys[0], asset_partitions=[hour]), limit=1).records
+        metadata = record.asset_materialization.metadata
+        assert metadata["rows"].value == manifests[hour].totals()["rows"]
+        assert metadata["offset_ranges"].value == {str(p.partition): [p.start, p.end] for p in manifests[hour].partitions}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -38,7 +39,12 @@ def describe_definitions(catalog_dir) -> dict:
             "pools": sorted(node.pools or []),
             "backfill": str(node.backfill_policy) if node.backfill_policy else None,
             "freshness": repr(node.freshness_policy) if node.freshness_policy else None,
+            "layer": node.tags.get("layer"),
+            "owners": sorted(node.owners),
+            "partitioned_checks": sorted(check.name for check in node.check_keys
+                                         if graph.get_check_spec(check).partitions_def is not None),
         }
+    described["jobs"] = sorted(job.name for job in definitions.get_repository_def().get_all_jobs())
     described["sensors"] = sorted(s.name for s in definitions.sensors)
     described["schedules"] = sorted(f"{s.name} {s.cron_schedule}" for s in definitions.schedules)
     return described
@@ -64,6 +70,67 @@ def test_adding_a_topic_is_adding_a_folder(catalog_copy):
 
     assert AssetKey(["raw", "shop", "checkouts"]) in keys
     assert AssetKey(["dead_letters", "shop", "checkouts"]) in keys
+
+
+def test_a_broken_catalog_entry_costs_only_its_topic_and_is_shown_as_rejected(catalog_copy):
+    broken = catalog_copy / "shop" / "checkouts"
+    shutil.copytree(catalog_copy / "shop" / "page_views", broken)
+    (broken / "topic.yaml").write_text((broken / "topic.yaml").read_text().replace("owner: team-web\n", ""))
+
+    definitions = build_definitions(load_catalog(catalog_copy, tolerant=True), PlatformSettings())
+
+    graph = definitions.resolve_asset_graph()
+    assert AssetKey(["raw", "shop", "page_views"]) in graph.get_all_asset_keys(), "the good topics still land"
+    assert AssetKey(["compacted", "payments", "transactions"]) in graph.get_all_asset_keys()
+    rejected = graph.get(AssetKey(["raw", "shop", "checkouts"]))
+    assert not rejected.is_executable and rejected.tags["catalog"] == "rejected"
+    assert f"{broken / 'topic.yaml'}" in rejected.description and "owner" in rejected.description
+    metadata = definitions.get_repository_def().metadata
+    assert metadata["catalog_entries_rejected"].value == 1 and "checkouts/topic.yaml" in metadata["catalog_errors"].value
+    [sensor] = [s for s in definitions.sensors if s.name == "catalog_entries_rejected"]
+    [alert_line] = [line for line in _tick_alerts(sensor) if "checkouts/topic.yaml" in line]
+    assert "owner" in alert_line
+
+
+def _tick_alerts(sensor) -> list[str]:
+    """The alerts one tick of the sensor sends (to its log; no webhook is set here)."""
+    from dagster import build_sensor_context, instance_for_test
+
+    from resources import AlertWebhookResource
+
+    with instance_for_test() as instance:
+        context = build_sensor_context(instance=instance, resources={"alerts": AlertWebhookResource()})
+        lines: list[str] = []
+        context.log.addHandler(_ListHandler(lines))
+        result = sensor(context)
+    assert "1 catalog entry rejected" in result.skip_reason.skip_message
+    return [line for line in lines if line.startswith("ALERT")]
+
+
+class _ListHandler(logging.Handler):
+    def __init__(self, lines: list[str]):
+        super().__init__()
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def test_check_catalog_exits_non_zero_naming_the_file_and_the_problem(catalog_copy):
+    broken = catalog_copy / "payments" / "refunds"
+    shutil.copytree(catalog_copy / "payments" / "transactions", broken)  # the same topic and registry id twice
+
+    failed = subprocess.run([sys.executable, "-m", "deploy.check_catalog", str(catalog_copy)], cwd=REPO,
+                            capture_output=True, text=True, timeout=120)
+    passed = subprocess.run([sys.executable, "-m", "deploy.check_catalog", str(REPO / "schema_catalog")], cwd=REPO,
+                            capture_output=True, text=True, timeout=120)
+
+    assert failed.returncode == 1
+    original = catalog_copy / "payments" / "transactions" / "topic.yaml"
+    assert f"{original}: Kafka topic 'payments.transactions' is already declared in {broken / 'topic.yaml'}" in failed.stderr
+    assert f"{broken / 'topic.yaml'}: Kafka topic 'payments.transactions' is also declared in {original}" in failed.stderr
+    assert "1 topic(s) load, 2 broken" in failed.stdout, "both entries of a clash are set aside; the rest loads"
+    assert passed.returncode == 0, passed.stderr
 
 
 def test_the_dagster_cli_materializes_one_topic_hour(broker, tmp_path):
@@ -95,3 +162,36 @@ def test_the_dagster_cli_materializes_one_topic_hour(broker, tmp_path):
     [manifest] = ManifestStore(LakeStorage(str(lake)), "e2e", "orders").all()
     assert manifest.hour == partition
     assert manifest.totals()["rows"] == len(traffic.in_hours([HOURS[1]]).rows())
+
+
+def test_the_dagster_cli_materializes_a_partition_range_each_hour_with_its_own_metadata(broker, tmp_path):
+    kafka_topic = unique_topic_name()
+    topic = write_test_topic(tmp_path / "catalog", kafka_topic)
+    broker.create_topic(kafka_topic, PARTITIONS)
+    traffic = build_traffic(topic, per_partition_per_hour=4)
+    produce(broker.bootstrap_servers, traffic)
+    lake, home = tmp_path / "lake", tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "SCHEMA_CATALOG_DIR": str(tmp_path / "catalog"), "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
+           "LAKE_ROOT": str(lake), "PII_HMAC_KEY": PII_TEST_KEY, "SPARK_MASTER": "local[1]", "DAGSTER_HOME": str(home)}
+    first, last = (hour.strftime("%Y-%m-%d-%H:00") for hour in (HOURS[0], HOURS[-1]))
+
+    completed = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "dagster"), "asset", "materialize", "--select", "raw/e2e/orders",
+         "--partition-range", f"{first}...{last}", "-m", "platform_assets.definitions"],
+        env=env, cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    manifests = {m.hour: m for m in ManifestStore(LakeStorage(str(lake)), "e2e", "orders").all()}
+    assert sorted(manifests) == [hour.strftime("%Y-%m-%d-%H:00") for hour in HOURS]
+    from dagster import DagsterInstance
+    from dagster._core.storage.event_log.base import AssetRecordsFilter
+
+    with DagsterInstance.from_config(str(home)) as instance:
+        for hour, manifest in manifests.items():
+            [record] = instance.fetch_materializations(
+                AssetRecordsFilter(asset_key=AssetKey(["raw", "e2e", "orders"]), asset_partitions=[hour]), limit=1).records
+            metadata = record.asset_materialization.metadata
+            assert metadata["rows"].value == manifest.totals()["rows"] == len(traffic.in_hours([manifest.kafka_hour.start]).rows())
+            assert metadata["offset_ranges"].value == {str(p.partition): [p.start, p.end] for p in manifest.partitions}

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 from confluent_kafka import Producer
 from dagster import (
-    AssetMaterialization, AssetSelection, AssetSpec, Definitions, SensorResult, asset, define_asset_job, build_run_status_sensor_context, build_sensor_context, instance_for_test,
+    AssetCheckKey, AssetMaterialization, AssetSelection, AssetSpec, Definitions, SensorResult, asset, define_asset_job, build_run_status_sensor_context, build_sensor_context, instance_for_test,
     materialize,
 )
 
@@ -22,7 +22,6 @@ from kafka_lake.hours import KafkaHour, to_millis
 from kafka_lake.manifests import HourManifest, LandedFile, ManifestStore, PartitionLanding
 from kafka_lake.storage import LakeStorage
 from platform_assets import sensors
-from platform_assets.catalog_assets import catalog_key
 from platform_assets.checks import freshness_check
 from platform_assets.keys import asset_key, raw_key
 from resources import AlertWebhookResource, KafkaResource, LakeStorageResource
@@ -84,6 +83,22 @@ def tick(sensor, instance, cursor=None, **resources) -> SensorResult:
     return sensor(context)
 
 
+def test_each_tick_logs_per_topic_what_it_requested_and_why_the_next_hour_waits(broker, topic, instance, clock, caplog):
+    """The tick's log (what the UI's *View logs* of a tick shows) has one line per topic."""
+    sensor = sensors.landing_sensor(TopicCatalog((topic,)))
+    clock(H.end + timedelta(minutes=12))  # H closed by the clock, H+1 not even by records yet
+    context = build_sensor_context(instance=instance, cursor=json.dumps({topic.topic: H.partition_key}),
+                                   resources={"kafka": KafkaResource(bootstrap_servers=broker.bootstrap_servers)})
+    context.log.addHandler(caplog.handler)  # the tick's own log, which the UI shows under *View logs*
+    with caplog.at_level("INFO"):
+        result = sensor(context)
+    [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"{topic.topic}: requested")]
+    assert line == (f"{topic.topic}: requested {H} (closed); {H.next()} not closed: no record can close it before "
+                    f"{H.next().end + timedelta(minutes=2):%H:%M}Z (end + record_grace_minutes); the clock closes it at "
+                    f"{H.next().end + timedelta(minutes=10):%H:%M}Z (started where the last tick left off)")
+    assert [r.partition_key for r in result.run_requests] == [H.partition_key]
+
+
 def test_a_closed_hour_is_requested_once_every_partition_shows_a_record_after_it(broker, topic, instance, clock):
     sensor = sensors.landing_sensor(TopicCatalog((topic,)))
     kafka = KafkaResource(bootstrap_servers=broker.bootstrap_servers)
@@ -95,12 +110,13 @@ def test_a_closed_hour_is_requested_once_every_partition_shows_a_record_after_it
     clock(H.end + timedelta(minutes=5))
     waiting = tick(sensor, instance, cursor, kafka=kafka)
     assert not waiting.run_requests, "partition 1 shows nothing after H+1 yet"
-    assert f"waiting for records after {topic.topic} {H}" in waiting.skip_reason.skip_message
+    assert (f"{topic.topic}: requested nothing; {H} not closed: partition(s) 1 hold no record stamped at or after "
+            f"{H.end + timedelta(minutes=2):%H:%M}Z yet") in waiting.skip_reason.skip_message, "the tick says which partition holds H open"
 
     produce_at(broker, topic.topic, 1, H.end + timedelta(minutes=4))
     closed = tick(sensor, instance, cursor, kafka=kafka)
     assert [r.partition_key for r in closed.run_requests] == [H.partition_key]
-    assert set(closed.run_requests[0].asset_selection) == {raw_key(topic), asset_key("dead_letters", topic)}
+    assert closed.run_requests[0].job_name == f"landing__{topic.database}__{topic.table}", "runs under the topic's landing job"
     assert json.loads(closed.cursor)[topic.topic] == H.next().partition_key
 
     again = tick(sensor, instance, closed.cursor, kafka=kafka)
@@ -152,14 +168,14 @@ def partition_keys(request) -> list[str]:
 
 
 def requested(result: SensorResult) -> set[tuple[str, str]]:
-    return {(key.to_user_string(), hour) for r in result.run_requests for key in r.asset_selection for hour in partition_keys(r)}
+    return {(r.job_name, hour) for r in result.run_requests for hour in partition_keys(r)}
 
 
 def test_landings_make_compaction_and_then_registration_follow_late_data_included(topic, instance, tmp_path):
     storage = LakeStorage(str(tmp_path / "lake"))
     lake = LakeStorageResource(root=str(tmp_path / "lake"))
     sensor = sensors.follow_up_sensor(TopicCatalog((topic,)))
-    compacted = asset_key("compacted", topic).to_user_string()
+    compacted = f"compaction__{topic.database}__{topic.table}"
     start = tick(sensor, instance, lake=lake)
     assert not start.run_requests
 
@@ -173,7 +189,7 @@ def test_landings_make_compaction_and_then_registration_follow_late_data_include
 
     instance.report_runless_asset_event(AssetMaterialization(asset_key("compacted", topic), partition=H.partition_key))
     third = tick(sensor, instance, second.cursor, lake=lake)
-    assert requested(third) == {(catalog_key(topic).to_user_string(), H.partition_key)}
+    assert requested(third) == {(f"registration__{topic.database}__{topic.table}", H.partition_key)}
 
     later = KafkaHour(H.start + timedelta(hours=5))
     for hour in (KafkaHour(H.start + timedelta(hours=n)) for n in (2, 3, 4)):
@@ -198,6 +214,7 @@ def test_freshness_fails_with_how_late_alerts_and_recovers(broker, topic, instan
     assert "15 min late" in evaluation.description
     assert webhook[-1]["text"].startswith("[FAILED] freshness of " + topic.topic)
 
+    instance.report_runless_asset_event(evaluation)  # what the daemon does with the tick's events
     unchanged = tick(sensor, instance, stale.cursor, **resources)
     assert not [e for e in unchanged.asset_events if type(e).__name__ == "AssetCheckEvaluation"], "no repeat while unchanged"
     assert len(webhook) == 1
@@ -270,3 +287,66 @@ def test_the_freshness_check_runs_on_demand_with_the_same_rule(topic, instance):
     instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=due.partition_key))
     [fresh] = definitions.resolve_job_def("freshness").execute_in_process(instance=instance).get_asset_check_evaluations()
     assert fresh.passed and str(due) in fresh.description
+
+
+def test_freshness_shown_stale_by_a_run_is_recorded_again(broker, topic, instance, clock, tmp_path):
+    """A landing run that planned the freshness check and failed leaves it "execution failed" in the UI;
+    the next tick records the state again, though the state itself did not change."""
+    sensor = sensors.health_sensor(TopicCatalog((topic,)))
+    resources = dict(kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers),
+                     lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=AlertWebhookResource())
+    instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=H.partition_key))
+    clock(H.end + timedelta(minutes=30))
+    before = tick(sensor, instance, **resources)
+    [first] = [e for e in before.asset_events if type(e).__name__ == "AssetCheckEvaluation"]
+    instance.report_runless_asset_event(first)
+
+    @asset(key=raw_key(topic))
+    def failing_landing():
+        raise RuntimeError("the broker is gone")
+
+    run = materialize([failing_landing, freshness_check(topic)], instance=instance, raise_on_error=False)
+    assert not run.success and not run.get_asset_check_evaluations(), "the run planned freshness and never evaluated it"
+    [again] = [e for e in tick(sensor, instance, before.cursor, **resources).asset_events
+               if type(e).__name__ == "AssetCheckEvaluation"]
+    assert (again.passed, again.description) == (first.passed, first.description)
+
+
+def test_a_landing_shows_freshness_against_the_new_materialization(broker, topic, instance, clock, tmp_path):
+    """An unpartitioned check shows as current only if it targets the newest landing: each landing is
+    followed by a new record of the (unchanged) state, pointing at it."""
+    sensor = sensors.health_sensor(TopicCatalog((topic,)))
+    resources = dict(kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers),
+                     lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=AlertWebhookResource())
+    instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=H.partition_key))
+    clock(H.end + timedelta(minutes=30))
+    before = tick(sensor, instance, **resources)
+    [first] = [e for e in before.asset_events if type(e).__name__ == "AssetCheckEvaluation"]
+    instance.report_runless_asset_event(first)
+    instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=H.partition_key))  # re-landed
+    [again] = [e for e in tick(sensor, instance, before.cursor, **resources).asset_events
+               if type(e).__name__ == "AssetCheckEvaluation"]
+    latest = instance.get_asset_records([raw_key(topic)])[0].asset_entry.last_materialization_record
+    assert (again.passed, again.description) == (first.passed, first.description), "the state did not change"
+    assert again.target_materialization_data.storage_id == latest.storage_id != first.target_materialization_data.storage_id
+
+
+def test_a_failed_landing_that_planned_freshness_leaves_it_evaluated_not_execution_failed(instance, topic, webhook):
+    """A landing launched from the UI runs every check of raw/…, freshness included; when it fails, the
+    failure sensor records the freshness again at once, so the UI never reads "execution failed" for it."""
+    @asset(key=raw_key(topic))
+    def failing_landing():
+        raise RuntimeError("the broker is gone")
+
+    result = materialize([failing_landing, freshness_check(topic)], instance=instance, raise_on_error=False)
+    check = AssetCheckKey(raw_key(topic), "freshness")
+    assert instance.event_log_storage.get_latest_asset_check_execution_by_key([check])[check].status.value == "PLANNED"
+    context = build_run_status_sensor_context(
+        sensor_name="alert_on_failed_runs", dagster_instance=instance, dagster_run=result.dagster_run,
+        dagster_event=result.get_run_failure_event(),
+    ).for_run_failure()
+
+    sensors.failed_runs_sensor(TopicCatalog((topic,)))(context, alerts=AlertWebhookResource())
+
+    latest = instance.event_log_storage.get_latest_asset_check_execution_by_key([check])[check]
+    assert latest.status.value in ("SUCCEEDED", "FAILED") and latest.run_id != result.run_id

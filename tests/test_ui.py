@@ -1,8 +1,11 @@
-"""The Dagster UI as a person sees it: the demo's state in dagster-webserver, opened in headless Chromium.
+"""The Dagster UI as a person sees it: the demo's state served as `make ui` serves it (`dev_services.ui`:
+`dagster dev` with the demo's settings), opened in headless Chromium, and operated: a re-landing of two
+landed hours launched from the UI, the hours' own metadata read back, a sensor started and its tick read.
 
-One demo run (its own broker port, lake, metastore and Dagster home under a temp directory) serves three
-pages: the global asset graph, one topic's lineage and a raw asset's partitions. Each page is saved as a
-screenshot under $UI_SCREENSHOTS_DIR (default tests/artifacts/ui/) for a person to look at.
+One demo run (its own broker port, lake, metastore and Dagster home under a temp directory; the broker
+keeps running for the re-landing) serves the module. Each page is saved as a screenshot under
+$UI_SCREENSHOTS_DIR (default tests/artifacts/ui/), before and after each action, for a person to look at.
+Automation starts stopped (PLATFORM_AUTOMATION=off) so that only the operator's actions run.
 """
 
 from __future__ import annotations
@@ -12,18 +15,23 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
+from dagster import AssetKey, DagsterInstance, RunsFilter
+from dagster._core.storage.event_log.base import AssetRecordsFilter
 
 from deploy.instance import write_instance
 from dev_services import tansu
+from dev_services.demo import DEMO_CATALOG_DIR
 from dev_services.ports import LOOPBACK, free_port
 from kafka_lake.catalog import load_catalog
 from kafka_lake.manifests import ManifestStore
 from kafka_lake.storage import LakeStorage
+from platform_assets.partitions import hourly_partitions
 from tests.conftest import REPO
-from tests.dagster_servers import loaded_location, serving, webserver_command
+from tests.dagster_servers import loaded_location, log_tail, serving
 
 pytestmark = pytest.mark.ui
 
@@ -34,16 +42,18 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first
 SCREENSHOTS = Path(os.environ.get("UI_SCREENSHOTS_DIR") or REPO / "tests" / "artifacts" / "ui")
 PAGE_TIMEOUT_MS = 60_000
 DEMO_TIMEOUT = 900
+RUN_TIMEOUT = 600  # a guard against a hang, not an assertion on speed
 LAYERS = ("raw", "compacted", "catalog", "retention")  # one topic's lineage, in order
 TOPIC = "shop.page_views"
 # The platform's settings (kafka_lake/settings.py): the demo runs on its embedded defaults, whatever is set here.
 PLATFORM_VARIABLES = ("LAKE_ROOT", "SCHEMA_CATALOG_DIR", "SCHEMA_REGISTRY_URL", "TABLE_CATALOG", "HIVE_METASTORE_URI",
-                      "SPARK_MASTER", "KAFKA_BOOTSTRAP_SERVERS")
+                      "SPARK_MASTER", "KAFKA_BOOTSTRAP_SERVERS", "PII_HMAC_KEY", "PLATFORM_AUTOMATION")
+DONE = {"COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"}
 
 
 @pytest.fixture(scope="module")
 def demo_state(tmp_path_factory):
-    """Given `python -m dev_services.demo` run in a directory of its own, with the broker it started stopped."""
+    """Given `python -m dev_services.demo` run in a directory of its own; its broker runs until the module ends."""
     state = tmp_path_factory.mktemp("ui-demo")
     home = state / "dagster_home"
     write_instance(home, environ={})  # SQLite under the demo's own home, whatever DAGSTER_PG_* says
@@ -54,20 +64,25 @@ def demo_state(tmp_path_factory):
     try:
         demo = subprocess.run([sys.executable, "-m", "dev_services.demo"], cwd=state, env=env,
                               capture_output=True, text=True, timeout=DEMO_TIMEOUT)
+        assert demo.returncode == 0, f"the demo failed:\n{demo.stdout[-3000:]}\n{demo.stderr[-3000:]}"
+        yield state, env
     finally:
         tansu.stop_detached(state / tansu.DEFAULT_STATE_DIR / tansu.PID_FILE_NAME)
-    assert demo.returncode == 0, f"the demo failed:\n{demo.stdout[-3000:]}\n{demo.stderr[-3000:]}"
-    return state, env
 
 
 @pytest.fixture(scope="module")
-def webserver(demo_state, tmp_path_factory):
-    state, env = demo_state
+def ui(demo_state, tmp_path_factory):
+    """`make ui`'s process in the demo's directory: webserver, daemon and code location, without the demo's
+    settings in its environment (they come from the file the demo wrote)."""
+    state, demo_env = demo_state
+    env = {name: value for name, value in demo_env.items() if name not in PLATFORM_VARIABLES}
+    env["PLATFORM_AUTOMATION"] = "off"
     port = free_port()
-    log_file = tmp_path_factory.mktemp("webserver") / "webserver.log"
-    with serving(webserver_command(REPO / "workspace.yaml", port), port, log_file, env, state, "dagster-webserver"):
+    log_file = tmp_path_factory.mktemp("ui") / "dagster_dev.log"
+    command = [sys.executable, "-m", "dev_services.ui", "-w", str(REPO / "workspace.yaml"), "-h", LOOPBACK, "-p", str(port)]
+    with serving(command, port, log_file, env, state, "make ui (dagster dev)"):
         loaded_location(port, "kafka_lake", log_file)
-        yield f"http://{LOOPBACK}:{port}"
+        yield f"http://{LOOPBACK}:{port}", DagsterInstance.from_config(demo_env["DAGSTER_HOME"]), log_file
 
 
 @pytest.fixture(scope="module")
@@ -91,8 +106,9 @@ def browser_page():
 
 
 @pytest.fixture(scope="module")
-def topic():
-    return next(t for t in load_catalog(REPO / "schema_catalog").topics if t.topic == TOPIC)
+def topic(demo_state):
+    state, _ = demo_state
+    return next(t for t in load_catalog(state / DEMO_CATALOG_DIR).topics if t.topic == TOPIC)
 
 
 def asset_path(layer: str, topic) -> str:
@@ -115,52 +131,181 @@ def shown(locator, timeout_ms: int = 20_000) -> bool:
         return False
 
 
-def test_the_global_asset_graph_shows_every_topics_assets(browser_page, webserver):
-    catalog = load_catalog(REPO / "schema_catalog")
+def screenshot(page, name: str) -> None:
+    page.wait_for_load_state("networkidle")
+    page.screenshot(path=SCREENSHOTS / name)
+
+
+def landed_rows(state: Path, topic) -> dict[str, int]:
+    storage = LakeStorage(str(state / ".lake" / "warehouse"))
+    return {m.kafka_hour.partition_key: m.totals()["rows"] for m in ManifestStore(storage, topic.database, topic.table).all()}
+
+
+def rows_shown_for(page, url: str, topic, hour: str) -> str:
+    """The `rows` of the hour's latest materialization, on the raw asset's partitions page with the hour selected."""
+    page.goto(f"{url}/assets/{asset_path('raw', topic)}?view=partitions&partition={hour}")
+    cell = page.locator("tr", has=page.locator("td", has_text=re.compile(r"^rows$"))).locator("td").nth(1)
+    cell.wait_for()
+    page.wait_for_load_state("networkidle")
+    return cell.inner_text().strip()
+
+
+def wait_for(condition, what: str, log_file: Path, timeout: float = RUN_TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"{what} not done after {timeout:.0f} s\n{log_tail(log_file)}"
+        time.sleep(2)
+    return found
+
+
+def test_the_global_asset_graph_shows_every_topics_assets(browser_page, ui, demo_state):
+    url, _, _ = ui
+    state, _ = demo_state
+    catalog = load_catalog(state / DEMO_CATALOG_DIR)
     groups = ",".join(f"global@global:{database}" for database in sorted({t.database for t in catalog.topics}))
     page = browser_page
-    page.goto(f"{webserver}/asset-groups?expanded={groups}")
+    page.goto(f"{url}/asset-groups?expanded={groups}")
 
     missing = [asset_path(layer, every_topic) for every_topic in catalog.topics
                for layer in (*LAYERS, "dead_letters") if not shown(graph_node_link(page, layer, every_topic))]
-    page.wait_for_load_state("networkidle")
-    page.screenshot(path=SCREENSHOTS / "1-global-asset-graph.png")
+    screenshot(page, "1-global-asset-graph.png")
 
     assert not missing, f"assets not shown in the global asset graph: {missing}"
 
 
-def test_one_topics_lineage_runs_from_raw_through_compacted_and_catalog_to_retention(browser_page, webserver, topic):
+def test_each_node_of_a_topics_lineage_shows_its_layer_and_dead_letters_hang_off_raw(browser_page, ui, topic):
+    url, _, _ = ui
     page = browser_page
-    page.goto(f"{webserver}/assets/{asset_path('raw', topic)}?view=lineage&lineageScope=downstream&lineageDepth=3")
+    page.goto(f"{url}/assets/{asset_path('raw', topic)}?view=lineage&lineageScope=downstream&lineageDepth=3")
 
-    nodes = [graph_node_link(page, layer, topic) for layer in LAYERS]
-    for node in nodes:
+    nodes = {layer: graph_node_link(page, layer, topic) for layer in (*LAYERS, "dead_letters")}
+    for node in nodes.values():
         node.wait_for()
-    page.wait_for_load_state("networkidle")
-    page.screenshot(path=SCREENSHOTS / f"2-lineage-{topic.database}-{topic.table}.png")
+    screenshot(page, f"2-lineage-{topic.database}-{topic.table}.png")
 
-    left_edges = [node.bounding_box()["x"] for node in nodes]
+    left_edges = [nodes[layer].bounding_box()["x"] for layer in LAYERS]
     assert left_edges == sorted(left_edges) and len(set(left_edges)) == len(LAYERS), (
         f"the graph does not run {' → '.join(LAYERS)} from left to right: x = {left_edges}")
-    assert page.locator("foreignObject [data-tooltip]").count() == len(LAYERS), "only this topic's four assets"
+    assert nodes["raw"].bounding_box()["x"] < nodes["dead_letters"].bounding_box()["x"], "dead letters follow raw"
+    assert page.locator("foreignObject [data-tooltip]").count() == len(LAYERS) + 1, "only this topic's five assets"
+    # Every node reads the table's name; its layer is the tag under it.
+    for layer, node in nodes.items():
+        assert any(_under(tag.bounding_box(), node.bounding_box())
+                   for tag in page.locator("svg").get_by_text(layer, exact=True).all()), f"no `{layer}` tag under its node"
 
 
-def test_a_raw_assets_partitions_page_shows_the_landed_hours_with_their_rows(browser_page, webserver, topic, demo_state):
+def _under(tag: dict | None, node: dict) -> bool:
+    """A node's tags sit just below it, within its width."""
+    middle = node["x"] + node["width"] / 2
+    return tag is not None and tag["y"] > node["y"] and abs(tag["x"] + tag["width"] / 2 - middle) < 200
+
+
+def test_partitions_start_where_the_demos_data_starts(browser_page, ui, topic, demo_state):
+    url, _, _ = ui
     state, _ = demo_state
-    manifests = {m.kafka_hour.partition_key: m.totals()["rows"]
-                 for m in ManifestStore(LakeStorage(str(state / ".lake" / "warehouse")), topic.database, topic.table).all()}
-    assert manifests, "the demo landed no hour of the topic"
-    hour, rows = max(manifests.items())
+    rows = landed_rows(state, topic)
+    assert rows, "the demo landed no hour of the topic"
+    hours = hourly_partitions(topic).get_partition_keys()
+    missing = [hour for hour in hours if hour not in rows]
     page = browser_page
-    page.goto(f"{webserver}/assets/{asset_path('raw', topic)}?view=partitions")
+    page.goto(f"{url}/assets/{asset_path('raw', topic)}?view=partitions")
 
-    page.get_by_text(f"Materialized ({len(manifests)})", exact=True).wait_for()
-    for landed in manifests:
+    page.get_by_text(f"Materialized ({len(rows)})", exact=True).wait_for()
+    page.get_by_text(f"Missing ({len(missing)})", exact=True).wait_for()
+    for landed in rows:
         page.get_by_text(landed, exact=True).first.wait_for()
-    page.get_by_text(hour, exact=True).first.click()
-    rows_cell = page.locator("tr", has=page.locator("td", has_text=re.compile(r"^rows$"))).locator("td").nth(1)
-    rows_cell.wait_for()
-    page.wait_for_load_state("networkidle")
-    page.screenshot(path=SCREENSHOTS / f"3-partitions-raw-{topic.database}-{topic.table}.png")
+    newest = max(rows)
+    shown_rows = rows_shown_for(page, url, topic, newest)
+    screenshot(page, f"3-partitions-raw-{topic.database}-{topic.table}.png")
 
-    assert rows_cell.inner_text().strip() == str(rows), f"hour {hour} landed {rows} rows"
+    assert len(missing) <= 2, f"only the hours closed since the demo may be missing, not {missing}"
+    assert all(hour > newest for hour in missing), "a missing hour is a real gap after the landed ones"
+    assert shown_rows == str(rows[newest]), f"hour {newest} landed {rows[newest]} rows"
+
+
+def test_two_landed_hours_relanded_from_the_ui_succeed_each_with_its_own_metadata(browser_page, ui, topic, demo_state):
+    url, instance, log_file = ui
+    state, _ = demo_state
+    rows = landed_rows(state, topic)
+    first, second = sorted(hour for hour, count in rows.items() if count)[1:3]
+    page = browser_page
+    page.goto(f"{url}/assets/{asset_path('raw', topic)}?view=partitions")
+    page.get_by_text(first, exact=True).first.wait_for()
+    screenshot(page, "4-partitions-raw-before-relanding.png")
+    known = {backfill.backfill_id for backfill in instance.get_backfills()}
+
+    page.get_by_text("Materialize…", exact=True).first.click()
+    dialog = page.get_by_role("dialog")
+    selection = dialog.locator("input[type=text], input:not([type]), textarea").first  # the partition range field
+    selection.fill(f"[{first}...{second}]")
+    selection.press("Enter")
+    dialog.get_by_text("2 partitions", exact=True).wait_for()
+    screenshot(page, "5-relanding-dialog.png")
+    dialog.get_by_role("button", name="Launch backfill").click()
+
+    [backfill] = wait_for(lambda: [b for b in instance.get_backfills() if b.backfill_id not in known], "the backfill launch", log_file)
+    done = wait_for(lambda: (b := instance.get_backfill(backfill.backfill_id)).status.value in DONE and b,
+                    "the re-landing backfill", log_file)
+    [run] = [r.dagster_run for r in instance.get_run_records(RunsFilter(tags={"dagster/backfill": backfill.backfill_id}))]
+    assert done.status.value == "COMPLETED_SUCCESS" and run.status.value == "SUCCESS", (
+        f"the re-landing failed: {done.status}, run {run.run_id}\n{log_tail(log_file)}")
+    assert "dagster/retry_number" not in run.tags, "the re-landing succeeded at its first attempt"
+    relanded = landed_rows(state, topic)
+    raw = AssetKey(["raw", topic.database, topic.table])
+    for hour in (first, second):
+        [record] = instance.fetch_materializations(AssetRecordsFilter(asset_key=raw, asset_partitions=[hour]), limit=1).records
+        metadata = record.asset_materialization.metadata
+        assert record.run_id == run.run_id
+        assert metadata["rows"].value == relanded[hour] == rows[hour], f"{hour}'s own rows, not the run's sum"
+        assert "offset_ranges" in metadata and "first_hour" not in metadata
+
+    shown_first = rows_shown_for(page, url, topic, first)
+    screenshot(page, f"6-partitions-raw-after-relanding-{first.replace(':', '')}.png")
+    shown_second = rows_shown_for(page, url, topic, second)
+    screenshot(page, f"7-partitions-raw-after-relanding-{second.replace(':', '')}.png")
+    assert (shown_first, shown_second) == (str(rows[first]), str(rows[second]))
+    assert rows[first] != rows[second], "two hours with different counts, so a sum would show"
+
+    page.goto(f"{url}/assets/{asset_path('raw', topic)}?view=checks")
+    page.get_by_text("slices_contiguous", exact=True).first.wait_for()
+    screenshot(page, "8-checks-raw-after-relanding.png")
+
+
+def test_a_sensor_started_from_the_ui_says_per_topic_what_it_judged_and_why(browser_page, ui, demo_state):
+    url, instance, log_file = ui
+    state, _ = demo_state
+    catalog = load_catalog(state / DEMO_CATALOG_DIR)
+    page = browser_page
+    page.goto(f"{url}/locations/kafka_lake/sensors/land_closed_hours")
+    switch = page.locator('input[type="checkbox"]').first  # the sensor's on/off switch, drawn over the input
+    switch.wait_for(state="attached")
+    screenshot(page, "9-sensor-stopped.png")
+    assert not switch.is_checked(), "automation starts stopped in this test"
+
+    switch.dispatch_event("click")
+    wait_for(lambda: shown(page.get_by_text("View logs").first, 2_000) or page.reload() and False,
+             "the sensor's first tick", log_file)
+    page.get_by_text("View logs").first.click()
+    logs = page.get_by_role("dialog")
+    logs.get_by_text(re.compile(f"^{re.escape(catalog.topics[0].topic)}: requested")).first.wait_for()
+    screenshot(page, "10-sensor-tick-logs.png")
+    text = logs.inner_text()
+
+    for every_topic in catalog.topics:
+        [line] = [line for line in text.splitlines() if line.startswith(f"{every_topic.topic}: requested")]
+        assert re.search(r"(not closed: .+|caught up \d+ hours)", line), line
+        assert "(started " in line, line
+    page.keyboard.press("Escape")
+    switch.dispatch_event("click")  # stopped again: one tick is what this test reads
+
+    requested = instance.get_run_records(RunsFilter(tags={"dagster/sensor_name": "land_closed_hours"}))
+    finished = wait_for(lambda: all(r.dagster_run.is_finished for r in (
+        instance.get_run_records(RunsFilter(tags={"dagster/sensor_name": "land_closed_hours"})))) or not requested,
+        "the sensor's landings", log_file)
+    assert finished
+    for record in instance.get_run_records(RunsFilter(tags={"dagster/sensor_name": "land_closed_hours"})):
+        assert record.dagster_run.job_name.startswith("landing__"), "a sensor's landing runs under its topic's job"
+        assert record.dagster_run.status.value == "SUCCESS", f"run {record.dagster_run.run_id}\n{log_tail(log_file)}"
+    page.goto(f"{url}/runs")
+    page.get_by_text("Runs", exact=True).first.wait_for()
+    screenshot(page, "11-runs.png")

@@ -1,0 +1,33 @@
+"""`make check-catalog`: every entry of the topic catalog loads, or the command names each broken one.
+
+For CI before a deploy: exits 1 when any entry is broken (each reported as `file: problem`), 0 otherwise.
+The code location itself loads the good entries and shows the broken ones as rejected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from kafka_lake.catalog import CatalogError, load_catalog
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m deploy.check_catalog", description=__doc__.splitlines()[0])
+    parser.add_argument("directory", nargs="?", default=os.environ.get("SCHEMA_CATALOG_DIR") or "schema_catalog",
+                        help="the topic catalog (default: $SCHEMA_CATALOG_DIR, else schema_catalog)")
+    args = parser.parse_args(argv)
+    try:
+        catalog = load_catalog(args.directory, tolerant=True)
+    except CatalogError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    for entry in catalog.broken:
+        print(f"error: {entry.error}", file=sys.stderr)
+    print(f"{args.directory}: {len(catalog.topics)} topic(s) load, {len(catalog.broken)} broken")
+    return 1 if catalog.broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

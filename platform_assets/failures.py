@@ -1,0 +1,60 @@
+"""Failures told apart: those a retry heals (a broker or S3 server briefly away) fail the run, which the
+daemon retries whole (`run_retries` in dagster.yaml); those that stay until a person acts (a missing secret,
+an hour not closed yet, offsets lost, a broken catalog entry) fail without a retry. Either way the one-line
+cause is the first error line of the run's log and the alert's text.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from dagster import Failure
+from dagster._core.storage.tags import RETRY_ON_ASSET_OR_OP_FAILURE_TAG
+
+from kafka_lake.catalog import CatalogError
+from kafka_lake.compaction import CompactionNotDue
+from kafka_lake.pii import MissingPiiKey
+from kafka_lake.slices import HourNotClosed, OffsetsLost
+from kafka_lake.table_schema import TableSchemaError
+from spark_jobs.tasks import SparkTaskFailed
+
+# A retry cannot change these: each waits for a person (a secret, the catalog) or for time (an open hour,
+# an hour not due for compaction: the sensors ask again when it is).
+LASTING = (MissingPiiKey, HourNotClosed, OffsetsLost, CatalogError, CompactionNotDue, TableSchemaError)
+_LASTING_NAMES = {f"{kind.__module__}.{kind.__qualname__}" for kind in LASTING}
+
+
+class PreflightError(RuntimeError):
+    """A setting or secret the run needs is missing or malformed; found before any Spark work starts."""
+
+
+def is_lasting(error: BaseException) -> bool:
+    if isinstance(error, SparkTaskFailed):
+        return error.error_type in _LASTING_NAMES
+    return isinstance(error, (*LASTING, PreflightError))
+
+
+def cause_line(error: BaseException) -> str:
+    """The error as one line: its type and the first line of its message."""
+    if isinstance(error, SparkTaskFailed):
+        return str(error).splitlines()[0]
+    message = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {message[0] if message else '(no message)'}"
+
+
+@contextmanager
+def failures_explained(context):
+    """Logs the cause as the run's first error line; a lasting one fails the step, and the run, without retries."""
+    try:
+        yield
+    except Failure:
+        raise
+    except Exception as error:
+        line = cause_line(error)
+        context.log.error(line)
+        if is_lasting(error):
+            # The daemon decides on a run retry from the run's tags when the run fails: this run is not retried.
+            context.instance.add_run_tags(context.run.run_id, {RETRY_ON_ASSET_OR_OP_FAILURE_TAG: "false"})
+            raise Failure(description=line, allow_retries=False,
+                          metadata={"cause": type(error).__name__, "retried": "no: a retry cannot change it"}) from error
+        raise
