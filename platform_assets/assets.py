@@ -26,7 +26,7 @@ from kafka_lake.hours import KafkaHour
 from kafka_lake.landing import LandingResult, LandingSettings, land_hours
 from kafka_lake.manifests import ManifestStore
 from kafka_lake.pii import pseudonymizer_for
-from platform_assets.checks import evaluated_against, hour_check_evaluations, raw_check_specs
+from platform_assets.checks import HourLanded, evaluated_against, hour_check_evaluations, raw_check_specs
 from platform_assets.failures import PreflightError, failures_explained
 from platform_assets.keys import dead_letters_key, layer_attributes, raw_key
 from platform_assets.partitions import hourly_partitions, quiet_warnings
@@ -108,7 +108,8 @@ def raw_landing_asset(topic: TopicSpec, embedded_metastore: bool = True):
                 for result in land_hours(topic, hours, settings, SlicesOnSpark(pyspark.spark_session, topic.topic),
                                          run_id=context.run.run_id, accept_lost_offsets=config.accept_lost_offsets):
                     context.log.info(_summary_line(topic, result))
-                    yield from landed_hour_events(context, topic, lake, manifests, result)
+                    yield from landed_hour_events(context, HourLanded(topic, result.manifest, manifests, settings.kafka_config),
+                                                  lake, result)
 
     return land
 
@@ -131,10 +132,9 @@ def landing_settings(topic: TopicSpec, kafka: KafkaResource, lake: LakeStorageRe
     return settings
 
 
-def landed_hour_events(context: AssetExecutionContext, topic: TopicSpec, lake: LakeStorageResource,
-                       manifests: ManifestStore, result: LandingResult):
+def landed_hour_events(context: AssetExecutionContext, landed: HourLanded, lake: LakeStorageResource, result: LandingResult):
     """The materializations of one committed hour (of the selected assets), then its check results."""
-    hour = result.manifest.hour
+    topic, hour = landed.topic, result.manifest.hour
     selected = context.selected_asset_keys
     if raw_key(topic) in selected:
         yield AssetMaterialization(raw_key(topic), partition=hour, metadata=raw_metadata(lake, result))
@@ -142,7 +142,7 @@ def landed_hour_events(context: AssetExecutionContext, topic: TopicSpec, lake: L
         yield AssetMaterialization(dead_letters_key(topic), partition=hour, metadata=dead_letter_metadata(lake, result))
     checks = {key.name for key in context.selected_asset_check_keys if key.asset_key == raw_key(topic)}
     if checks:
-        yield from hour_check_evaluations(topic, result.manifest, manifests, checks, _latest_materialization(context, topic, hour))
+        yield from hour_check_evaluations(landed, checks, _latest_materialization(context, topic, hour))
 
 
 def _latest_materialization(context: AssetExecutionContext, topic: TopicSpec, hour: str):
@@ -187,6 +187,8 @@ def raw_metadata(lake: LakeStorageResource, result: LandingResult) -> dict:
         "schema_versions": MetadataValue.json(manifest.schema_versions),
         "partitions": MetadataValue.md("\n".join(rows)),
         "offset_ranges": MetadataValue.json({str(p.partition): [p.start, p.end] for p in manifest.partitions}),
+        # Offsets past the hour's end still in an open transaction: committed, they land with the next hour.
+        "open_transactions": MetadataValue.json(manifest.open_transactions),
         "manifest": MetadataValue.path(lake.storage().uri(result.manifest_path)),
         "replaced_files": len(result.replaced_files),
         "orphans_removed": len(result.orphans_removed),

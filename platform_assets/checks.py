@@ -4,7 +4,7 @@ just committed and recorded on that hour's partition; and the freshness SLA, eva
 A landing check is one entry of `LANDING_CHECKS`: its name, severity, description and rule.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable
 
@@ -23,6 +23,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetC
 from kafka_lake import automation, landing_checks
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.hours import KafkaHour
+from kafka_lake.landing import confirm_boundaries
 from kafka_lake.manifests import HourManifest, ManifestStore
 from platform_assets.keys import raw_key
 from platform_assets.partitions import hourly_partitions, quiet_warnings
@@ -30,30 +31,48 @@ from platform_assets.partitions import hourly_partitions, quiet_warnings
 SLICES_CONTIGUOUS = "slices_contiguous"
 COUNTS_BALANCE = "counts_balance"
 DEAD_LETTER_RATE = "dead_letter_rate"
+BOUNDARIES_CONFIRMED = "boundaries_confirmed"
 FRESHNESS = "freshness"
 
 
 @dataclass(frozen=True)
+class HourLanded:
+    """What a landing check may judge a landed hour by: its manifest, the table's other manifests, and the broker."""
+
+    topic: TopicSpec
+    manifest: HourManifest
+    manifests: ManifestStore
+    kafka_config: dict = field(repr=False)
+
+    def neighbour(self, offset: int) -> HourManifest | None:
+        hour = self.manifest.kafka_hour
+        return self.manifests.read(hour.previous() if offset < 0 else hour.next())
+
+
+@dataclass(frozen=True)
 class LandingCheck:
-    """One invariant of a landed hour: `rule(topic, manifest, manifests)` judges the hour's manifest."""
+    """One invariant of a landed hour: `rule` judges it."""
 
     name: str
     severity: AssetCheckSeverity
     description: Callable[[TopicSpec], str]
-    rule: Callable[[TopicSpec, HourManifest, ManifestStore], landing_checks.CheckOutcome]
+    rule: Callable[[HourLanded], landing_checks.CheckOutcome]
 
 
 LANDING_CHECKS: list[LandingCheck] = [
     LandingCheck(SLICES_CONTIGUOUS, AssetCheckSeverity.ERROR,
                  lambda topic: "Offsets tile with the landed neighbour hours: no gap, no overlap.",
-                 lambda topic, manifest, manifests: landing_checks.slices_contiguous(
-                     manifest, manifests.read(manifest.kafka_hour.previous()), manifests.read(manifest.kafka_hour.next()))),
+                 lambda landed: landing_checks.slices_contiguous(landed.manifest, landed.neighbour(-1), landed.neighbour(+1))),
     LandingCheck(COUNTS_BALANCE, AssetCheckSeverity.ERROR,
                  lambda topic: "rows + dead letters + tombstones = records read, per partition.",
-                 lambda topic, manifest, manifests: landing_checks.counts_balance(manifest)),
+                 lambda landed: landing_checks.counts_balance(landed.manifest)),
     LandingCheck(DEAD_LETTER_RATE, AssetCheckSeverity.WARN,
                  lambda topic: f"Dead letters under {topic.dead_letter_rate_threshold:.0%} of records.",
-                 lambda topic, manifest, manifests: landing_checks.dead_letter_rate(manifest, topic.dead_letter_rate_threshold)),
+                 lambda landed: landing_checks.dead_letter_rate(landed.manifest, landed.topic.dead_letter_rate_threshold)),
+    LandingCheck(BOUNDARIES_CONFIRMED, AssetCheckSeverity.ERROR,
+                 lambda topic: "The broker's records confirm every boundary no landed neighbour hour fixes: none before "
+                               "the first landed hour's start is stamped in it, none before an end is stamped after it.",
+                 lambda landed: confirm_boundaries(landed.topic, landed.manifest, landed.manifests, landed.kafka_config)),
 ]
 
 
@@ -64,18 +83,18 @@ def raw_check_specs(topic: TopicSpec) -> list[AssetCheckSpec]:
                                partitions_def=hourly_partitions(topic)) for check in LANDING_CHECKS]
 
 
-def hour_check_evaluations(topic: TopicSpec, manifest: HourManifest, manifests: ManifestStore, selected: set[str],
-                           landed: AssetCheckEvaluationTargetMaterializationData | None) -> list[AssetCheckEvaluation]:
+def hour_check_evaluations(landed: HourLanded, selected: set[str],
+                           target: AssetCheckEvaluationTargetMaterializationData | None) -> list[AssetCheckEvaluation]:
     """The selected landing checks of one landed hour, recorded on its partition against its materialization."""
     evaluations = []
     for check in LANDING_CHECKS:
         if check.name not in selected:
             continue
-        outcome = check.rule(topic, manifest, manifests)
+        outcome = check.rule(landed)
         evaluations.append(AssetCheckEvaluation(
-            asset_key=raw_key(topic), check_name=check.name, passed=outcome.passed, severity=check.severity,
-            description=outcome.description, metadata=outcome.metadata, partition=manifest.hour,
-            target_materialization_data=landed,
+            asset_key=raw_key(landed.topic), check_name=check.name, passed=outcome.passed, severity=check.severity,
+            description=outcome.description, metadata=outcome.metadata, partition=landed.manifest.hour,
+            target_materialization_data=target,
         ))
     return evaluations
 
