@@ -13,6 +13,7 @@ from typing import Any, Collection, Iterator
 AvroType = Any  # a str, dict or list, as in the .avsc JSON
 
 _PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
+NAMED_KINDS = ("record", "error", "enum", "fixed")  # the types a schema defines by name
 # The promotions one table column can hold across versions: Avro allows more (long → float), but
 # Parquet readers (Spark, Hive, Athena) read an older file's int32 as bigint or double and a float as
 # double, and nothing else.
@@ -38,7 +39,7 @@ def named_types(schema: AvroType) -> dict[str, AvroType]:
                 visit(member, namespace)
         elif isinstance(node, dict):
             kind = node.get("type")
-            if kind in ("record", "error", "enum", "fixed"):
+            if kind in NAMED_KINDS:
                 name = node["name"]
                 space = node.get("namespace", namespace)
                 full = name if "." in name or not space else f"{space}.{name}"
@@ -290,7 +291,7 @@ class _Shape:
         if isinstance(kind, (dict, list)):  # `{"type": {...}}`: a wrapper, counted as a level like any nesting
             self._check_depth(depth, path)
             return self.walk(kind, namespace, depth + 1, path)
-        if kind in ("record", "error", "enum", "fixed"):
+        if kind in NAMED_KINDS:
             return self._named(node, namespace, depth, path)
         if kind in ("array", "map"):
             self._check_depth(depth, path)

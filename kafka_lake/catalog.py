@@ -27,6 +27,7 @@ from kafka_lake.avro_types import (
     type_name,
     unwrap_nullable,
 )
+from kafka_lake.event_time import TIME_UNITS
 from kafka_lake.layout import PARTITION_COLUMNS
 
 # Names that become paths and SQL identifiers: lowercase, no dots, no traversal. `\Z`, not `$`, which would
@@ -59,9 +60,6 @@ _CENTURY = {"days": 36_525, "hours": 876_600, "minutes": 52_596_000}
 # producer timestamps for Kafka time.
 DEFAULT_ALLOWED_LATENESS_HOURS = {"event_time": 3, "kafka_time": 1}
 
-# What a plain long event time counts since the epoch (`time_partitioning.unit`), as units per second.
-TIME_UNITS = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
-DEFAULT_TIME_UNIT = "ms"
 # `recursive_records`: a record that contains itself lands the field where it recurs as JSON text, or is refused.
 RECURSIVE_RECORDS = ("json", "refuse")
 

@@ -1,6 +1,6 @@
 """The table a topic becomes in a table catalog (Glue or Hive): columns, partition keys, Parquet, location.
 
-Column types come from the Arrow schema of each version's Parquet files (`avro_arrow`), so the catalog
+Column types come from the Arrow schema of each version's Parquet files (`arrow_mapping`), so the catalog
 declares exactly what landing writes; versions merge into one table, widening only where readers can.
 """
 
@@ -12,8 +12,9 @@ from typing import Iterable
 
 import pyarrow as pa
 
-from kafka_lake.avro_arrow import KAFKA_COLUMNS, arrow_schema_for, column_comment
+from kafka_lake.arrow_mapping import arrow_schema_for, column_comment
 from kafka_lake.catalog import TopicSpec
+from kafka_lake.kafka_records import KAFKA_COLUMNS
 
 PARQUET_INPUT_FORMAT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"
 PARQUET_OUTPUT_FORMAT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"

@@ -353,7 +353,9 @@ def assert_reads_as_a_cause(error: str) -> None:
 def test_given_corrupted_confluent_values_when_decoded_then_each_record_is_a_row_a_dead_letter_or_a_tombstone(
     hostile_topics, which, picks
 ):
-    from kafka_lake.decoding import BatchDecoder, CatalogSchemas, KafkaRecord
+    from kafka_lake.decoding import BatchDecoder
+    from kafka_lake.kafka_records import KafkaRecord
+    from kafka_lake.schema_resolution import CatalogSchemas
 
     topics, goods = hostile_topics
     topic = topics[which]
