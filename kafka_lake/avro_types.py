@@ -10,23 +10,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Collection, Iterator
 
+from kafka_lake.type_widening import avro_type_widens
+
 AvroType = Any  # a str, dict or list, as in the .avsc JSON
 
 _PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
 NAMED_KINDS = ("record", "error", "enum", "fixed")  # the types a schema defines by name
-# The promotions one table column can hold across versions: Avro allows more (long → float), but
-# Parquet readers (Spark, Hive, Athena) read an older file's int32 as bigint or double and a float as
-# double, and nothing else.
-_WIDENINGS = {
-    "int": {"int", "long", "float", "double"},  # int and float files share a double column
-    "long": {"long"},
-    "float": {"float", "double"},
-    "double": {"double"},
-    "string": {"string"},
-    "bytes": {"bytes"},
-    "boolean": {"boolean"},
-    "null": {"null"},
-}
 
 
 def named_types(schema: AvroType) -> dict[str, AvroType]:
@@ -208,7 +197,7 @@ def _type_problem(old: AvroType, new: AvroType, old_names, new_names, path: str)
         if (old.get("precision"), old.get("scale")) != (new.get("precision"), new.get("scale")):
             return f"field {path!r} changed decimal precision/scale"
         return None
-    if new_kind not in _WIDENINGS.get(old_kind, {old_kind}):
+    if not avro_type_widens(old_kind, new_kind):
         return f"field {path!r} changed type from {old_kind} to {new_kind} (only int → long, int → float/double and float → double can share a table column)"
     return None
 

@@ -28,7 +28,7 @@ from kafka_lake.avro_types import (
     unwrap_nullable,
 )
 from kafka_lake.event_time import TIME_UNITS
-from kafka_lake.layout import PARTITION_COLUMNS
+from kafka_lake.layout import KAFKA_COLUMN_PREFIX, PARTITION_COLUMNS, is_lake_column
 
 # Names that become paths and SQL identifiers: lowercase, no dots, no traversal. `\Z`, not `$`, which would
 # let a trailing newline through.
@@ -52,8 +52,6 @@ DEFAULT_TARGET_FILE_MB = 256
 # Dead letters hold raw values, PII in clear included: they expire after this many days unless the catalog says
 # otherwise, and never later than the table's own retention_days.
 DEFAULT_DEAD_LETTER_RETENTION_DAYS = 14
-# The prefix of the lake's own columns (`_kafka_offset`, …); no Avro field may start with it.
-KAFKA_COLUMN_PREFIX = "_kafka_"
 # Upper bounds of durations, so an absurd value fails here rather than overflowing a date in a run.
 _CENTURY = {"days": 36_525, "hours": 876_600, "minutes": 52_596_000}
 # How many raw hours after H may still add rows to H: late events for event time, out-of-order
@@ -328,7 +326,7 @@ def _load_rename(document: dict, versions: list[SchemaVersion], where: str) -> t
         for field_name in _top_level_names(version):
             column = rename.get(field_name, field_name)
             label = f"field {field_name!r}" + (f" (renamed to {column!r} by rename.{field_name})" if column != field_name else "")
-            if _is_lake_column(column):
+            if is_lake_column(column):
                 fix = "choose another name in rename" if column != field_name else (
                     f"map it to another column with `rename: {{{field_name}: <column>}}`")
                 raise CatalogError(
@@ -346,10 +344,6 @@ def _load_rename(document: dict, versions: list[SchemaVersion], where: str) -> t
 
 def _top_level_names(version: SchemaVersion) -> list[str]:
     return [f["name"] for f in version.schema["fields"]]
-
-
-def _is_lake_column(name: str) -> bool:
-    return name.lower().startswith(KAFKA_COLUMN_PREFIX) or name.lower() in PARTITION_COLUMNS
 
 
 def _load_versions(document: dict, folder: Path, where: str) -> list[SchemaVersion]:
