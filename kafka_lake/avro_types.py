@@ -233,8 +233,9 @@ def schema_shape(schema: dict, max_depth: int) -> SchemaShape:
     Refused: a field name that is no Avro name (it would reach paths and DDL), two fields whose names differ
     only in case (catalogs fold case), nesting deeper than `max_depth` records, arrays and maps, a record that
     contains itself with no way to end (no union, array or map on the way: no value of it can be written), an
-    empty or repeated union, a fixed without a size, and an array whose items take no bytes on the wire: a few
-    corrupt bytes could claim 2^62 such items, which a decoder would then count out one by one. A record that
+    empty or repeated union, a fixed without a size, a decimal of precision 0 (no column holds one), and an array
+    whose items take no bytes on the wire: a few corrupt bytes could claim 2^62 such items, which a decoder would
+    then count out one by one. A record that
     contains itself otherwise is allowed and listed in `recursions`: the field where it recurs lands as JSON text.
     """
     shape = _Shape(max_depth)
@@ -277,6 +278,8 @@ class _Shape:
         if not isinstance(node, dict):
             return 0, False  # not a type at all: fastavro's parse says so
         kind = node.get("type")
+        if node.get("logicalType") == "decimal" and node.get("precision") == 0:  # fastavro refuses only negatives
+            raise _ShapeProblem(f"{where} is a decimal of precision 0; a decimal holds at least one digit")
         if isinstance(kind, (dict, list)):  # `{"type": {...}}`: a wrapper, counted as a level like any nesting
             self._check_depth(depth, path)
             return self.walk(kind, namespace, depth + 1, path)

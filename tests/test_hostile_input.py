@@ -250,9 +250,11 @@ def test_given_a_schema_at_the_nesting_limit_when_loaded_then_it_lands_as_a_tabl
         ({"type": "record", "name": "R", "fields": [{"name": "x", "type": ["int", "int"]}]}, "repeats a member"),
         ({"type": "record", "name": "R", "fields": [{"name": "x", "type": {"type": "fixed", "name": "F", "size": -1}}]},
          "fixed 'F' has size -1"),
+        ({"type": "record", "name": "R", "fields": [{"name": "x", "type": ["null", {
+            "type": "bytes", "logicalType": "decimal", "precision": 0}]}]}, "decimal of precision 0"),
     ],
     ids=["plain self reference", "cycle through a nested record and a one-member union", "array of nulls",
-         "array of empty records", "empty union", "repeated union member", "negative fixed size"],
+         "array of empty records", "empty union", "repeated union member", "negative fixed size", "decimal of no digits"],
 )
 def test_given_a_schema_with_an_impossible_shape_when_loaded_then_it_is_refused_naming_the_file(tmp_path, schema, message):
     folder = sample_copy(tmp_path)
