@@ -1,7 +1,9 @@
 """Decoding a batch of one topic's Kafka records into Arrow tables, one per (schema version, hour): `BatchDecoder`,
 the one entry point, sends each schema version's records down its decode paths and gathers what they give.
 
-Every record lands in exactly one place: a row, a dead letter (with its raw bytes and why), or a tombstone.
+Every record lands in exactly one place: a row, a dead letter (with its raw bytes and why), or a tombstone. A decode
+path is anything with the shape of `RecordPath` or `ColumnarPath`, so another payload format brings its own paths
+for the same `ArrowMapping` beside the Avro ones (`record_decoding`, `columnar_decoding`).
 """
 
 from __future__ import annotations
