@@ -104,7 +104,7 @@ FieldPath = Annotated[str, Field(min_length=1)]
 _DAYS = f"a positive whole number of days, at most a century ({_CENTURY_DAYS})"
 _MINUTES = f"a whole number of minutes, at most a century ({_CENTURY_MINUTES})"
 _POSITIVE_MINUTES = f"a positive whole number of minutes, at most a century ({_CENTURY_MINUTES})"
-YamlList = BeforeValidator(_a_list)
+_FROM_A_LIST = BeforeValidator(_a_list)
 
 
 class _CatalogYaml(BaseModel):
@@ -153,7 +153,7 @@ class TopicYaml(_CatalogYaml):
 
     topic: Annotated[str, BeforeValidator(_kafka_topic_name)] = Field(description="a Kafka topic name")
     owner: str = Field(description="text")
-    schema_versions: Annotated[tuple[SchemaVersionYaml, ...], YamlList, Field(min_length=1),
+    schema_versions: Annotated[tuple[SchemaVersionYaml, ...], _FROM_A_LIST, Field(min_length=1),
                                AfterValidator(_numbered_in_order)] = Field(
         description="a list of {version, file, registry_id}, at least version 1")
     recursive_records: Literal["json", "refuse"] = Field("json", description="json or refuse")
@@ -162,7 +162,7 @@ class TopicYaml(_CatalogYaml):
     time_partitioning: TimePartitioningYaml = Field(description="a mapping with source, field and unit")
     start_hour: Annotated[datetime, BeforeValidator(_year_range_hour)] = Field(
         description="an ISO 8601 time on the hour", examples=["2026-11-01T00:00Z"])
-    pii_fields: Annotated[tuple[FieldPath, ...], YamlList] = Field((), description="a list of dotted Avro field paths")
+    pii_fields: Annotated[tuple[FieldPath, ...], _FROM_A_LIST] = Field((), description="a list of dotted Avro field paths")
     subject_field: str | None = Field(None, description="the dotted path of an Avro field")
     retention_days: int | None = Field(None, gt=0, le=_CENTURY_DAYS, description=_DAYS)
     freshness_minutes: int | None = Field(None, gt=0, le=_CENTURY_MINUTES, description=_POSITIVE_MINUTES)
