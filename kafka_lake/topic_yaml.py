@@ -52,7 +52,7 @@ def _a_list(value: Any) -> Any:
     return tuple(value)
 
 
-def _year_range_hour(value: Any) -> datetime:
+def _start_hour_on_the_hour(value: Any) -> datetime:
     """`start_hour`: an ISO 8601 time (UTC when it names no zone) on the hour, in the years 1..9999 in UTC."""
     if isinstance(value, datetime):
         moment = value
@@ -160,7 +160,7 @@ class TopicYaml(_CatalogYaml):
     rename: Annotated[dict[str, str], BeforeValidator(_column_names)] = Field(
         default_factory=dict, description="a mapping of top-level Avro field names to column names")
     time_partitioning: TimePartitioningYaml = Field(description="a mapping with source, field and unit")
-    start_hour: Annotated[datetime, BeforeValidator(_year_range_hour)] = Field(
+    start_hour: Annotated[datetime, BeforeValidator(_start_hour_on_the_hour)] = Field(
         description="an ISO 8601 time on the hour", examples=["2026-11-01T00:00Z"])
     pii_fields: Annotated[tuple[FieldPath, ...], _FROM_A_LIST] = Field((), description="a list of dotted Avro field paths")
     subject_field: str | None = Field(None, description="the dotted path of an Avro field")
