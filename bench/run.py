@@ -25,10 +25,11 @@ from bench.traffic import bench_topic, produce_one_long_slice, produce_page_view
 from dev_services.demo_traffic import last_closed_hours
 from dev_services.tansu import TansuBroker
 from kafka_lake.catalog import load_catalog
-from kafka_lake.decoding import BatchDecoder, CatalogSchemas
+from kafka_lake.decoding import BatchDecoder
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka_log import KafkaLog, consumer_config
 from kafka_lake.landing import land_hours
+from kafka_lake.schema_resolution import CatalogSchemas
 from kafka_lake.settings import LandingSettings
 from kafka_lake.slice_landing import PlacementFiles, SliceTask, land_slice
 from kafka_lake.slices import OffsetSlice

@@ -10,22 +10,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Collection, Iterator
 
+from kafka_lake.type_widening import avro_type_widens
+
 AvroType = Any  # a str, dict or list, as in the .avsc JSON
 
 _PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
-# The promotions one table column can hold across versions: Avro allows more (long → float), but
-# Parquet readers (Spark, Hive, Athena) read an older file's int32 as bigint or double and a float as
-# double, and nothing else.
-_WIDENINGS = {
-    "int": {"int", "long", "float", "double"},  # int and float files share a double column
-    "long": {"long"},
-    "float": {"float", "double"},
-    "double": {"double"},
-    "string": {"string"},
-    "bytes": {"bytes"},
-    "boolean": {"boolean"},
-    "null": {"null"},
-}
+NAMED_KINDS = ("record", "error", "enum", "fixed")  # the types a schema defines by name
 
 
 def named_types(schema: AvroType) -> dict[str, AvroType]:
@@ -38,7 +28,7 @@ def named_types(schema: AvroType) -> dict[str, AvroType]:
                 visit(member, namespace)
         elif isinstance(node, dict):
             kind = node.get("type")
-            if kind in ("record", "error", "enum", "fixed"):
+            if kind in NAMED_KINDS:
                 name = node["name"]
                 space = node.get("namespace", namespace)
                 full = name if "." in name or not space else f"{space}.{name}"
@@ -207,7 +197,7 @@ def _type_problem(old: AvroType, new: AvroType, old_names, new_names, path: str)
         if (old.get("precision"), old.get("scale")) != (new.get("precision"), new.get("scale")):
             return f"field {path!r} changed decimal precision/scale"
         return None
-    if new_kind not in _WIDENINGS.get(old_kind, {old_kind}):
+    if not avro_type_widens(old_kind, new_kind):
         return f"field {path!r} changed type from {old_kind} to {new_kind} (only int → long, int → float/double and float → double can share a table column)"
     return None
 
@@ -243,8 +233,9 @@ def schema_shape(schema: dict, max_depth: int) -> SchemaShape:
     Refused: a field name that is no Avro name (it would reach paths and DDL), two fields whose names differ
     only in case (catalogs fold case), nesting deeper than `max_depth` records, arrays and maps, a record that
     contains itself with no way to end (no union, array or map on the way: no value of it can be written), an
-    empty or repeated union, a fixed without a size, and an array whose items take no bytes on the wire: a few
-    corrupt bytes could claim 2^62 such items, which a decoder would then count out one by one. A record that
+    empty or repeated union, a fixed without a size, a decimal of precision 0 (no column holds one), and an array
+    whose items take no bytes on the wire: a few corrupt bytes could claim 2^62 such items, which a decoder would
+    then count out one by one. A record that
     contains itself otherwise is allowed and listed in `recursions`: the field where it recurs lands as JSON text.
     """
     shape = _Shape(max_depth)
@@ -287,10 +278,12 @@ class _Shape:
         if not isinstance(node, dict):
             return 0, False  # not a type at all: fastavro's parse says so
         kind = node.get("type")
+        if node.get("logicalType") == "decimal" and node.get("precision") == 0:  # fastavro refuses only negatives
+            raise _ShapeProblem(f"{where} is a decimal of precision 0; a decimal holds at least one digit")
         if isinstance(kind, (dict, list)):  # `{"type": {...}}`: a wrapper, counted as a level like any nesting
             self._check_depth(depth, path)
             return self.walk(kind, namespace, depth + 1, path)
-        if kind in ("record", "error", "enum", "fixed"):
+        if kind in NAMED_KINDS:
             return self._named(node, namespace, depth, path)
         if kind in ("array", "map"):
             self._check_depth(depth, path)

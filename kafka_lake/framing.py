@@ -1,6 +1,7 @@
 """Confluent wire framing: a zero magic byte, a 4-byte big-endian schema id, then Avro binary.
 
-The one place that knows the 5-byte header, for the decoder and for every producer we ship.
+The one place that knows the 5-byte header: of one value, of a batch's values read as columns, and for every
+producer we ship.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import struct
 from typing import Any
 
 import fastavro
+import numpy as np
+import pyarrow as pa
 
 MAGIC_BYTE = 0
 HEADER_SIZE = 5
@@ -42,3 +45,33 @@ def encode_confluent(schema_id: int, parsed_schema: Any, record: dict) -> bytes:
     out.write(_HEADER.pack(MAGIC_BYTE, schema_id))
     fastavro.schemaless_writer(out, parsed_schema, record)
     return out.getvalue()
+
+
+class FramedValues:
+    """The Confluent header of every value of a batch, read as columns: which schema id, or the record path."""
+
+    def __init__(self, values: pa.BinaryArray):
+        self.values = values
+        self.offsets = np.frombuffer(values.buffers()[1], dtype=np.int32, count=len(values) + 1).astype(np.int64)
+        data = values.buffers()[2]
+        self.data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, dtype=np.uint8)
+        present = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        self.tombstones = int(len(values) - present.sum())
+        starts, sizes = self.offsets[:-1], np.diff(self.offsets)
+        framed = present & (sizes >= HEADER_SIZE)
+        header = np.where(framed, starts, 0)
+        if len(self.data):
+            magic = self.data[np.minimum(header, len(self.data) - 1)]
+            framed &= magic == MAGIC_BYTE
+            ids = np.zeros(len(values), dtype=np.int64)
+            for position in range(1, HEADER_SIZE):
+                ids = (ids << 8) | self.data[np.minimum(header + position, len(self.data) - 1)]
+        else:
+            framed &= False
+            ids = np.zeros(len(values), dtype=np.int64)
+        self.schema_ids = np.where(framed, ids, -1)
+        self.needs_record_path = present & ~framed  # wrong magic byte or too short: the record path says why
+
+    def by_schema_id(self) -> list[tuple[int, np.ndarray]]:
+        found = np.unique(self.schema_ids[self.schema_ids >= 0])
+        return [(int(schema_id), np.flatnonzero(self.schema_ids == schema_id)) for schema_id in found]

@@ -15,7 +15,7 @@ from typing import Iterator
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from kafka_lake.decoding import KafkaBatch
+from kafka_lake.kafka_records import KafkaBatch
 from kafka_lake.hours import KafkaHour
 from kafka_lake.settings import ISOLATION_LEVEL, check_client_properties
 from kafka_lake.slices import PartitionLog

@@ -13,10 +13,25 @@ from kafka_lake.hours import KafkaHour
 
 DEAD_LETTERS_PREFIX = "_dead_letters"
 MANIFESTS_PREFIX = "_manifests"
-# The table's partition columns, which live in the path; no Avro field may take their names.
-PARTITION_COLUMNS = ("schema_version", "date", "hour")
+# The table's partition columns, which live in the path (`schema_version=1/date=2026-11-01/hour=13`), and the type a
+# table catalog declares for each.
+PARTITION_COLUMN_TYPES = {"schema_version": "int", "date": "string", "hour": "string"}
+PARTITION_COLUMNS = tuple(PARTITION_COLUMN_TYPES)
+# The prefix of the lake's own columns in every file (`_kafka_offset`, …).
+KAFKA_COLUMN_PREFIX = "_kafka_"
 _HOUR_IN_PATH = re.compile(r"date=(\d{4}-\d{2}-\d{2})/hour=(\d{2})/")
 _DATA_FILE = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)\+(?P<partition>\d+)\+(?P<offset>\d{19})\.parquet$")
+
+
+def is_lake_column(name: str) -> bool:
+    """Whether a column name, compared ignoring case as table catalogs do, is taken by the lake's own columns: a
+    partition column or a `_kafka_*` one. No field may land as such a column."""
+    return name.lower().startswith(KAFKA_COLUMN_PREFIX) or name.lower() in PARTITION_COLUMNS
+
+
+def partition_values(schema_version: int, hour: datetime) -> dict[str, str]:
+    """The partition columns' values of the rows of a schema version placed in an hour, as their folders spell them."""
+    return dict(zip(PARTITION_COLUMNS, (str(schema_version), date_text(hour), f"{hour:%H}")))
 
 
 def date_text(hour: datetime) -> str:
@@ -42,7 +57,8 @@ def table_prefix(database: str, table: str) -> str:
 
 
 def data_directory(database: str, table: str, schema_version: int, hour: datetime) -> str:
-    return f"{table_prefix(database, table)}/schema_version={schema_version}/{hour_directory(hour)}"
+    partition = "/".join(f"{column}={value}" for column, value in partition_values(schema_version, hour).items())
+    return f"{table_prefix(database, table)}/{partition}"
 
 
 def dead_letter_prefix(database: str, table: str) -> str:

@@ -19,14 +19,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafka_lake import layout
-from kafka_lake.avro_arrow import DEAD_LETTER_SCHEMA
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.dead_letters import DeadLetterEncryption
-from kafka_lake.decoding import BatchDecoder, CatalogSchemas, DecodedBatch, RegistrySchemas, kafka_timestamps
+from kafka_lake.decoded_batch import DEAD_LETTER_SCHEMA, DecodedBatch
+from kafka_lake.decoding import BatchDecoder
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka_log import KafkaLog
+from kafka_lake.kafka_records import kafka_timestamps
 from kafka_lake.manifests import LandedFile
 from kafka_lake.parquet_output import ParquetOutput, dictionary_columns, statistics_columns
+from kafka_lake.schema_resolution import CatalogSchemas, RegistrySchemas
 from kafka_lake.settings import LandingSettings
 from kafka_lake.slices import OffsetSlice
 from kafka_lake.storage import LakeStorage

@@ -1,6 +1,6 @@
 """The table a topic becomes in a table catalog (Glue or Hive): columns, partition keys, Parquet, location.
 
-Column types come from the Arrow schema of each version's Parquet files (`avro_arrow`), so the catalog
+Column types come from the Arrow schema of each version's Parquet files (`arrow_mapping`), so the catalog
 declares exactly what landing writes; versions merge into one table, widening only where readers can.
 """
 
@@ -12,8 +12,11 @@ from typing import Iterable
 
 import pyarrow as pa
 
-from kafka_lake.avro_arrow import KAFKA_COLUMNS, arrow_schema_for, column_comment
+from kafka_lake.arrow_mapping import arrow_schema_for, column_comment
 from kafka_lake.catalog import TopicSpec
+from kafka_lake.kafka_records import KAFKA_COLUMNS
+from kafka_lake.layout import PARTITION_COLUMN_TYPES, is_lake_column
+from kafka_lake.type_widening import shared_column_type
 
 PARQUET_INPUT_FORMAT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"
 PARQUET_OUTPUT_FORMAT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"
@@ -23,16 +26,6 @@ PARQUET_SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}\Z")
 MAX_COMMENT_CHARS = 255  # Glue's limit for a column comment; the Hive metastore's is 256
 _PRIMITIVES = ("boolean", "tinyint", "smallint", "int", "bigint", "float", "double", "string", "binary", "date", "timestamp")
-
-# Which wider type can read Parquet files written with a narrower one, measured with pyspark 4.3's
-# vectorized and row-based Parquet readers: int32 reads as bigint or double, float as double; int64
-# does NOT read as float or double, nor int32 as float. Avro allows those promotions; a table cannot.
-_READABLE_AS = {
-    "int": ("int", "bigint", "double"),
-    "bigint": ("bigint",),
-    "float": ("float", "double"),
-    "double": ("double",),
-}
 
 
 class TableSchemaError(ValueError):
@@ -81,11 +74,7 @@ class Column:
     comment: str = field(default="", compare=False)
 
 
-PARTITION_KEYS = (
-    Column("schema_version", HiveType("int")),
-    Column("date", HiveType("string")),
-    Column("hour", HiveType("string")),
-)
+PARTITION_KEYS = tuple(Column(name, HiveType(hive_type)) for name, hive_type in PARTITION_COLUMN_TYPES.items())
 
 
 @dataclass(frozen=True)
@@ -213,7 +202,6 @@ def hive_type_of(arrow_type: pa.DataType, where: str) -> HiveType:
 
 def _check_names(columns: Iterable[Column], where: str, top_level: bool) -> None:
     seen: dict[str, str] = {}
-    reserved = {c.name for c in PARTITION_KEYS} | {f.name for f in KAFKA_COLUMNS}
     for column in columns:
         if not _NAME.match(column.name):
             raise TableSchemaError(f"{where}: field name {column.name!r} is not a valid column name")
@@ -223,9 +211,9 @@ def _check_names(columns: Iterable[Column], where: str, top_level: bool) -> None
                 f"Hive, Glue and Athena column names are case-insensitive"
             )
         seen[column.name.lower()] = column.name
-        if top_level and column.name.lower() in reserved:
+        if top_level and is_lake_column(column.name):
             raise TableSchemaError(
-                f"{where}: field {column.name!r} collides with the table's own column {column.name!r}; map it to another "
+                f"{where}: field {column.name!r} takes the name of one of the lake's own columns; map it to another "
                 f"column with `rename` in topic.yaml"
             )
 
@@ -262,10 +250,10 @@ def widest(old: HiveType, new: HiveType, path: tuple[str, ...]) -> HiveType:
         return HiveType("struct", fields=merge_columns(old.fields, new.fields, path))
     if old.name == new.name and old.name in ("array", "map"):
         return HiveType(old.name, element=widest(old.element, new.element, path + ("[]" if old.name == "array" else "{}",)))
-    for candidate in ("int", "bigint", "float", "double"):  # narrowest first
-        if candidate in _READABLE_AS.get(old.name, ()) and candidate in _READABLE_AS.get(new.name, ()):
-            return HiveType(candidate)
-    raise _Conflict(path, old, new)
+    shared = shared_column_type(old.name, new.name)
+    if shared is None:
+        raise _Conflict(path, old, new)
+    return HiveType(shared)
 
 
 def _type_at(columns: tuple[Column, ...], path: tuple[str, ...]) -> HiveType | None:

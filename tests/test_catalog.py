@@ -206,3 +206,41 @@ def test_a_key_naming_what_lands_as_json_text_fails_at_load(tmp_path, keys, mess
         load_topic(path)
 
     assert str(path) in str(refused.value)
+
+
+# --- the document's own shape -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ({"time_partitioning": {"source": "event_time", "field": "occurred_at", "unti": "us"}},
+         "unknown key 'unti' in time_partitioning; allowed there: source, field, unit"),
+        ({"schema_versions": [{"version": 1, "file": "v1.avsc", "registry_id": 7001, "registry": "prod"}]},
+         "unknown key 'registry' in schema_versions[0]; allowed there: version, file, registry_id"),
+    ],
+    ids=["a misspelt unit", "an extra key of a schema version"],
+)
+def test_an_unknown_key_inside_a_block_fails_at_load_naming_it_and_what_is_allowed(tmp_path, keys, message):
+    """A misspelt `unit` would otherwise leave the topic silently counting milliseconds."""
+    path = write_entry(tmp_path, "shop.orders", NODE, "occurred_at", **keys)
+
+    with pytest.raises(CatalogError) as refused:
+        load_topic(path)
+
+    assert str(path) in str(refused.value) and message in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("retention_days", "90"), ("retention_days", True), ("max_rows_per_task", 1000.0), ("owner", 7),
+     ("dead_letter_rate_threshold", "0.1"), ("pii_fields", "label"), ("time_partitioning", {"source": "event_time",
+                                                                                           "field": 5})],
+)
+def test_a_value_of_another_type_is_refused_not_converted(tmp_path, key, value):
+    path = write_entry(tmp_path, "graph.nodes", NODE, "occurred_at", **{key: value})
+
+    with pytest.raises(CatalogError, match=key) as refused:
+        load_topic(path)
+
+    assert str(path) in str(refused.value)

@@ -24,8 +24,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_lake import decoding
-from kafka_lake.decoding import BatchDecoder, CatalogSchemas, DecodedBatch, KafkaBatch, KafkaRecord
+from kafka_lake.decoded_batch import DecodedBatch
+from kafka_lake.decoding import BatchDecoder
+from kafka_lake.event_time import hours_of_rfc3339, parse_event_time
+from kafka_lake.kafka_records import KafkaBatch, KafkaRecord
+from kafka_lake.schema_resolution import CatalogSchemas
+from kafka_lake.spliced_blocks import SMALLEST_SPLIT
 from kafka_lake.pii import ColumnPseudonymizer
 from kafka_lake.framing import encode_confluent
 from kafka_lake.pii import Pseudonymizer
@@ -268,7 +272,7 @@ def test_given_a_value_the_columnar_reader_would_read_otherwise_then_that_record
 
     assert_same(columnar, reference)
     # A value out of range is named by its record; one the reader refuses is cornered by bisecting the block.
-    assert len(fine) in left and len(left) <= decoding._SMALLEST_SPLIT
+    assert len(fine) in left and len(left) <= SMALLEST_SPLIT
 
 
 def test_given_maps_wide_and_narrow_without_a_repeated_key_then_they_are_decoded_as_columns(tmp_path):
@@ -484,7 +488,7 @@ def test_given_one_broken_record_in_a_block_then_it_alone_goes_to_the_dead_lette
 
     assert_same(columnar, reference)
     assert columnar.rows_count == 299 and sum(columnar.dead_letter_causes.values()) == 1
-    assert position in left and len(left) <= 1 + decoding._SMALLEST_SPLIT
+    assert position in left and len(left) <= 1 + SMALLEST_SPLIT
 
 
 def test_given_records_out_of_order_when_decoded_as_a_column_batch_then_rows_are_in_log_order(orders):
@@ -556,11 +560,11 @@ RFC3339_TEXTS = st.one_of(
 def test_given_event_times_as_text_then_the_columns_place_each_in_the_hour_parse_event_time_gives(texts, skipped):
     column = pa.array(["2026-11-01T13:05:00Z"] * skipped + texts, pa.string()).slice(skipped)  # offset, as a field's
 
-    hours, unplaced = decoding._hours_of_rfc3339(column, column.is_valid().to_numpy(zero_copy_only=False))
+    hours, unplaced = hours_of_rfc3339(column, column.is_valid().to_numpy(zero_copy_only=False))
 
     for text, hour, left in zip(texts, hours, unplaced):
         try:
-            expected = epoch_hour(decoding.parse_event_time(text))
+            expected = epoch_hour(parse_event_time(text))
         except ValueError:
             expected = None
         if not left:
@@ -579,7 +583,7 @@ def test_given_plain_event_times_as_text_then_the_columns_place_them_all():
              "1949-05-13T07:00:00.5+01:00", "1969-12-31T23:59:59.999Z", "0002-01-01T00:30:00+00:45"]
     column = pa.array(texts)
 
-    hours, unplaced = decoding._hours_of_rfc3339(column, np.ones(len(texts), dtype=bool))
+    hours, unplaced = hours_of_rfc3339(column, np.ones(len(texts), dtype=bool))
 
     assert not unplaced.any()
-    assert hours.tolist() == [epoch_hour(decoding.parse_event_time(text)) for text in texts]
+    assert hours.tolist() == [epoch_hour(parse_event_time(text)) for text in texts]

@@ -118,7 +118,7 @@ def test_files_landed_before_and_after_the_headers_column_compact_into_one_schem
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from kafka_lake.avro_arrow import KAFKA_HEADERS_TYPE
+    from kafka_lake.kafka_records import KAFKA_HEADERS_TYPE
     from kafka_lake.compaction import CompactionTask
     from kafka_lake.storage import LakeStorage
     from kafka_lake.table_state import TablePartition

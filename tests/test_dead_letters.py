@@ -13,8 +13,9 @@ import pytest
 import yaml
 
 from kafka_lake import layout
-from kafka_lake.avro_arrow import DEAD_LETTER_SCHEMA
-from kafka_lake.catalog import DEFAULT_DEAD_LETTER_RETENTION_DAYS, CatalogError, load_catalog, load_topic
+from kafka_lake.catalog import CatalogError, load_catalog, load_topic
+from kafka_lake.decoded_batch import DEAD_LETTER_SCHEMA
+from kafka_lake.topic_yaml import DEFAULT_DEAD_LETTER_RETENTION_DAYS
 from kafka_lake.dead_letters import (
     DeadLetterDecryptionError,
     DeadLetterEncryption,

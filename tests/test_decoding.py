@@ -24,25 +24,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_lake.avro_arrow import (
-    DEAD_LETTER_SCHEMA,
-    KAFKA_COLUMNS,
-    MAX_JSON_DEPTH,
-    arrow_mapping_for,
-    arrow_schema_for,
-    column_comment,
-)
+from kafka_lake.arrow_mapping import MAX_JSON_DEPTH, arrow_mapping_for, arrow_schema_for, column_comment
 from kafka_lake.catalog import CatalogError, SchemaVersion, TopicSpec, load_catalog, load_topic
-from kafka_lake.decoding import (
-    BatchDecoder,
-    CatalogSchemas,
-    DecodedBatch,
-    KafkaRecord,
-    Placement,
-    RegistrySchemas,
-    SchemaRegistryUnavailable,
-    parse_event_time,
-)
+from kafka_lake.decoded_batch import DEAD_LETTER_SCHEMA, DecodedBatch, Placement
+from kafka_lake.decoding import BatchDecoder
+from kafka_lake.event_time import parse_event_time
+from kafka_lake.kafka_records import KAFKA_COLUMNS, KafkaRecord
+from kafka_lake.schema_resolution import CatalogSchemas, RegistrySchemas, SchemaRegistryUnavailable
 from kafka_lake import layout
 from kafka_lake.framing import encode_confluent
 from kafka_lake.hours import KafkaHour

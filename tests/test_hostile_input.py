@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 import tempfile
-from datetime import timedelta
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -21,7 +21,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_lake.catalog import MAX_SCHEMA_DEPTH, CatalogError, load_catalog, load_topic
+from kafka_lake.catalog import MAX_SCHEMA_DEPTH, CatalogError, TopicSpec, load_catalog, load_topic
 from tests.conftest import REPO
 
 SAMPLE = REPO / "schema_catalog" / "shop" / "page_views"
@@ -59,6 +59,9 @@ SCALARS = st.one_of(
                      "2026-11-01T00:00Z", "0001-01-01T00:00+01:00", "9999-12-31T23:00-01:00", "x\x00y"]),
     st.dates(), st.datetimes(),
 )
+# Values a conversion away from a valid one: what a lenient loader would accept, and change.
+NEAR_MISSES = st.sampled_from(["90", "1.5", "true", "yes", "null", "~", "", "JSON", "Event_Time", "occurred_at ", True,
+                               False, 1.0, 90.0, 0.0, 0, -1, 2**31, ["user_id"], {"source": "event_time"}])
 YAML_VALUES = st.recursive(
     SCALARS,
     lambda children: st.one_of(st.lists(children, max_size=4), st.dictionaries(st.text(max_size=8), children, max_size=4)),
@@ -102,14 +105,83 @@ SAMPLE_SCHEMA = json.loads((SAMPLE / "v1.avsc").read_text())
 FUZZED_DOCUMENT = {**SAMPLE_DOCUMENT, "rename": {"referrer": "referred_by", "url": "page_url"}, "recursive_records": "json"}
 
 
+# The defaults of the optional keys the fuzzed document uses, as SPEC and the README's table of keys state them.
+DOCUMENTED_DEFAULTS = {"retention_days": None, "pii_fields": [], "subject_field": None, "freshness_minutes": None,
+                       "max_rows_per_task": 1_000_000, "rename": {}}
+
+
+def as_written(topic: TopicSpec) -> dict:
+    """A loaded topic told as the `topic.yaml` keys that say it, each in the type YAML gives it."""
+    partitioning = {"source": topic.time_source, "field": ".".join(topic.time_field) if topic.time_field else None,
+                    "unit": topic.time_unit}
+    return {
+        "topic": topic.topic, "owner": topic.owner, "time_partitioning": without_nulls(partitioning),
+        "schema_versions": [{"version": v.version, "file": v.file, "registry_id": v.registry_id}
+                            for v in topic.schema_versions],
+        "retention_days": topic.retention_days, "pii_fields": [".".join(path) for path in topic.pii_fields],
+        "subject_field": topic.subject_field, "freshness_minutes": topic.freshness_minutes,
+        "max_rows_per_task": topic.max_rows_per_task, "rename": dict(topic.rename),
+    }
+
+
+def without_nulls(block):
+    """A mapping whose keys written without a value are left out, as the catalog reads them."""
+    return {key: value for key, value in block.items() if value is not None} if isinstance(block, dict) else block
+
+
+def same(stated, loaded) -> bool:
+    """Equal values of the same types all the way down: `"90"` is not 90, `True` not 1, `1.0` not 1."""
+    if type(stated) is not type(loaded):
+        return False
+    if isinstance(stated, dict):
+        return stated.keys() == loaded.keys() and all(same(stated[key], loaded[key]) for key in stated)
+    if isinstance(stated, list):
+        return len(stated) == len(loaded) and all(map(same, stated, loaded))
+    return stated == loaded
+
+
+def hour_stated(value) -> datetime:
+    """The hour a loaded `start_hour` names: an ISO 8601 time, a YAML timestamp or date; UTC where it names no zone."""
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, date):
+        moment = datetime(value.year, value.month, value.day)
+    else:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+
+
+def assert_means_what_it_says(document: dict, topic: TopicSpec) -> None:
+    """A topic.yaml that loads is what it says: every key's value as written (never converted, never dropped for a
+    default), every absent optional key its documented default, and no required key absent."""
+    for key, loaded in as_written(topic).items():
+        stated = document.get(key)
+        if stated is None:
+            assert key in DOCUMENTED_DEFAULTS, f"required key {key!r} is absent or null, yet the entry loaded"
+            assert same(DOCUMENTED_DEFAULTS[key], loaded), f"absent {key!r} loaded as {loaded!r}, not its default"
+        elif key in ("time_partitioning", "schema_versions"):
+            stated = without_nulls(stated) if key == "time_partitioning" else [without_nulls(v) for v in stated]
+            assert same(stated, loaded), f"{key} says {stated!r} but loaded as {loaded!r}"
+        else:
+            assert same(stated, loaded), f"{key} says {stated!r} but loaded as {loaded!r}"
+    assert topic.start_hour == hour_stated(document["start_hour"]) and topic.start_hour.minute == 0
+    assert document.get("recursive_records") in (None, "json", "refuse"), document["recursive_records"]
+
+
 @FUZZ
-@given(path=st.sampled_from(key_paths(FUZZED_DOCUMENT)), value=YAML_VALUES, delete=st.booleans())
-def test_given_a_topic_yaml_with_one_value_replaced_by_anything_when_loaded_then_it_loads_or_names_the_file(path, value, delete):
+@given(path=st.sampled_from(key_paths(FUZZED_DOCUMENT)), value=st.one_of(NEAR_MISSES, YAML_VALUES), delete=st.booleans())
+def test_given_a_topic_yaml_with_one_value_replaced_by_anything_when_loaded_then_it_means_what_it_says_or_names_the_file(
+    path, value, delete
+):
     with tempfile.TemporaryDirectory() as root:
         folder = sample_copy(Path(root))
-        (folder / "topic.yaml").write_text(yaml.safe_dump(replaced(FUZZED_DOCUMENT, path, value, delete)))
+        text = yaml.safe_dump(replaced(FUZZED_DOCUMENT, path, value, delete))
+        (folder / "topic.yaml").write_text(text)
 
-        load_or_refuse(folder)
+        loaded = load_or_refuse(folder)
+
+        if not isinstance(loaded, CatalogError):
+            assert_means_what_it_says(yaml.safe_load(text), loaded)
 
 
 YAML_TOKENS = st.sampled_from([
@@ -121,13 +193,14 @@ YAML_TOKENS = st.sampled_from([
 
 @FUZZ
 @given(text=st.one_of(st.lists(YAML_TOKENS, max_size=30).map("".join), st.text(max_size=200)), raw=st.binary(max_size=64))
-def test_given_a_topic_yaml_of_garbage_when_loaded_then_it_names_the_file(text, raw):
+def test_given_a_topic_yaml_of_garbage_when_loaded_then_it_is_refused_naming_the_file(text, raw):
+    """Neither the tokens nor random text or bytes can spell the required keys: every example must be refused."""
     with tempfile.TemporaryDirectory() as root:
         folder = sample_copy(Path(root))
         (folder / "topic.yaml").write_text(text, encoding="utf-8")
-        load_or_refuse(folder)
+        assert isinstance(load_or_refuse(folder), CatalogError)
         (folder / "topic.yaml").write_bytes(raw)
-        load_or_refuse(folder)
+        assert isinstance(load_or_refuse(folder), CatalogError)
 
 
 @pytest.mark.parametrize("key", ["freshness_minutes", "start_hour", "pii_fields", "topic"])
@@ -175,12 +248,30 @@ def schema_nodes(schema) -> list[tuple]:
 
 @FUZZ
 @given(path=st.sampled_from(schema_nodes(SAMPLE_SCHEMA)), value=st.one_of(AVRO_TYPES, AVRO_NAMES), delete=st.booleans())
-def test_given_an_avsc_with_one_node_replaced_by_anything_when_loaded_then_it_loads_or_names_the_file(path, value, delete):
+def test_given_an_avsc_with_one_node_replaced_by_anything_when_loaded_then_it_lands_or_names_the_file(path, value, delete):
     with tempfile.TemporaryDirectory() as root:
         folder = sample_copy(Path(root))
-        (folder / "v1.avsc").write_text(json.dumps(replaced(SAMPLE_SCHEMA, path, value, delete), default=str))
+        text = json.dumps(replaced(SAMPLE_SCHEMA, path, value, delete), default=str)
+        (folder / "v1.avsc").write_text(text)
 
-        load_or_refuse(folder)
+        loaded = load_or_refuse(folder)
+
+        if not isinstance(loaded, CatalogError):
+            assert_lands(loaded)
+            assert loaded.version(1).schema == json.loads(text)
+
+
+def assert_lands(topic: TopicSpec) -> None:
+    """What the catalog accepts, landing can use: the table's columns, and both decode paths of every version
+    (compiled as a landing task compiles them); a refusal here would fail every run of the topic instead."""
+    from kafka_lake.decoding import BatchDecoder
+    from kafka_lake.schema_resolution import CatalogSchemas
+    from kafka_lake.table_schema import table_columns
+
+    table_columns(topic)
+    decoder = BatchDecoder(topic, CatalogSchemas(topic), b"fuzz-key")
+    for version in topic.schema_versions:
+        decoder._version_decoding(version)
 
 
 @FUZZ
@@ -250,9 +341,11 @@ def test_given_a_schema_at_the_nesting_limit_when_loaded_then_it_lands_as_a_tabl
         ({"type": "record", "name": "R", "fields": [{"name": "x", "type": ["int", "int"]}]}, "repeats a member"),
         ({"type": "record", "name": "R", "fields": [{"name": "x", "type": {"type": "fixed", "name": "F", "size": -1}}]},
          "fixed 'F' has size -1"),
+        ({"type": "record", "name": "R", "fields": [{"name": "x", "type": ["null", {
+            "type": "bytes", "logicalType": "decimal", "precision": 0}]}]}, "decimal of precision 0"),
     ],
     ids=["plain self reference", "cycle through a nested record and a one-member union", "array of nulls",
-         "array of empty records", "empty union", "repeated union member", "negative fixed size"],
+         "array of empty records", "empty union", "repeated union member", "negative fixed size", "decimal of no digits"],
 )
 def test_given_a_schema_with_an_impossible_shape_when_loaded_then_it_is_refused_naming_the_file(tmp_path, schema, message):
     folder = sample_copy(tmp_path)
@@ -353,7 +446,9 @@ def assert_reads_as_a_cause(error: str) -> None:
 def test_given_corrupted_confluent_values_when_decoded_then_each_record_is_a_row_a_dead_letter_or_a_tombstone(
     hostile_topics, which, picks
 ):
-    from kafka_lake.decoding import BatchDecoder, CatalogSchemas, KafkaRecord
+    from kafka_lake.decoding import BatchDecoder
+    from kafka_lake.kafka_records import KafkaRecord
+    from kafka_lake.schema_resolution import CatalogSchemas
 
     topics, goods = hostile_topics
     topic = topics[which]

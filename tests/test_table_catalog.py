@@ -25,9 +25,10 @@ import pytest
 from dagster import DagsterInstance, materialize
 
 from dev_services.ports import free_port
-from kafka_lake.avro_arrow import KAFKA_HEADERS_TYPE, arrow_mapping_for
+from kafka_lake.arrow_mapping import arrow_mapping_for
 from kafka_lake.catalog import CatalogError, TopicSpec, load_catalog, load_topic
 from kafka_lake.hours import KafkaHour
+from kafka_lake.kafka_records import KAFKA_HEADERS_TYPE
 from kafka_lake.settings import PlatformSettings
 from kafka_lake.storage import LakeStorage
 from kafka_lake.table_catalog import GlueCatalog, TableCatalogError, reconcile, storage_partition_uris
