@@ -15,7 +15,7 @@ from typing import Iterator
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from kafka_lake.kafka_records import KafkaBatch
+from kafka_lake.kafka_records import KafkaBatch, names_an_hour
 from kafka_lake.hours import KafkaHour
 from kafka_lake.settings import ISOLATION_LEVEL, check_client_properties
 from kafka_lake.slices import PartitionLog
@@ -274,10 +274,11 @@ class KafkaLog:
         return boundary
 
     def records_between(self, partition: int, start: int, end: int) -> list[tuple[int, int]]:
-        """(offset, timestamp ms) of every committed record in [start, end); markers and gaps take no place."""
+        """(offset, timestamp ms) of every committed record in [start, end) that time can place; markers, gaps and
+        records stamped with no time (-1, the year 10000) take no part in boundaries."""
         found: list[tuple[int, int]] = []
         for messages in self._message_chunks(partition, start, end, BOUNDARY_WINDOW, self._window_consumer()):
-            found.extend((message.offset(), message.timestamp()[1]) for message in messages)
+            found.extend(stamp for stamp in map(_stamp, messages) if names_an_hour(stamp[1]))
         return found
 
     def _broker_lookup(self, partition: int, timestamp_ms: int) -> int | None:
@@ -313,9 +314,12 @@ class KafkaLog:
         return low
 
     def record_at_or_after(self, partition: int, offset: int, limit: int) -> tuple[int, int] | None:
-        """(offset, timestamp ms) of the first record at or after `offset` and before `limit`."""
-        for [message, *_] in self._message_chunks(partition, offset, limit, 1, self._probe_consumer()):
-            return message.offset(), message.timestamp()[1]
+        """(offset, timestamp ms) of the first record at or after `offset` and before `limit` that time can place:
+        one stamped with no time (-1, the year 10000) decides no boundary, and the record after it answers."""
+        for messages in self._message_chunks(partition, offset, limit, 1, self._probe_consumer()):
+            for stamp in map(_stamp, messages):
+                if names_an_hour(stamp[1]):
+                    return stamp
         return None
 
     def _probe_consumer(self) -> Consumer:
@@ -423,6 +427,10 @@ class KafkaLog:
         if error.fatal() or not error.retriable():
             raise KafkaUnavailable(f"{self.topic} partition {partition} at offset {offset}: {error.str()}")
         log.warning("%s[%d]: transient error at offset %d: %s", self.topic, partition, offset, error.str())
+
+
+def _stamp(message: Message) -> tuple[int, int]:
+    return message.offset(), message.timestamp()[1]
 
 
 def _pivot(low: int, high: int, below: tuple[int, int] | None, above: tuple[int, int] | None, timestamp_ms: int) -> int:

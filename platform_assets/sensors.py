@@ -325,8 +325,10 @@ def missing_topics_sensor(catalog: TopicCatalog, running: bool = True):
             alerts.send(f"topics on the cluster missing from the catalog: {', '.join(new)}", context.log)
         if missing:
             context.log.warning(f"{len(missing)} topic(s) on the cluster are missing from the catalog: {', '.join(missing)}")
-        summary = (f"{len(missing)} topic(s) missing from the catalog: {', '.join(missing[:50])}" if missing
-                   else "every topic on the cluster is in the catalog")
+        # New ones first: on a cluster with hundreds of uncatalogued topics, the one that just appeared is shown.
+        shown = new + [name for name in missing if name not in new]
+        summary = (f"{len(missing)} topic(s) missing from the catalog ({len(new)} new): {', '.join(shown[:50])}"
+                   f"{' …' if len(shown) > 50 else ''}" if missing else "every topic on the cluster is in the catalog")
         return SensorResult(skip_reason=SkipReason(summary), cursor=json.dumps(missing))
 
     return topics_missing_from_catalog
