@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Callable, Iterable
 
-from kafka_lake import layout
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.compaction import missing_raw_hours, raw_hours_that_feed
 from kafka_lake.hours import ONE_HOUR, KafkaHour, floor_hour, to_millis
@@ -105,8 +104,7 @@ def consecutive_runs(hours: Iterable[KafkaHour], longest: int) -> list[list[Kafk
 
 def placement_hours(manifest: HourManifest) -> list[KafkaHour]:
     """The placement hours the landed hour wrote data into (late events reach older hours)."""
-    hours = {layout.hour_of_path(f.path) for f in manifest.files if f.kind == "data"}
-    return sorted(KafkaHour(h) for h in hours if h is not None)
+    return sorted({KafkaHour(f.placement_hour) for f in manifest.files if f.kind == "data"})
 
 
 def due_for_compaction(

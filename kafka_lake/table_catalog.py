@@ -19,7 +19,7 @@ from kafka_lake.table_schema import (
     merge_with_catalog,
     parse_hive_type,
 )
-from kafka_lake.table_state import TablePartition
+from kafka_lake.table_partition import TablePartition
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}\Z")
 _HOUR = re.compile(r"^\d{2}\Z")

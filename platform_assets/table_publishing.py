@@ -13,7 +13,8 @@ from kafka_lake.catalog import TopicSpec
 from kafka_lake.storage import LakeStorage
 from kafka_lake.table_catalog import TableCatalog, publish
 from kafka_lake.table_schema import PARTITION_KEYS, TableDefinition, TableSchemaError, table_columns, table_definition
-from kafka_lake.table_state import CompactionManifest, TablePartition
+from kafka_lake.compaction_manifest import CompactionManifest
+from kafka_lake.table_partition import TablePartition
 
 
 def column_schema(topic: TopicSpec, partition_columns: bool) -> TableSchema | None:

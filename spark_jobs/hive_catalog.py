@@ -23,7 +23,7 @@ from kafka_lake.table_catalog import (
     partition_from_values,
 )
 from kafka_lake.table_schema import Column, TableDefinition, merge_with_catalog, parse_hive_type
-from kafka_lake.table_state import TablePartition
+from kafka_lake.table_partition import TablePartition
 
 log = logging.getLogger(__name__)
 

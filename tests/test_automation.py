@@ -107,9 +107,12 @@ def test_an_hour_is_not_due_while_a_raw_hour_that_feeds_it_is_missing(page_views
 
 def test_placement_hours_are_read_from_the_data_files_of_a_manifest():
     files = (
-        LandedFile("shop/page_views/schema_version=1/date=2026-11-21/hour=10/t+0+0.parquet", "data", 0, 0, 5, 9, 1, ""),
-        LandedFile("shop/page_views/schema_version=2/date=2026-11-21/hour=07/t+0+5.parquet", "data", 0, 5, 1, 9, 2, ""),
-        LandedFile("_dead_letters/shop/page_views/date=2026-11-21/hour=10/t+0+6.parquet", "dead_letter", 0, 6, 1, 9, None, ""),
+        LandedFile("shop/page_views/schema_version=1/date=2026-11-21/hour=10/t+0+0.parquet", "data", 0, 0, 5, 9, 1,
+                   "2026-11-21-10:00"),
+        LandedFile("shop/page_views/schema_version=2/date=2026-11-21/hour=07/t+0+5.parquet", "data", 0, 5, 1, 9, 2,
+                   "2026-11-21-07:00"),
+        LandedFile("_dead_letters/shop/page_views/date=2026-11-21/hour=10/t+0+6.parquet", "dead_letter", 0, 6, 1, 9, None,
+                   "2026-11-21-10:00"),
     )
     manifest = HourManifest("shop", "page_views", "shop.page_views", H.partition_key, (), files, "")
     assert automation.placement_hours(manifest) == [KafkaHour(datetime(2026, 11, 21, 7, tzinfo=timezone.utc)), H]

@@ -15,7 +15,8 @@ from kafka_lake.compaction import (
     generation_checksum,
     plan_compaction,
 )
-from kafka_lake.table_state import partition_location, read_compaction, storage_partitions
+from kafka_lake.compaction_manifest import read_compaction
+from kafka_lake.table_state import partition_location, storage_partitions
 from spark_jobs.compaction_job import run_compactions_on_spark
 from tests.landing_fixtures import (
     HOURS,
@@ -121,7 +122,7 @@ def test_files_landed_before_and_after_the_headers_column_compact_into_one_schem
     from kafka_lake.kafka_records import KAFKA_HEADERS_TYPE
     from kafka_lake.compaction import CompactionTask
     from kafka_lake.storage import LakeStorage
-    from kafka_lake.table_state import TablePartition
+    from kafka_lake.table_partition import TablePartition
     from tests.landing_fixtures import write_test_topic
 
     topic = write_test_topic(tmp_path / "catalog", "e2e.orders.upgrade")

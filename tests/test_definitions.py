@@ -161,7 +161,7 @@ def test_the_dagster_cli_materializes_one_topic_hour(broker, tmp_path):
     assert completed.returncode == 0, completed.stderr[-3000:]
     [manifest] = ManifestStore(LakeStorage(str(lake)), "e2e", "orders").all()
     assert manifest.hour == partition
-    assert manifest.totals()["rows"] == len(traffic.in_hours([HOURS[1]]).rows())
+    assert manifest.counts.rows == len(traffic.in_hours([HOURS[1]]).rows())
 
 
 def test_the_dagster_cli_materializes_a_partition_range_each_hour_with_its_own_metadata(broker, tmp_path):
@@ -193,5 +193,5 @@ def test_the_dagster_cli_materializes_a_partition_range_each_hour_with_its_own_m
             [record] = instance.fetch_materializations(
                 AssetRecordsFilter(asset_key=AssetKey(["raw", "e2e", "orders"]), asset_partitions=[hour]), limit=1).records
             metadata = record.asset_materialization.metadata
-            assert metadata["rows"].value == manifest.totals()["rows"] == len(traffic.in_hours([manifest.kafka_hour.start]).rows())
+            assert metadata["rows"].value == manifest.counts.rows == len(traffic.in_hours([manifest.kafka_hour.start]).rows())
             assert metadata["offset_ranges"].value == {str(p.partition): [p.start, p.end] for p in manifest.partitions}

@@ -631,7 +631,7 @@ task = pickle.loads(sys.stdin.buffer.read())
 before = int(open("/proc/self/statm").read().split()[1]) * 4096
 report = land_slice(task)
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"rows": report.rows, "dead_letters": report.dead_letters, "growth": peak - before,
+print(json.dumps({"rows": report.counts.rows, "dead_letters": report.counts.dead_letters, "growth": peak - before,
                   "causes": report.dead_letter_causes}))
 """
 

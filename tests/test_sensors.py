@@ -19,6 +19,7 @@ from dagster import (
 
 from kafka_lake.catalog import TopicCatalog
 from kafka_lake.hours import KafkaHour, to_millis
+from kafka_lake.landing_counts import LandingCounts
 from kafka_lake.manifests import HourManifest, LandedFile, ManifestStore, PartitionLanding
 from kafka_lake.storage import LakeStorage
 from platform_assets import sensors
@@ -148,8 +149,8 @@ def write_manifest(storage: LakeStorage, topic, hour: KafkaHour, placement: Kafk
     path = (f"{topic.database}/{topic.table}/schema_version=1/date={placement.start:%Y-%m-%d}/"
             f"hour={placement.start:%H}/{topic.topic}+0+{hour.start_ms}.parquet")
     ManifestStore(storage, topic.database, topic.table).write(HourManifest(
-        topic.database, topic.table, topic.topic, hour.partition_key, (PartitionLanding(0, 0, 1, 1, 1),),
-        (LandedFile(path, "data", 0, 0, 1, 10, 1, ""),), "2026-11-20T12:00:00Z",
+        topic.database, topic.table, topic.topic, hour.partition_key, (PartitionLanding(0, 0, 1, LandingCounts(records=1, rows=1)),),
+        (LandedFile(path, "data", 0, 0, 1, 10, 1, placement.partition_key),), "2026-11-20T12:00:00Z",
     ))
 
 
