@@ -19,6 +19,7 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from kafka_lake import layout
 from kafka_lake.settings import url_without_credentials
 from kafka_lake.storage import LakeStorage, s3_filesystem_from_env
+from kafka_lake.table_catalog import GlueCatalog as HiveLayoutGlue
 
 CATALOG_NAME = "kafka_lake"
 # The embedded catalog of a local lake: one SQLite file beside the tables, under a folder no topic can take
@@ -76,8 +77,8 @@ def open_catalog(config: IcebergCatalogConfig) -> Catalog:
     if config.kind == "rest":
         return RestCatalog(CATALOG_NAME, uri=config.rest_uri, **io)
     if config.kind == "glue":
-        # boto3 reads AWS_REGION, the credentials and AWS_ENDPOINT_URL_GLUE itself, as the Hive layout's Glue does.
-        return GlueCatalog(CATALOG_NAME, **io)
+        # The Hive layout's Glue client: AWS_REGION, credentials, AWS_ENDPOINT_URL_GLUE, adaptive retries.
+        return GlueCatalog(CATALOG_NAME, client=HiveLayoutGlue().client, **io)
     uri = config.embedded_sql_uri()
     if uri.startswith("sqlite:///"):
         pafs.LocalFileSystem().create_dir(uri[len("sqlite:///"):].rsplit("/", 1)[0], recursive=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NoSuchTableError, ValidationError
+from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError, ValidationError
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
@@ -116,28 +116,22 @@ def ensure_table(catalog: Catalog, topic: TopicSpec, location: str) -> Table:
     try:
         table = catalog.load_table(identifier)
     except NoSuchTableError:
-        return _create(catalog, topic, identifier, schema, location)
+        try:
+            table = catalog.create_table(identifier, schema=schema, location=location,
+                                         partition_spec=partition_spec(schema), properties=table_properties(topic, location))
+        except TableAlreadyExistsError:  # created by a run beside this one
+            table = catalog.load_table(identifier)
     _check_is_ours(table, topic, location)
     transaction = table.transaction()
+    wanted = {k: v for k, v in table_properties(topic, location).items() if k != "format-version"}
+    if table.name_mapping() is None:
+        # Landed files carry no field ids: readers match their columns by name through this mapping, which schema
+        # updates extend. Set right after creation (the catalog assigns the ids), or by the next call after a crash.
+        wanted[TableProperties.DEFAULT_NAME_MAPPING] = create_mapping_from_schema(table.schema()).model_dump_json()
+    if any(table.properties.get(k) != v for k, v in wanted.items()):
+        transaction.set_properties(wanted)
     evolve_schema(transaction, schema, f"{topic.source_file or topic.name}: the table {topic.database}.{topic.table}")
-    wanted = table_properties(topic, location)
-    if any(table.properties.get(k) != v for k, v in wanted.items() if k != "format-version"):
-        transaction.set_properties({k: v for k, v in wanted.items() if k != "format-version"})
     return transaction.commit_transaction()
-
-
-def _create(catalog: Catalog, topic: TopicSpec, identifier: tuple[str, str], schema: Schema, location: str) -> Table:
-    creating = catalog.create_table_transaction(
-        identifier, schema=schema, location=location, partition_spec=partition_spec(schema),
-        properties=table_properties(topic, location),
-    )
-    # Landed files carry no field ids: readers match their columns by name through this mapping, which schema
-    # updates extend. Built from the created schema, whose ids the catalog assigned afresh.
-    creating.set_properties({
-        TableProperties.DEFAULT_NAME_MAPPING: create_mapping_from_schema(creating.table_metadata.schema()).model_dump_json()
-    })
-    creating.commit_transaction()
-    return catalog.load_table(identifier)
 
 
 def _check_is_ours(table: Table, topic: TopicSpec, location: str) -> None:

@@ -47,12 +47,12 @@ KEYS = ["_kafka_partition", "_kafka_offset"]
 class Lake:
     """A topic landed by the real landing, its manifests, and its Iceberg table."""
 
-    def __init__(self, broker, tmp_path, lake_root: str):
+    def __init__(self, broker, tmp_path, lake_root: str, config: IcebergCatalogConfig | None = None):
         self.topic, self.traffic = topic_with_traffic(broker, tmp_path / "catalog")
         self.settings = landing_settings(lake_root, broker.bootstrap_servers)
         self.storage = LakeStorage(lake_root)
         sql_uri = f"sqlite:///{tmp_path}/iceberg_catalog.db" if self.storage.is_s3 else None
-        self.catalog = open_catalog(IcebergCatalogConfig(lake_root, sql_uri=sql_uri))
+        self.catalog = open_catalog(config or IcebergCatalogConfig(lake_root, sql_uri=sql_uri))
         self.manifests = ManifestStore(self.storage, self.topic.database, self.topic.table)
         self.table = ensure_table(self.catalog, self.topic, table_location(self.storage, self.topic.database, self.topic.table))
 
