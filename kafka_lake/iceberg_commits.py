@@ -94,13 +94,15 @@ def commit_landed_hour(table: Table, storage: LakeStorage, manifest: HourManifes
     if not shared and _same_files(whole, added) and _latest_commit_is(table, manifest):
         return HourCommit(manifest.hour, None, "unchanged", (), (), (), 0, 0, time.monotonic() - started)
     remainders = write_rows(table, read_rows(table, shared, Not(offsets_filter(ranges)))) if shared else []
-    in_place = sorted({f.file_path for f in whole} & {f.file_path for f in added})
+    earlier = {f.file_path: (f.file_size_in_bytes, f.record_count) for f in whole}
+    in_place = sorted(f.file_path for f in added if earlier.get(f.file_path, (f.file_size_in_bytes, f.record_count))
+                      != (f.file_size_in_bytes, f.record_count))
     if in_place:
         log.warning("%s hour %s: %d file(s) were rewritten in place (%s): snapshots before this commit now read "
                     "their new content", manifest.topic, manifest.hour, len(in_place), ", ".join(in_place[:3]))
     operation = Operation.OVERWRITE if existing else Operation.APPEND
     committed = commit_files(table, operation, whole + shared, added + remainders,
-                             _summary(manifest, placements), conflicts=scope)
+                             _summary(manifest), conflicts=scope)
     removed_rows = sum(f.record_count for f in whole + shared) - sum(f.record_count for f in remainders)
     return HourCommit(
         kafka_hour=manifest.hour,
@@ -131,7 +133,7 @@ def _same_files(live: list[DataFile], landed: list[DataFile]) -> bool:
     return described(live) == described(landed)
 
 
-def _summary(manifest: HourManifest, placements: set[TablePartition]) -> dict[str, str]:
+def _summary(manifest: HourManifest) -> dict[str, str]:
     written = sorted({partition_of_path(f.path) for f in hour_data_files(manifest)})
     return {
         ACTION: "land",
@@ -186,8 +188,10 @@ def landed_hour_matches_table(table: Table, storage: LakeStorage, manifest: Hour
                             f"{len(expected)}; missing {missing[:5]}, not in the manifest {extra[:5]}")
     rows = expected_rows = sum(expected.values())
     if table.current_snapshot() is not None:
-        scope = offsets_filter(hour_offsets(manifest))
-        keys = read_rows(table, files_matching(table, scope), scope, columns=("_kafka_partition", "_kafka_offset"))
+        placements = {partition_of_path(f.path) for f in hour_data_files(manifest)} | _earlier_placements(table, manifest, None)
+        scope = And(placements_filter(placements), offsets_filter(hour_offsets(manifest)))
+        keys = read_rows(table, files_matching(table, scope), offsets_filter(hour_offsets(manifest)),
+                         columns=("_kafka_partition", "_kafka_offset"))
         rows = keys.num_rows
         distinct = keys.group_by(["_kafka_partition", "_kafka_offset"]).aggregate([]).num_rows
         if distinct != rows:
@@ -206,9 +210,14 @@ def landed_hour_matches_table(table: Table, storage: LakeStorage, manifest: Hour
 
 
 def _history_starts_after(table: Table, landed_at: str) -> bool:
-    """Whether the commit of a landing at `landed_at` may have expired: the oldest snapshot kept is younger."""
-    kept = [s.timestamp_ms for s in table.snapshots()]
-    return bool(kept) and datetime.fromisoformat(landed_at).timestamp() * 1000 < min(kept)
+    """Whether the commit of a landing at `landed_at` may have expired: snapshots before the oldest one kept were
+    expired (it has a parent no longer there), and the landing is not younger than it."""
+    snapshots = table.snapshots()
+    if not snapshots:
+        return False
+    oldest = min(snapshots, key=lambda s: s.timestamp_ms)
+    expired_before = oldest.parent_snapshot_id is not None and table.snapshot_by_id(oldest.parent_snapshot_id) is None
+    return expired_before and datetime.fromisoformat(landed_at).timestamp() * 1000 <= oldest.timestamp_ms
 
 
 def _added_by(table: Table, snapshot: Snapshot) -> list[DataFile]:

@@ -17,7 +17,7 @@ from typing import Iterable, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.conversions import from_bytes, to_bytes
-from pyiceberg.expressions import AlwaysFalse, And, BooleanExpression, EqualTo, GreaterThanOrEqual, LessThan, Or
+from pyiceberg.expressions import AlwaysFalse, AlwaysTrue, And, BooleanExpression, EqualTo, GreaterThanOrEqual, LessThan, Or
 from pyiceberg.io.pyarrow import (
     ArrowScan,
     MetricModeTypes,
@@ -29,7 +29,7 @@ from pyiceberg.io.pyarrow import (
     parquet_path_to_id_mapping,
 )
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
-from pyiceberg.table import Table, Transaction
+from pyiceberg.table import FileScanTask, Table, Transaction
 from pyiceberg.table.snapshots import Operation, Summary
 from pyiceberg.table.update.snapshot import _OverwriteFiles
 from pyiceberg.typedef import EMPTY_DICT, Record
@@ -76,18 +76,19 @@ def landed_data_file(table: Table, storage: LakeStorage, landed: LandedFile) -> 
         statistics["lower_bounds"][field.field_id] = statistics["upper_bounds"][field.field_id] = to_bytes(field.field_type, value)
         statistics["value_counts"][field.field_id] = metadata.num_rows
         statistics["null_value_counts"][field.field_id] = 0
-    return DataFile.from_args(
+    data_file = DataFile.from_args(
         content=DataFileContent.DATA,
         file_path=lake_file_uri(storage, landed.path),
         file_format=FileFormat.PARQUET,
         partition=Record(*values.values()),
         file_size_in_bytes=storage.filesystem.get_file_info(storage.full_path(landed.path)).size,
         sort_order_id=None,
-        spec_id=table.metadata.default_spec_id,
         equality_ids=None,
         key_metadata=None,
         **statistics,
     )
+    data_file.spec_id = table.metadata.default_spec_id  # not a field of the file's entry: from_args drops it
+    return data_file
 
 
 def _statistics_plan(table: Table, metadata: pq.FileMetaData) -> dict[int, StatisticsCollector]:
@@ -173,13 +174,13 @@ def files_matching(table: Table, row_filter: BooleanExpression, snapshot_id: int
 
 def read_rows(table: Table, data_files: Sequence[DataFile], row_filter: BooleanExpression | None = None,
               columns: Sequence[str] = ()) -> pa.Table:
-    """The rows of these data files as readers see them (current schema, placement columns filled), optionally
-    only those matching `row_filter` and only `columns`."""
-    scan = table.scan() if row_filter is None else table.scan(row_filter=row_filter)
-    wanted = set(data_files)
-    tasks = [task for task in scan.plan_files() if task.file in wanted]
+    """The rows of these data files (of the current snapshot, without delete files: `files_matching`) as readers see
+    them, current schema and placement columns filled; optionally only those matching `row_filter`, which must name
+    only `columns` when they are given, and only `columns`."""
     schema = table.schema().select(*columns) if columns else table.schema()
-    return ArrowScan(table.metadata, table.io, schema, scan.row_filter, case_sensitive=True).to_table(tasks)
+    arrow = ArrowScan(table.metadata, table.io, schema, row_filter if row_filter is not None else AlwaysTrue(),
+                      case_sensitive=True)
+    return arrow.to_table([FileScanTask(data_file) for data_file in data_files])
 
 
 def write_rows(table: Table, rows: pa.Table) -> list[DataFile]:

@@ -185,6 +185,22 @@ def test_relanding_an_hour_replaces_what_its_earlier_landing_committed_compacted
     assert check.passed, check.description
 
 
+def test_a_landing_that_stopped_before_its_commit_is_named_by_the_check_and_completed_by_committing_its_manifest(local_lake):
+    """The landing wrote its files and its manifest, then died before the Iceberg commit: the table does not hold
+    the hour, the check says so, and committing the manifest (what the next landing or registration run does)
+    completes it without landing again."""
+    local_lake.land(RAW_HOURS[:1])
+    [uncommitted] = land_in_process(local_lake.topic, local_lake.settings, [RAW_HOURS[1]], NOW)
+    table = local_lake.table.refresh()
+
+    check = landed_hour_matches_table(table, local_lake.storage, uncommitted.manifest)
+    assert not check.passed and "no commit of hour" in check.description
+
+    commit_landed_hour(table, local_lake.storage, uncommitted.manifest, uncommitted.manifest)
+
+    assert landed_hour_matches_table(table.refresh(), local_lake.storage, uncommitted.manifest).passed
+
+
 def test_given_an_hour_committed_then_the_check_fails_when_its_rows_are_in_the_table_twice(local_lake):
     manifests = local_lake.land(RAW_HOURS[:2])
     table = local_lake.table
