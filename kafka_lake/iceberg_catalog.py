@@ -33,9 +33,9 @@ class IcebergCatalogError(ValueError):
 
 @dataclass(frozen=True)
 class IcebergCatalogConfig:
-    """Where a deployment's Iceberg tables are registered. `rest_uri` wins over `table_catalog`; otherwise Glue
-    with `table_catalog == "glue"`, else the SQL catalog: `sql_uri` (a SQLAlchemy URL) or, for a local lake, the
-    SQLite file `{LAKE_ROOT}/_iceberg/catalog.db`."""
+    """Where a deployment's Iceberg tables are registered: a REST catalog at `rest_uri`, Glue with `table_catalog ==
+    "glue"`, else the SQL catalog at `sql_uri` (a SQLAlchemy URL) or, for a local lake, in the SQLite file
+    `{LAKE_ROOT}/_iceberg/catalog.db`. Naming two is refused."""
 
     lake_root: str
     table_catalog: str = "hive"
@@ -44,6 +44,10 @@ class IcebergCatalogConfig:
 
     @property
     def kind(self) -> str:
+        chosen = [name for name, given in (("ICEBERG_REST_URI", self.rest_uri), ("TABLE_CATALOG=glue", self.table_catalog == "glue"),
+                                           ("ICEBERG_CATALOG_URI", self.sql_uri)) if given]
+        if len(chosen) > 1:
+            raise IcebergCatalogError(f"{' and '.join(chosen)} each name an Iceberg catalog: set only one")
         if self.rest_uri:
             return "rest"
         return "glue" if self.table_catalog == "glue" else "sql"

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-import pyarrow.compute as pc
+import pyarrow as pa
 from pyiceberg.expressions import And, Not
 from pyiceberg.manifest import DataFile, ManifestEntryStatus
 from pyiceberg.table import Table
@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 
 # Snapshot summary keys of the platform's commits (Iceberg keeps every string there, readers show it).
 ACTION = "kafka-lake.action"  # land | compact | expire | erase
+ROW_REMOVING_ACTIONS = ("expire", "erase")
 KAFKA_HOUR = "kafka-lake.kafka-hour"
 TOPIC = "kafka-lake.topic"
 OFFSETS = "kafka-lake.offsets"  # "0:[120,180) 1:[75,90)"
@@ -89,14 +90,15 @@ def commit_landed_hour(table: Table, storage: LakeStorage, manifest: HourManifes
     scope = And(placements_filter(placements), offsets_filter(ranges))
     existing = files_matching(table, scope) if table.current_snapshot() is not None else []
     whole = [f for f in existing if all_rows_within(table, f, ranges)]
-    shared = [f for f in existing if f not in set(whole)]
+    # Compacted files: some of the hour's rows among other hours'.
+    shared = [f for f in existing if not all_rows_within(table, f, ranges)]
     added = landed_data_files(table, storage, landed)
     if not shared and _same_files(whole, added) and _latest_commit_is(table, manifest):
-        return HourCommit(manifest.hour, None, "unchanged", (), (), (), 0, 0, time.monotonic() - started)
+        return HourCommit(manifest.hour, None, "unchanged", (), (), (), 0, 0, round(time.monotonic() - started, 3))
     remainders = write_rows(table, read_rows(table, shared, Not(offsets_filter(ranges)))) if shared else []
     earlier = {f.file_path: (f.file_size_in_bytes, f.record_count) for f in whole}
-    in_place = sorted(f.file_path for f in added if earlier.get(f.file_path, (f.file_size_in_bytes, f.record_count))
-                      != (f.file_size_in_bytes, f.record_count))
+    in_place = sorted(f.file_path for f in added
+                      if f.file_path in earlier and earlier[f.file_path] != (f.file_size_in_bytes, f.record_count))
     if in_place:
         log.warning("%s hour %s: %d file(s) were rewritten in place (%s): snapshots before this commit now read "
                     "their new content", manifest.topic, manifest.hour, len(in_place), ", ".join(in_place[:3]))
@@ -165,48 +167,52 @@ def hour_commits(table: Table, kafka_hour: str) -> list[Snapshot]:
 
 def landed_hour_matches_table(table: Table, storage: LakeStorage, manifest: HourManifest) -> CheckOutcome:
     """The table holds what the hour's manifest landed: its latest landing commit of the hour added exactly the
-    manifest's data files (paths and row counts), and the current snapshot holds exactly the manifest's rows in the
-    hour's offset ranges, each once (compacted hours included)."""
+    manifest's data files (paths and row counts), and the current snapshot holds the manifest's rows in the hour's
+    offset ranges, each once (compacted hours included); fewer only after an expiry or erasure committed since."""
     problems, metadata = [], {"kafka_hour": manifest.hour}
     commits = hour_commits(table, manifest.hour)
     expected = {f.path: f.rows for f in hour_data_files(manifest)}
-    if not commits:
+    latest = commits[-1] if commits else None
+    if latest is None:
         if _history_starts_after(table, manifest.landed_at):
             metadata["commit"] = "expired from the table's history; its rows are checked"
         else:
             problems.append(f"no commit of hour {manifest.hour} in the table's history")
     else:
-        latest = commits[-1]
         metadata["snapshot_id"] = latest.snapshot_id
         if _landing_of(latest) != (manifest.landed_at, manifest.run_id):
             problems.append(f"the latest commit of the hour (snapshot {latest.snapshot_id}) is of the landing at "
                             f"{_landing_of(latest)[0]}, not of the manifest's at {manifest.landed_at}")
-        added = {path: f.record_count for path, f in live_files_by_path(table, storage, _added_by(table, latest)).items()}
-        if added != expected:
+        added = live_files_by_path(table, storage, _added_by(table, latest))
+        if {path: f.record_count for path, f in added.items()} != expected:
             missing, extra = sorted(set(expected) - set(added)), sorted(set(added) - set(expected))
             problems.append(f"snapshot {latest.snapshot_id} added {len(added)} file(s), the manifest lists "
                             f"{len(expected)}; missing {missing[:5]}, not in the manifest {extra[:5]}")
-    rows = expected_rows = sum(expected.values())
-    if table.current_snapshot() is not None:
-        placements = {partition_of_path(f.path) for f in hour_data_files(manifest)} | _earlier_placements(table, manifest, None)
-        scope = And(placements_filter(placements), offsets_filter(hour_offsets(manifest)))
-        keys = read_rows(table, files_matching(table, scope), offsets_filter(hour_offsets(manifest)),
-                         columns=("_kafka_partition", "_kafka_offset"))
-        rows = keys.num_rows
-        distinct = keys.group_by(["_kafka_partition", "_kafka_offset"]).aggregate([]).num_rows
-        if distinct != rows:
-            problems.append(f"{rows - distinct} row(s) of the hour's offsets are in the table more than once")
-        if pc.count(keys.column("_kafka_offset")).as_py() != rows:
-            problems.append("rows without an offset")
-    else:
-        rows = 0
-    metadata.update(rows_in_table=rows, rows_landed=expected_rows)
-    if rows != expected_rows:
-        problems.append(f"the table holds {rows} row(s) in the hour's offsets, the manifest landed {expected_rows}")
+    landed, held = sum(expected.values()), _rows_held(table, manifest)
+    removed_since = [s.snapshot_id for s in table.snapshots()
+                     if s.summary is not None and s.summary.additional_properties.get(ACTION) in ROW_REMOVING_ACTIONS
+                     and (latest is None or s.sequence_number > latest.sequence_number)]
+    metadata.update(rows_in_table=held.num_rows, rows_landed=landed)
+    distinct = held.group_by(["_kafka_partition", "_kafka_offset"]).aggregate([]).num_rows
+    if distinct != held.num_rows:
+        problems.append(f"{held.num_rows - distinct} row(s) of the hour's offsets are in the table more than once")
+    if held.num_rows > landed or (held.num_rows < landed and not removed_since):
+        problems.append(f"the table holds {held.num_rows} row(s) in the hour's offsets, the manifest landed {landed}")
+    elif held.num_rows < landed:
+        metadata["rows_expired_or_erased"] = landed - held.num_rows
     if problems:
         return CheckOutcome(False, f"{manifest.topic} hour {manifest.hour}: " + "; ".join(problems), metadata)
-    return CheckOutcome(True, f"{manifest.topic} hour {manifest.hour}: the table holds the {rows} landed row(s) once",
-                        metadata)
+    removed = f", {landed - held.num_rows} expired or erased since" if held.num_rows < landed else ""
+    return CheckOutcome(True, f"{manifest.topic} hour {manifest.hour}: the table holds the landed rows once "
+                              f"({held.num_rows} of {landed}{removed})", metadata)
+
+
+def _rows_held(table: Table, manifest: HourManifest) -> pa.Table:
+    """The (partition, offset) of every row the current snapshot holds in the hour's offset ranges."""
+    offsets = offsets_filter(hour_offsets(manifest))
+    placements = {partition_of_path(f.path) for f in hour_data_files(manifest)} | _earlier_placements(table, manifest, None)
+    files = files_matching(table, And(placements_filter(placements), offsets)) if table.current_snapshot() else []
+    return read_rows(table, files, offsets, columns=("_kafka_partition", "_kafka_offset"))
 
 
 def _history_starts_after(table: Table, landed_at: str) -> bool:

@@ -22,6 +22,7 @@ from kafka_lake.hours import ONE_HOUR, floor_hour, to_millis
 from kafka_lake.iceberg_catalog import lake_relative_path
 from kafka_lake.iceberg_commits import ACTION
 from kafka_lake.iceberg_files import commit_files, files_matching, placement_of, placements_filter, read_rows, write_rows
+from kafka_lake.landing_checks import CheckOutcome
 from kafka_lake.layout import PARTITION_COLUMNS
 from kafka_lake.storage import LakeStorage
 from kafka_lake.table_state import TablePartition
@@ -78,6 +79,25 @@ def compact_placement_hour(table: Table, partition: TablePartition) -> Placement
                              {ACTION: "compact", PLACEMENT: str(partition), OFFSETS_CHECKSUM: checksum}, conflicts=scope)
     return PlacementCompaction(partition, committed.current_snapshot().snapshot_id, tuple(f.file_path for f in files),
                                tuple(f.file_path for f in written), rows.num_rows, checksum)
+
+
+def compaction_kept_rows(table: Table, snapshot_id: int) -> CheckOutcome:
+    """`row_set_unchanged` for a compaction of an Iceberg table: the files its replace snapshot added hold exactly
+    the offsets it recorded from the files it removed (recomputed from the added files), and as many rows."""
+    snapshot = table.snapshot_by_id(snapshot_id)
+    properties = snapshot.summary.additional_properties if snapshot and snapshot.summary else {}
+    if properties.get(ACTION) != "compact":
+        return CheckOutcome(False, f"snapshot {snapshot_id} of {table.name()} is no compaction of this platform")
+    added = _entries(table, snapshot, ManifestEntryStatus.ADDED)
+    keys = [pq.read_table(table.io.new_input(f.file_path).open(), columns=KEY_COLUMNS) for f in added]
+    found = offsets_checksum(pa.concat_tables(keys)) if keys else "0:"
+    counts = int(properties.get("deleted-records", -1)), int(properties.get("added-records", -2))
+    metadata = {"snapshot_id": snapshot_id, "placement": properties.get(PLACEMENT), "rows": counts[1]}
+    if found != properties.get(OFFSETS_CHECKSUM) or counts[0] != counts[1]:
+        return CheckOutcome(False, f"compaction snapshot {snapshot_id} of {properties.get(PLACEMENT)}: removed "
+                                   f"{counts[0]} row(s), added {counts[1]}; offsets {found} recomputed, "
+                                   f"{properties.get(OFFSETS_CHECKSUM)} recorded", metadata)
+    return CheckOutcome(True, f"compaction of {properties.get(PLACEMENT)} kept its {counts[1]} row(s)", metadata)
 
 
 def expire_placement_hours(table: Table, cutoff: datetime) -> TableChange:

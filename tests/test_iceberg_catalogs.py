@@ -116,6 +116,11 @@ def test_the_embedded_catalog_is_refused_on_an_s3_lake_unless_a_database_is_name
     assert config.kind == "sql" and "secret" not in config.describe()
 
 
+def test_two_iceberg_catalogs_named_at_once_are_refused_naming_both():
+    with pytest.raises(IcebergCatalogError, match="ICEBERG_REST_URI and TABLE_CATALOG=glue"):
+        open_catalog(IcebergCatalogConfig("s3://lake/prefix", table_catalog="glue", rest_uri="http://127.0.0.1:1"))
+
+
 @pytest.fixture
 def glue_endpoint(s3_server):
     """moto's Glue on a loopback port, reached as production reaches Glue: boto3 with AWS_ENDPOINT_URL_GLUE."""
