@@ -28,7 +28,6 @@ from kafka_lake.iceberg_files import (
     landed_data_files,
     live_files_by_path,
     offsets_filter,
-    placement_of,
     placements_filter,
     read_rows,
     write_rows,

@@ -5,7 +5,7 @@ and with DuckDB's iceberg extension, on a local lake (embedded SQLite catalog) a
 
 from __future__ import annotations
 
-import uuid
+import dataclasses
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
@@ -25,6 +25,7 @@ from kafka_lake.iceberg_commits import (
     commit_landed_hour,
     landed_hour_matches_table,
 )
+from kafka_lake.iceberg_files import placement_of
 from kafka_lake.iceberg_maintenance import (
     compact_placement_hour,
     compaction_kept_rows,
@@ -36,7 +37,7 @@ from kafka_lake.iceberg_maintenance import (
 from kafka_lake.iceberg_schema import ensure_table
 from kafka_lake.manifests import HourManifest, ManifestStore
 from kafka_lake.storage import LakeStorage
-from kafka_lake.table_state import TablePartition, partition_of_path
+from kafka_lake.table_state import partition_of_path
 from tests.conftest import PII_TEST_KEY
 from tests.landing_fixtures import RAW_HOURS, landing_settings, pseudonym, topic_with_traffic
 from tests.test_log_boundaries import land_in_process
@@ -55,6 +56,7 @@ class Lake:
         sql_uri = f"sqlite:///{tmp_path}/iceberg_catalog.db" if self.storage.is_s3 else None
         self.catalog = open_catalog(config or IcebergCatalogConfig(lake_root, sql_uri=sql_uri))
         self.manifests = ManifestStore(self.storage, self.topic.database, self.topic.table)
+        self.commits = []
         self.table = ensure_table(self.catalog, self.topic, table_location(self.storage, self.topic.database, self.topic.table))
 
     def land(self, hours=RAW_HOURS) -> list[HourManifest]:
@@ -63,7 +65,7 @@ class Lake:
         for hour in hours:
             previous = self.manifests.read(KafkaHour(hour))
             [result] = land_in_process(self.topic, self.settings, [hour], NOW)
-            commit_landed_hour(self.table.refresh(), self.storage, result.manifest, previous)
+            self.commits.append(commit_landed_hour(self.table.refresh(), self.storage, result.manifest, previous))
             committed.append(result.manifest)
         self.table = self.table.refresh()
         return committed
@@ -169,8 +171,7 @@ def test_relanding_an_hour_replaces_what_its_earlier_landing_committed_compacted
     local_lake.land()
     expected = local_lake.landed_rows()
     table = local_lake.table
-    placements = {TablePartition(int(f.partition[0]), datetime.strptime(f"{f.partition[1]} {f.partition[2]}", "%Y-%m-%d %H")
-                                 .replace(tzinfo=timezone.utc)) for f in (t.file for t in table.scan().plan_files())}
+    placements = {placement_of(task.file) for task in table.scan().plan_files()}
     for placement in placements:
         compact_placement_hour(table.refresh(), placement)
     table = table.refresh()
@@ -181,6 +182,7 @@ def test_relanding_an_hour_replaces_what_its_earlier_landing_committed_compacted
     table = local_lake.table
     latest = table.current_snapshot()
     assert latest.summary.operation.value == "overwrite" and latest.summary[KAFKA_HOUR] == relanded.hour
+    assert local_lake.commits[-1].files_rewritten and not local_lake.commits[-1].files_removed  # all compacted
     assert _keys(pyiceberg_rows(table)) == _keys(expected) == _keys(duckdb_rows(table))
     check = landed_hour_matches_table(table, local_lake.storage, relanded)
     assert check.passed, check.description
@@ -200,6 +202,29 @@ def test_a_landing_that_stopped_before_its_commit_is_named_by_the_check_and_comp
     commit_landed_hour(table, local_lake.storage, uncommitted.manifest, uncommitted.manifest)
 
     assert landed_hour_matches_table(table.refresh(), local_lake.storage, uncommitted.manifest).passed
+
+
+def test_a_file_a_relanding_rewrote_in_place_with_other_content_is_read_with_its_new_content(local_lake):
+    """Landing names files by topic, partition and first offset, so a re-landing rewrites a committed file in place;
+    when its content changed, the commit replaces the table's entry for that path (size and statistics), so the
+    current snapshot reads the new rows."""
+    [manifest] = local_lake.land(RAW_HOURS[1:2])
+    storage = local_lake.storage
+    rewritten = max((f for f in manifest.files if f.kind == "data"), key=lambda f: f.rows)
+    shorter = pq.read_table(storage.full_path(rewritten.path), filesystem=storage.filesystem).slice(1)
+    with storage.open_output(rewritten.path) as stream:
+        pq.write_table(shorter, stream)
+    relanded = dataclasses.replace(manifest, landed_at=datetime.now(timezone.utc).isoformat(), files=tuple(
+        dataclasses.replace(f, rows=shorter.num_rows, bytes=storage.filesystem.get_file_info(storage.full_path(f.path)).size)
+        if f.path == rewritten.path else f for f in manifest.files))
+
+    commit = commit_landed_hour(local_lake.table, storage, relanded, manifest)
+
+    table = local_lake.table.refresh()
+    assert commit.operation == "overwrite" and commit.rows_removed == commit.rows_added + 1
+    assert len(pyiceberg_rows(table)) == sum(f.rows for f in relanded.files if f.kind == "data")
+    assert _keys(duckdb_rows(table)) == _keys(pyiceberg_rows(table))
+    assert landed_hour_matches_table(table, storage, relanded).passed
 
 
 def test_given_an_hour_committed_then_the_check_fails_when_its_rows_are_in_the_table_twice(local_lake):
@@ -279,10 +304,9 @@ def test_compacting_a_placement_hour_is_one_replace_snapshot_with_the_same_rows_
     table = lake.table
     by_placement: dict = {}
     for task in table.scan().plan_files():
-        by_placement.setdefault(tuple(task.file.partition), []).append(task.file)
-    crowded = max(by_placement, key=lambda k: len(by_placement[k]))
-    assert len(by_placement[crowded]) > 1
-    placement = TablePartition(crowded[0], datetime.strptime(f"{crowded[1]} {crowded[2]}", "%Y-%m-%d %H").replace(tzinfo=timezone.utc))
+        by_placement.setdefault(placement_of(task.file), []).append(task.file)
+    placement = max(by_placement, key=lambda p: len(by_placement[p]))
+    assert len(by_placement[placement]) > 1
     before = table.current_snapshot().snapshot_id
     rows_before = pyiceberg_rows(table)
 
@@ -290,8 +314,8 @@ def test_compacting_a_placement_hour_is_one_replace_snapshot_with_the_same_rows_
 
     table = table.refresh()
     assert table.current_snapshot().summary.operation.value == "replace"
-    files_now = [t.file for t in table.scan().plan_files() if tuple(t.file.partition) == crowded]
-    assert len(files_now) == 1 and compaction.rows == sum(f.record_count for f in by_placement[crowded])
+    files_now = [t.file for t in table.scan().plan_files() if placement_of(t.file) == placement]
+    assert len(files_now) == 1 and compaction.rows == sum(f.record_count for f in by_placement[placement])
     assert pyiceberg_rows(table).equals(rows_before)
     assert duckdb_rows(table).equals(duckdb_rows(table, snapshot_id=before))
     assert _keys(duckdb_rows(table)) == _keys(rows_before)
