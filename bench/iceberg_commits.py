@@ -10,6 +10,8 @@ placement folders, four Kafka partitions, each with its hour and a late hour, an
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import statistics
 import tempfile
 import time
@@ -27,7 +29,7 @@ from kafka_lake.hours import KafkaHour
 from kafka_lake.iceberg_catalog import IcebergCatalogConfig, open_catalog, table_location
 from kafka_lake.iceberg_commits import commit_landed_hour, landed_hour_matches_table
 from kafka_lake.iceberg_files import commit_files, landed_data_files, read_rows, write_rows
-from kafka_lake.iceberg_maintenance import compact_placement_hour
+from kafka_lake.iceberg_maintenance import compact_placement_hour, expire_snapshots
 from kafka_lake.iceberg_schema import ensure_table
 from kafka_lake.manifests import HourManifest, LandedFile, PartitionLanding
 from kafka_lake.parquet_output import ParquetOutput
@@ -97,14 +99,15 @@ def main() -> None:
     parser.add_argument("--rows-per-file", type=int, default=2000)
     parser.add_argument("--rewrite-rows", type=int, default=200_000, help="rows of the hour the two options commit")
     parser.add_argument("--s3", action="store_true", help="a SeaweedFS S3 lake instead of a local one")
+    parser.add_argument("--keep-snapshots", type=int, default=0,
+                        help="expire older snapshots once a day of hours (24 commits), as retention would; 0: keep all")
     arguments = parser.parse_args()
     checkpoints = sorted({1, 10, 100, 1000, arguments.hours} & set(range(1, arguments.hours + 1)))
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as scratch, contextlib.ExitStack() as services:
         if arguments.s3:
-            import os
-
             from dev_services.seaweedfs import SeaweedS3
-            server = SeaweedS3(data_dir=Path(scratch) / "seaweedfs").__enter__()
+
+            server = services.enter_context(SeaweedS3(data_dir=Path(scratch) / "seaweedfs"))
             server.create_bucket("lake")
             os.environ.update(server.env())
             lake_root = f"s3://lake/{uuid.uuid4().hex[:8]}"
@@ -120,7 +123,8 @@ def run(lake_root: str, catalog_uri: str, arguments, checkpoints: list[int]) -> 
     catalog = open_catalog(IcebergCatalogConfig(lake_root, sql_uri=catalog_uri))
     table = ensure_table(catalog, topic, table_location(storage, topic.database, topic.table))
     offsets: dict[int, int] = {}
-    print(f"lake {lake_root}: {arguments.hours} hours, {PARTITIONS * 2} files and "
+    kept = f", snapshots older than the newest {arguments.keep_snapshots} expired daily" if arguments.keep_snapshots else ""
+    print(f"lake {lake_root}{kept}: {arguments.hours} hours, {PARTITIONS * 2} files and "
           f"{PARTITIONS * (arguments.rows_per_file + arguments.rows_per_file // 10)} rows an hour")
     print(f"{'hours in table':>14} | {'append s':>8} | {'median of last 10 s':>19} | {'re-land s':>9} | "
           f"{'check s':>7} | {'compact s':>9} | metadata.json KiB")
@@ -129,6 +133,9 @@ def run(lake_root: str, catalog_uri: str, arguments, checkpoints: list[int]) -> 
         manifest = landed_hour(storage, topic, schema, index, arguments.rows_per_file, offsets)
         seconds, _ = timed(lambda: commit_landed_hour(table.refresh(), storage, manifest, None))
         recent = (recent + [seconds])[-10:]
+        if arguments.keep_snapshots and (index + 1) % 24 == 0:
+            kept = sorted(s.timestamp_ms for s in table.refresh().snapshots())[-arguments.keep_snapshots:]
+            expire_snapshots(table, storage, datetime.fromtimestamp(kept[0] / 1000, tz=timezone.utc))
         if index + 1 in checkpoints:
             again = replace(manifest, landed_at=datetime.now(timezone.utc).isoformat(timespec="microseconds"))
             reland, _ = timed(lambda: commit_landed_hour(table.refresh(), storage, again, manifest))

@@ -31,7 +31,7 @@ from pyiceberg.io.pyarrow import (
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.table import FileScanTask, Table, Transaction
 from pyiceberg.table.snapshots import Operation, Summary
-from pyiceberg.table.update.snapshot import _OverwriteFiles
+from pyiceberg.table.update.snapshot import _MergeAppendFiles, _OverwriteFiles
 from pyiceberg.typedef import EMPTY_DICT, Record
 
 from kafka_lake.iceberg_catalog import lake_file_uri, lake_relative_path
@@ -198,10 +198,13 @@ def commit_files(table: Table, operation: Operation, removed: Iterable[DataFile]
     `conflicts` scopes the check at commit: the commit fails (`ValidationException`) if since the snapshot it was
     planned on another commit added or removed files that may hold rows matching it, and pyiceberg's retry of a
     commit that raced another one re-checks it. pyiceberg offers no public producer for an append that validates,
-    nor for a replace; its own overwrite producer serves both with the operation set.
+    nor for a replace: its own producers serve, with the validation of its overwrite.
     """
     transaction = Transaction(table)
-    producer_type = _ReplaceFiles if operation == Operation.REPLACE else _OverwriteFiles
+    removed = list(removed)
+    producer_type = {Operation.REPLACE: _ReplaceFiles, Operation.APPEND: _ValidatedAppend}.get(operation, _OverwriteFiles)
+    if removed and producer_type is _ValidatedAppend:
+        raise ValueError("an append removes no files")
     producer = producer_type(operation=operation, transaction=transaction, io=table.io, snapshot_properties=summary)
     producer.delete_by_predicate(conflicts)
     for data_file in removed:
@@ -210,6 +213,13 @@ def commit_files(table: Table, operation: Operation, removed: Iterable[DataFile]
         producer.append_data_file(data_file)
     producer.commit()
     return transaction.commit_transaction()
+
+
+class _ValidatedAppend(_MergeAppendFiles):
+    """An append that merges small manifests (one landed hour writes one) and, unlike pyiceberg's appends, checks for
+    conflicting commits: two runs of one hour appending at once must not both land."""
+
+    _validate_concurrency = _OverwriteFiles._validate_concurrency
 
 
 class _ReplaceFiles(_OverwriteFiles):

@@ -93,7 +93,8 @@ def partition_spec(schema: Schema) -> PartitionSpec:
 
 def table_properties(topic: TopicSpec, location: str) -> dict[str, str]:
     """Files pyiceberg writes (compaction, erasure) go beside the landed ones, in `schema_version=/date=/hour=`
-    folders under the table root; old metadata files are pruned as commits accumulate (one per landed hour)."""
+    folders under the table root; old metadata files are pruned and manifests merged as commits accumulate (one per
+    landed hour)."""
     return {
         "format-version": FORMAT_VERSION,
         TOPIC_PROPERTY: topic.topic,
@@ -102,6 +103,8 @@ def table_properties(topic: TopicSpec, location: str) -> dict[str, str]:
         TableProperties.WRITE_TARGET_FILE_SIZE_BYTES: str(topic.target_file_mb * 1024 * 1024),
         TableProperties.METADATA_DELETE_AFTER_COMMIT_ENABLED: "true",
         TableProperties.METADATA_PREVIOUS_VERSIONS_MAX: "50",
+        # Each landed hour appends one manifest: appends merge them, so planning a read stays a few manifests long.
+        TableProperties.MANIFEST_MERGE_ENABLED: "true",
     }
 
 
