@@ -22,6 +22,7 @@ from pyiceberg.transforms import IdentityTransform
 from kafka_lake.avro_arrow import KAFKA_COLUMNS, arrow_schema_for
 from kafka_lake.catalog import KAFKA_COLUMN_PREFIX, SchemaVersion, TopicSpec
 from kafka_lake.layout import PARTITION_COLUMNS
+from kafka_lake.table_schema import PARTITION_KEYS
 
 FORMAT_VERSION = "2"
 TOPIC_PROPERTY = "kafka-lake.topic"
@@ -30,11 +31,9 @@ TOPIC_PROPERTY = "kafka-lake.topic"
 # tables' queries (`WHERE date = … AND hour = …`) pruning files, and let a landed file, which carries these
 # values only in its folder names, be a data file as it lies (readers take an identity column missing from a
 # file from the partition tuple, as the Iceberg spec says).
-PLACEMENT_COLUMNS = (
-    pa.field(PARTITION_COLUMNS[0], pa.int32()),
-    pa.field(PARTITION_COLUMNS[1], pa.string()),
-    pa.field(PARTITION_COLUMNS[2], pa.string()),
-)
+# The columns and types are the Hive tables' partition keys.
+PLACEMENT_COLUMNS = tuple(pa.field(key.name, {"int": pa.int32(), "string": pa.string()}[key.type.name])
+                          for key in PARTITION_KEYS)
 _FIRST_PARTITION_FIELD_ID = 1000  # Iceberg's convention, as every engine assigns them
 
 
