@@ -5,6 +5,7 @@ and with DuckDB's iceberg extension, on a local lake (embedded SQLite catalog) a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from datetime import datetime, timedelta, timezone
 
@@ -14,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 
+from dev_services.tansu import admin_client
 from kafka_lake import layout
 from kafka_lake.hours import KafkaHour, floor_hour
 from kafka_lake.duckdb_reader import duckdb_connection
@@ -106,12 +108,25 @@ def duckdb_rows(table, snapshot_id=None, where="") -> pa.Table:
 
 @pytest.fixture
 def lake(broker, tmp_path, lake_root):
-    return Lake(broker, tmp_path, lake_root)
+    with topic_deleted_after(broker, Lake(broker, tmp_path, lake_root)) as landed:
+        yield landed
 
 
 @pytest.fixture
 def local_lake(broker, tmp_path):
-    return Lake(broker, tmp_path, str(tmp_path / "lake"))
+    with topic_deleted_after(broker, Lake(broker, tmp_path, str(tmp_path / "lake"))) as landed:
+        yield landed
+
+
+@contextlib.contextmanager
+def topic_deleted_after(broker, lake: Lake):
+    """The session's broker is shared: the test's topic goes with it (a sensor test lists the cluster's topics)."""
+    try:
+        yield lake
+    finally:
+        admin = admin_client(broker.bootstrap_servers)  # held until the deletion is answered
+        for deleted in admin.delete_topics([lake.topic.topic], operation_timeout=30).values():
+            deleted.result()
 
 
 def test_given_landed_hours_when_each_is_committed_then_pyiceberg_and_duckdb_read_exactly_the_landed_rows(lake):
