@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from kafka_lake import layout
-from kafka_lake.avro_arrow import arrow_schema_for
+from kafka_lake.arrow_mapping import arrow_schema_for
 from kafka_lake.catalog import load_catalog
 from kafka_lake.hours import KafkaHour
 from kafka_lake.iceberg_catalog import IcebergCatalogConfig, open_catalog, table_location
@@ -34,7 +34,7 @@ from kafka_lake.iceberg_schema import ensure_table
 from kafka_lake.manifests import HourManifest, LandedFile, PartitionLanding
 from kafka_lake.parquet_output import ParquetOutput
 from kafka_lake.storage import LakeStorage
-from kafka_lake.table_state import TablePartition
+from kafka_lake.table_partition import TablePartition
 from pyiceberg.table.snapshots import Operation
 
 REPO = Path(__file__).resolve().parent.parent
@@ -142,7 +142,7 @@ def run(lake_root: str, catalog_uri: str, arguments, checkpoints: list[int]) -> 
             check, outcome = timed(lambda: landed_hour_matches_table(table.refresh(), storage, again))
             assert outcome.passed, outcome.description
             placement = TablePartition(2, FIRST_HOUR + timedelta(hours=index - 1)) if index else None
-            compact = timed(lambda: compact_placement_hour(table.refresh(), placement))[0] if placement else float("nan")
+            compact = timed(lambda: compact_placement_hour(table.refresh(), storage, placement))[0] if placement else float("nan")
             metadata_kib = storage.filesystem.get_file_info(table.refresh().metadata_location.split("://", 1)[-1]
                                                             if storage.is_s3 else table.metadata_location[len("file://"):]).size / 1024
             print(f"{index + 1:>14} | {seconds:>8.3f} | {statistics.median(recent):>19.3f} | {reland:>9.3f} | "
@@ -161,7 +161,7 @@ def compare_options(catalog, storage: LakeStorage, topic, schema: pa.Schema, row
             def commit():
                 added = landed_data_files(table, storage, manifest.files)
                 staged = commit_files(table, Operation.APPEND, [], added, {}, conflicts=_nothing())  # to read them back
-                rewritten = write_rows(staged, read_rows(staged, added))
+                rewritten = write_rows(staged, storage, read_rows(staged, added))
                 return commit_files(staged, Operation.REPLACE, added, rewritten, {}, conflicts=_nothing())
         else:
             def commit():

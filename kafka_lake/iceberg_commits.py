@@ -35,7 +35,7 @@ from kafka_lake.iceberg_files import (
 from kafka_lake.landing_checks import CheckOutcome
 from kafka_lake.manifests import HourManifest, LandedFile
 from kafka_lake.storage import LakeStorage
-from kafka_lake.table_state import TablePartition, partition_of_path
+from kafka_lake.table_partition import TablePartition, partition_of_path
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def commit_landed_hour(table: Table, storage: LakeStorage, manifest: HourManifes
     added = landed_data_files(table, storage, landed)
     if not shared and _same_files(whole, added) and _latest_commit_is(table, manifest):
         return HourCommit(manifest.hour, None, "unchanged", (), (), (), 0, 0, round(time.monotonic() - started, 3))
-    remainders = write_rows(table, read_rows(table, shared, Not(offsets_filter(ranges)))) if shared else []
+    remainders = write_rows(table, storage, read_rows(table, shared, Not(offsets_filter(ranges)))) if shared else []
     earlier = {f.file_path: (f.file_size_in_bytes, f.record_count) for f in whole}
     in_place = sorted(f.file_path for f in added
                       if f.file_path in earlier and earlier[f.file_path] != (f.file_size_in_bytes, f.record_count))

@@ -8,28 +8,29 @@ file holds them), so metrics-based pruning and deletes work on the placement col
 
 from __future__ import annotations
 
-import itertools
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.conversions import from_bytes, to_bytes
-from pyiceberg.expressions import AlwaysFalse, AlwaysTrue, And, BooleanExpression, EqualTo, GreaterThanOrEqual, LessThan, Or
+from pyiceberg.expressions import AlwaysFalse, And, BooleanExpression, EqualTo, GreaterThanOrEqual, LessThan, Or
+from pyiceberg.expressions.visitors import bind
 from pyiceberg.io.pyarrow import (
-    ArrowScan,
     MetricModeTypes,
     MetricsMode,
     StatisticsCollector,
-    _dataframe_to_data_files,
     compute_statistics_plan,
     data_file_statistics_from_parquet_metadata,
+    expression_to_pyarrow,
     parquet_path_to_id_mapping,
+    schema_to_pyarrow,
 )
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
-from pyiceberg.table import FileScanTask, Table, Transaction
+from pyiceberg.table import Table, Transaction
 from pyiceberg.table.snapshots import Operation, Summary
 from pyiceberg.table.update.snapshot import _MergeAppendFiles, _OverwriteFiles
 from pyiceberg.typedef import EMPTY_DICT, Record
@@ -37,10 +38,12 @@ from pyiceberg.typedef import EMPTY_DICT, Record
 from kafka_lake.iceberg_catalog import lake_file_uri, lake_relative_path
 from kafka_lake.layout import PARTITION_COLUMNS
 from kafka_lake.manifests import LandedFile
+from kafka_lake.parquet_output import ParquetOutput, dictionary_columns, statistics_columns
 from kafka_lake.storage import LakeStorage
-from kafka_lake.table_state import TablePartition, partition_of_path
+from kafka_lake.table_partition import TablePartition, partition_of_path
 
 FOOTER_READERS = 8  # footers read at once: on S3 each is a round trip or two
+REWRITE_ROW_GROUP_ROWS = 128 * 1024  # as a landing file's row groups
 
 
 @dataclass(frozen=True)
@@ -62,10 +65,17 @@ def landed_data_files(table: Table, storage: LakeStorage, landed: Sequence[Lande
 
 
 def landed_data_file(table: Table, storage: LakeStorage, landed: LandedFile) -> DataFile:
-    partition = partition_of_path(landed.path)
-    if partition is None or landed.kind != "data":
-        raise ValueError(f"{storage.uri(landed.path)} is no data file in a schema_version=/date=/hour= folder")
-    metadata = pq.read_metadata(storage.full_path(landed.path), filesystem=storage.filesystem)
+    if landed.kind != "data":
+        raise ValueError(f"{storage.uri(landed.path)} is a dead letter file, no data file")
+    return data_file_of(table, storage, landed.path)
+
+
+def data_file_of(table: Table, storage: LakeStorage, path: str) -> DataFile:
+    """The Iceberg description of a Parquet file the platform wrote into a placement folder (lake-relative `path`)."""
+    partition = partition_of_path(path)
+    if partition is None:
+        raise ValueError(f"{storage.uri(path)} is no data file in a schema_version=/date=/hour= folder")
+    metadata = pq.read_metadata(storage.full_path(path), filesystem=storage.filesystem)
     schema = table.schema()
     statistics = data_file_statistics_from_parquet_metadata(
         metadata, _statistics_plan(table, metadata), parquet_path_to_id_mapping(schema)
@@ -78,10 +88,10 @@ def landed_data_file(table: Table, storage: LakeStorage, landed: LandedFile) -> 
         statistics["null_value_counts"][field.field_id] = 0
     data_file = DataFile.from_args(
         content=DataFileContent.DATA,
-        file_path=lake_file_uri(storage, landed.path),
+        file_path=lake_file_uri(storage, path),
         file_format=FileFormat.PARQUET,
         partition=Record(*values.values()),
-        file_size_in_bytes=storage.filesystem.get_file_info(storage.full_path(landed.path)).size,
+        file_size_in_bytes=storage.filesystem.get_file_info(storage.full_path(path)).size,
         sort_order_id=None,
         equality_ids=None,
         key_metadata=None,
@@ -176,19 +186,77 @@ def read_rows(table: Table, data_files: Sequence[DataFile], row_filter: BooleanE
               columns: Sequence[str] = ()) -> pa.Table:
     """The rows of these data files (of the current snapshot, without delete files: `files_matching`) as readers see
     them, current schema and placement columns filled; optionally only those matching `row_filter`, which must name
-    only `columns` when they are given, and only `columns`."""
+    only `columns` when they are given, and only `columns`.
+
+    Read from the files with pyarrow, by column name as the table's name mapping says, not with pyiceberg's reader:
+    pyiceberg 0.12 reads a null list of structs as an empty list (apache/iceberg-python#3833), and a rewrite would
+    write that loss (`_kafka_headers` of records without headers)."""
     schema = table.schema().select(*columns) if columns else table.schema()
-    arrow = ArrowScan(table.metadata, table.io, schema, row_filter if row_filter is not None else AlwaysTrue(),
-                      case_sensitive=True)
-    return arrow.to_table([FileScanTask(data_file) for data_file in data_files])
+    target = _as_landed(schema_to_pyarrow(schema, include_field_ids=False))
+    predicate = None if row_filter is None else expression_to_pyarrow(bind(schema, row_filter, case_sensitive=True))
+    parts = [_rows_of(table, data_file, target, predicate) for data_file in data_files]
+    return pa.concat_tables(parts) if parts else target.empty_table()
 
 
-def write_rows(table: Table, rows: pa.Table) -> list[DataFile]:
-    """New data files holding `rows`, in their placement folders, at most the table's target size each."""
+def _as_landed(schema: pa.Schema) -> pa.Schema:
+    """`schema` with the Arrow types landing writes: pyiceberg gives large strings, binaries and lists."""
+    def landed(kind: pa.DataType) -> pa.DataType:
+        if pa.types.is_large_string(kind):
+            return pa.string()
+        if pa.types.is_large_binary(kind):
+            return pa.binary()
+        if pa.types.is_large_list(kind) or pa.types.is_list(kind):
+            return pa.list_(kind.value_field.with_type(landed(kind.value_type)))
+        if pa.types.is_map(kind):
+            return pa.map_(kind.key_field.with_type(landed(kind.key_type)), kind.item_field.with_type(landed(kind.item_type)))
+        if pa.types.is_struct(kind):
+            return pa.struct([field.with_type(landed(field.type)) for field in kind])
+        return kind
+
+    return pa.schema([field.with_type(landed(field.type)) for field in schema])
+
+
+def _rows_of(table: Table, data_file: DataFile, target: pa.Schema, predicate) -> pa.Table:
+    with table.io.new_input(data_file.file_path).open() as stream:
+        found = pq.read_table(stream)
+    placement = placement_values(placement_of(data_file))
+    columns = []
+    for field in target:
+        if field.name in placement:  # identity partition columns live in the folders, not in the file
+            columns.append(pa.array([placement[field.name]] * found.num_rows, field.type))
+        elif field.name in found.column_names:
+            columns.append(found.column(field.name).cast(field.type))  # older versions: absent nested fields null
+        else:
+            columns.append(pa.nulls(found.num_rows, field.type))  # a field added after the file was written
+    rows = pa.Table.from_arrays(columns, schema=target)
+    return rows if predicate is None else rows.filter(predicate)
+
+
+def write_rows(table: Table, storage: LakeStorage, rows: pa.Table) -> list[DataFile]:
+    """New data files holding `rows` (as `read_rows` gives them), in their placement folders, near the table's target
+    file size each; written by the platform's own Parquet writer, as landing writes (pyiceberg's writer turns a null
+    list of structs into an empty list: apache/iceberg-python#3833). The placement columns stay in the folders."""
     if rows.num_rows == 0:
         return []
-    return list(_dataframe_to_data_files(table.metadata, rows, table.io, write_uuid=uuid.uuid4(),
-                                         counter=itertools.count(0)))
+    target_bytes = int(table.metadata.properties.get("write.target-file-size-bytes", 512 * 1024 * 1024))
+    written = []
+    keys = rows.select(list(PARTITION_COLUMNS)).group_by(list(PARTITION_COLUMNS)).aggregate([]).to_pylist()
+    for key in keys:
+        mask = pc.and_(pc.and_(pc.equal(rows[PARTITION_COLUMNS[0]], key[PARTITION_COLUMNS[0]]),
+                               pc.equal(rows[PARTITION_COLUMNS[1]], key[PARTITION_COLUMNS[1]])),
+                       pc.equal(rows[PARTITION_COLUMNS[2]], key[PARTITION_COLUMNS[2]]))
+        placed = rows.filter(mask).drop_columns(list(PARTITION_COLUMNS))
+        placement = partition_of_path("schema_version={}/date={}/hour={}/".format(*(key[name] for name in PARTITION_COLUMNS)))
+        directory = f"{lake_relative_path(storage, table.location())}/{placement}"
+        rows_per_file = max(1, target_bytes * placed.num_rows // max(placed.nbytes, 1))
+        for start in range(0, placed.num_rows, rows_per_file):
+            path = f"{directory}/rewritten-{uuid.uuid4().hex}.parquet"
+            chunk = placed.slice(start, rows_per_file)
+            output = ParquetOutput(storage, path, chunk.schema, dictionary_columns(chunk), statistics_columns(chunk.schema))
+            output.write(chunk, row_group_size=REWRITE_ROW_GROUP_ROWS)
+            output.close()
+            written.append(data_file_of(table, storage, path))
+    return written
 
 
 def commit_files(table: Table, operation: Operation, removed: Iterable[DataFile], added: Iterable[DataFile],

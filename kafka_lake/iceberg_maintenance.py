@@ -12,7 +12,7 @@ from typing import Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyiceberg.expressions import And, EqualTo, In, LessThan, LessThanOrEqual, Or
+from pyiceberg.expressions import And, EqualTo, In, IsNull, LessThan, LessThanOrEqual, Not, Or
 from pyiceberg.manifest import DataFile, ManifestEntryStatus
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation, Snapshot
@@ -25,7 +25,7 @@ from kafka_lake.iceberg_files import commit_files, files_matching, placement_of,
 from kafka_lake.landing_checks import CheckOutcome
 from kafka_lake.layout import PARTITION_COLUMNS
 from kafka_lake.storage import LakeStorage
-from kafka_lake.table_state import TablePartition
+from kafka_lake.table_partition import TablePartition
 
 PLACEMENT = "kafka-lake.placement"
 OFFSETS_CHECKSUM = "kafka-lake.offsets-checksum"
@@ -60,7 +60,7 @@ class SnapshotExpiry:
     files_deleted: tuple[str, ...]  # data files, manifests and manifest lists no kept snapshot reaches
 
 
-def compact_placement_hour(table: Table, partition: TablePartition) -> PlacementCompaction:
+def compact_placement_hour(table: Table, storage: LakeStorage, partition: TablePartition) -> PlacementCompaction:
     """Rewrites the placement hour's data files into files of the table's target size, in one replace snapshot.
     The row set is unchanged: the offsets checksum of the new files equals that of the old ones, or nothing commits."""
     scope = placements_filter([partition])
@@ -69,7 +69,7 @@ def compact_placement_hour(table: Table, partition: TablePartition) -> Placement
     checksum = offsets_checksum(rows.select(KEY_COLUMNS))
     if len(files) <= 1:
         return PlacementCompaction(partition, None, (), (), rows.num_rows, checksum)
-    written = write_rows(table, rows)
+    written = write_rows(table, storage, rows)
     rewritten = offsets_checksum(pa.concat_tables(
         pq.read_table(table.io.new_input(f.file_path).open(), columns=KEY_COLUMNS) for f in written))
     if rewritten != checksum:
@@ -116,23 +116,29 @@ def expire_placement_hours(table: Table, cutoff: datetime) -> TableChange:
                        sum(f.record_count for f in files), tuple(f.file_path for f in files), ())
 
 
-def erase_subjects(table: Table, subject_field: str, subjects: Iterable[str]) -> TableChange:
-    """Deletes the rows whose `subject_field` (a dotted path) holds one of `subjects`: pyiceberg's copy-on-write
-    delete (files holding none stay, files holding only such rows are dropped, the others rewritten without them)."""
+def erase_subjects(table: Table, storage: LakeStorage, subject_field: str, subjects: Iterable[str]) -> TableChange:
+    """Deletes the rows whose `subject_field` (a dotted path) holds one of `subjects`, copy-on-write, in one overwrite
+    snapshot: files holding none stay, files holding only such rows are dropped, the others rewritten without them
+    by the platform's writer (`iceberg_files.write_rows`)."""
     subjects = sorted(set(subjects))
-    before = table.current_snapshot()
-    if before is None or not subjects:
+    if table.current_snapshot() is None or not subjects:
         return TableChange((), (), 0, (), ())
-    transaction = table.transaction()
-    transaction.delete(In(subject_field, subjects), snapshot_properties={ACTION: "erase", SUBJECT_FIELD: subject_field})
-    table = transaction.commit_transaction()
-    created = _snapshots_after(table, before.snapshot_id)
-    removed = [f for s in created for f in _entries(table, s, ManifestEntryStatus.DELETED)]
-    added = [f for s in created for f in _entries(table, s, ManifestEntryStatus.ADDED)]
-    rows = sum(int(s.summary.additional_properties.get("deleted-records", 0)) for s in created) \
-        - sum(int(s.summary.additional_properties.get("added-records", 0)) for s in created)
-    return TableChange(tuple(s.snapshot_id for s in created), tuple(sorted({placement_of(f) for f in removed})), rows,
-                       tuple(f.file_path for f in removed), tuple(f.file_path for f in added))
+    erased = In(subject_field, subjects)
+    kept_rows = Or(Not(erased), IsNull(subject_field))  # a row without a subject is nobody's to erase
+    removed, added, rows = [], [], 0
+    for data_file in files_matching(table, erased):  # pruned by the column's bounds: some may hold none
+        kept = read_rows(table, [data_file], kept_rows)
+        if kept.num_rows == data_file.record_count:
+            continue
+        removed.append(data_file)
+        added += write_rows(table, storage, kept)
+        rows += data_file.record_count - kept.num_rows
+    if not removed:
+        return TableChange((), (), 0, (), ())
+    committed = commit_files(table, Operation.OVERWRITE, removed, added, {ACTION: "erase", SUBJECT_FIELD: subject_field},
+                             conflicts=erased)
+    return TableChange((committed.current_snapshot().snapshot_id,), tuple(sorted({placement_of(f) for f in removed})),
+                       rows, tuple(f.file_path for f in removed), tuple(f.file_path for f in added))
 
 
 def expire_snapshots(table: Table, storage: LakeStorage, older_than: datetime) -> SnapshotExpiry:

@@ -141,8 +141,18 @@ def test_given_landed_hours_when_each_is_committed_then_pyiceberg_and_duckdb_rea
     landed_values = pa.concat_tables([
         pq.read_table(lake.storage.full_path(f.path), filesystem=lake.storage.filesystem)
         for m in manifests for f in m.files if f.kind == "data"], promote_options="permissive")
-    through_iceberg = pyiceberg_rows(lake.table).select(landed_values.column_names)
-    assert _sorted(landed_values).cast(through_iceberg.schema).equals(through_iceberg)
+    landed_values = _sorted(landed_values)
+    through_duckdb = duckdb_rows(lake.table).select(landed_values.column_names)
+    assert landed_values.cast(through_duckdb.schema).equals(through_duckdb)
+    # pyiceberg 0.12 reads a null list of structs as an empty list (apache/iceberg-python#3833, open): records without
+    # Kafka headers come back with [] from it alone. The files hold the nulls, and DuckDB reads them (above).
+    through_pyiceberg = pyiceberg_rows(lake.table).select(landed_values.column_names)
+    headers = landed_values.column("_kafka_headers")
+    assert headers.null_count > 0 and through_pyiceberg.column("_kafka_headers").null_count == 0
+    as_pyiceberg_reads = landed_values.set_column(
+        landed_values.column_names.index("_kafka_headers"), "_kafka_headers",
+        pa.array([value if value is not None else [] for value in headers.to_pylist()], headers.type))
+    assert as_pyiceberg_reads.cast(through_pyiceberg.schema).equals(through_pyiceberg)
     # A placement hour's filter prunes to its files, for both readers.
     hour = floor_hour(RAW_HOURS[1])
     where = f"date = '{hour:%Y-%m-%d}' AND hour = '{hour:%H}'"
@@ -186,11 +196,13 @@ def test_relanding_an_hour_replaces_what_its_earlier_landing_committed_compacted
     local_lake.land()
     expected = local_lake.landed_rows()
     table = local_lake.table
+    values_before = duckdb_rows(table)
     placements = {placement_of(task.file) for task in table.scan().plan_files()}
     for placement in placements:
-        compact_placement_hour(table.refresh(), placement)
+        compact_placement_hour(table.refresh(), local_lake.storage, placement)
     table = table.refresh()
     assert _keys(pyiceberg_rows(table)) == _keys(expected)
+    assert duckdb_rows(table).equals(values_before)  # every value, the nulls of lists of structs included
 
     [relanded] = local_lake.land([RAW_HOURS[1]])
 
@@ -199,6 +211,7 @@ def test_relanding_an_hour_replaces_what_its_earlier_landing_committed_compacted
     assert latest.summary.operation.value == "overwrite" and latest.summary[KAFKA_HOUR] == relanded.hour
     assert local_lake.commits[-1].files_rewritten and not local_lake.commits[-1].files_removed  # all compacted
     assert _keys(pyiceberg_rows(table)) == _keys(expected) == _keys(duckdb_rows(table))
+    assert duckdb_rows(table).equals(values_before)  # the compacted files rewritten without the hour kept their values
     check = landed_hour_matches_table(table, local_lake.storage, relanded)
     assert check.passed, check.description
 
@@ -264,8 +277,8 @@ def test_the_check_fails_when_rows_of_the_hour_vanish_but_not_when_an_erasure_re
     hour, so a loss after an erasure goes unnoticed until the hour is landed again)."""
     [manifest] = local_lake.land(RAW_HOURS[1:2])
     table = local_lake.table
-    first = min(p.start for p in manifest.partitions if p.rows)
-    partition = next(p.partition for p in manifest.partitions if p.start == first and p.rows)
+    first = min(p.start for p in manifest.partitions if p.counts.rows)
+    partition = next(p.partition for p in manifest.partitions if p.start == first and p.counts.rows)
     table.delete(f"_kafka_partition = {partition} AND _kafka_offset < {first + 3}")  # no platform action recorded
 
     lost = landed_hour_matches_table(table.refresh(), local_lake.storage, manifest)
@@ -275,7 +288,7 @@ def test_the_check_fails_when_rows_of_the_hour_vanish_but_not_when_an_erasure_re
     assert landed_hour_matches_table(table, local_lake.storage, manifest).passed
 
     subject = next(u for u in pyiceberg_rows(table).column("user_id").to_pylist() if u)
-    erase_subjects(table, "user_id", [subject])
+    erase_subjects(table, local_lake.storage, "user_id", [subject])
 
     explained = landed_hour_matches_table(table.refresh(), local_lake.storage, manifest)
     assert explained.passed and explained.metadata["rows_expired_or_erased"] > 0
@@ -325,7 +338,7 @@ def test_compacting_a_placement_hour_is_one_replace_snapshot_with_the_same_rows_
     before = table.current_snapshot().snapshot_id
     rows_before = pyiceberg_rows(table)
 
-    compaction = compact_placement_hour(table, placement)
+    compaction = compact_placement_hour(table, lake.storage, placement)
 
     table = table.refresh()
     assert table.current_snapshot().summary.operation.value == "replace"
@@ -336,7 +349,7 @@ def test_compacting_a_placement_hour_is_one_replace_snapshot_with_the_same_rows_
     assert _keys(duckdb_rows(table)) == _keys(rows_before)
     assert pyiceberg_rows(table, snapshot_id=before).equals(rows_before)
     assert compaction_kept_rows(table, compaction.snapshot_id).passed
-    assert compact_placement_hour(table, placement).snapshot_id is None  # one file: nothing to do
+    assert compact_placement_hour(table, lake.storage, placement).snapshot_id is None  # one file: nothing to do
 
 
 def test_the_compaction_check_fails_for_a_replace_that_lost_a_row(local_lake):
@@ -353,7 +366,7 @@ def test_the_compaction_check_fails_for_a_replace_that_lost_a_row(local_lake):
     source = max((t.file for t in table.scan().plan_files()), key=lambda f: f.record_count)
     rows = read_rows(table, [source])
     summary = {ACTION: "compact", PLACEMENT: "a placement", OFFSETS_CHECKSUM: offsets_checksum(rows.select(KEY_COLUMNS))}
-    table = commit_files(table, Operation.REPLACE, [source], write_rows(table, rows.slice(1)), summary, AlwaysFalse())
+    table = commit_files(table, Operation.REPLACE, [source], write_rows(table, local_lake.storage, rows.slice(1)), summary, AlwaysFalse())
 
     check = compaction_kept_rows(table, table.current_snapshot().snapshot_id)
 
@@ -401,7 +414,7 @@ def test_erasing_subjects_deletes_their_rows_reports_them_and_leaves_every_other
     assert theirs.num_rows > 0
     before = table.current_snapshot().snapshot_id
 
-    erasure = erase_subjects(table, "user_id", [stored])
+    erasure = erase_subjects(table, lake.storage, "user_id", [stored])
 
     table = table.refresh()
     assert all(lake.storage.exists(lake_relative_path(lake.storage, uri)) for uri in erasure.files_removed)
