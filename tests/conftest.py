@@ -67,6 +67,34 @@ def spark(s3_server, tmp_path_factory):
     session.stop()
 
 
+@pytest.fixture(scope="module")
+def glue_endpoint(s3_server):
+    """moto's Glue (its server mode: no Glue runs on this machine) on a loopback port, reached the way production
+    reaches Glue: boto3 with AWS_ENDPOINT_URL_GLUE; credentials and region from the S3 server's environment. moto keeps
+    one backend per process, so its state is reset first: each test module starts with an empty Glue."""
+    import urllib.request
+
+    from moto.server import ThreadedMotoServer
+
+    from dev_services.ports import free_port
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=10).close()
+    saved = os.environ.get("AWS_ENDPOINT_URL_GLUE")
+    os.environ["AWS_ENDPOINT_URL_GLUE"] = endpoint
+    try:
+        yield endpoint
+    finally:
+        server.stop()
+        if saved is None:
+            os.environ.pop("AWS_ENDPOINT_URL_GLUE", None)
+        else:
+            os.environ["AWS_ENDPOINT_URL_GLUE"] = saved
+
+
 @pytest.fixture
 def no_test_table_in_hive(spark):
     """The embedded metastore lives for the whole session and every test topic is table e2e.orders:
