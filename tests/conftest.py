@@ -145,3 +145,24 @@ def landed(request, broker, spark, tmp_path, lake_root):
                                pii_key=PII_TEST_KEY.encode())
     land_on_spark(topic, settings, spark, RAW_HOURS)
     return topic, traffic, settings, LakeStorage(lake_root)
+
+
+# What each shared component's fixture marks a test with, so that `-m` selects by what a test needs.
+SERVICE_MARKERS = {"broker": "kafka", "mock_cluster": "kafka", "s3_server": "s3", "own_s3": "s3", "spark": "spark",
+                   "glue_endpoint": "glue"}
+# Parameters that choose a component the test then starts (a lake on S3, the Hive or Glue catalog).
+PARAM_MARKERS = {"s3": "s3", "hive": "spark", "glue": "glue"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks each test with the components it uses, read from the fixtures it requests (directly or through other
+    fixtures) and from the parameters that choose one; any of them also marks it `services`. `make test-fast` runs the rest."""
+    for item in items:
+        needs = {marker for fixture, marker in SERVICE_MARKERS.items() if fixture in item.fixturenames}
+        params = item.callspec.params.values() if getattr(item, "callspec", None) is not None else ()
+        needs |= {PARAM_MARKERS[p] for p in params if isinstance(p, str) and p in PARAM_MARKERS}
+        needs |= {name for name in ("kafka", "s3", "spark", "glue", "ui", "faults") if item.get_closest_marker(name)}
+        for name in sorted(needs):
+            item.add_marker(name)
+        if needs or item.get_closest_marker("services"):
+            item.add_marker("services")
