@@ -121,30 +121,59 @@ def catalog_copy(tmp_path):
     return target
 
 
+@pytest.fixture(scope="module")
+def _landings_of_module():
+    """The lakes `landed` landed in this module, by (lake kind, retention days): landed once, copied per test."""
+    return {}
+
+
 @pytest.fixture
-def landed(request, broker, spark, tmp_path, lake_root):
+def landed(request, broker, spark, tmp_path, lake_root, _landings_of_module, tmp_path_factory):
     """Given four raw hours landed on Spark with late events, tombstones and dead letters
     (allowed lateness 2 h, retention 1 day unless the test is marked `retention_days(n)`, which then holds for
-    dead letters too)."""
+    dead letters too).
+
+    The hours are landed once per module, lake kind and retention, into a lake no test touches, and each test gets
+    its own copy of that lake: tests change their lake, never the topic. A test that produces to the topic
+    is marked `own_landing` and lands a topic of its own."""
     from kafka_lake.kafka_log import consumer_config
     from kafka_lake.settings import LandingSettings
     from kafka_lake.storage import LakeStorage
+
+    marker = request.node.get_closest_marker("retention_days")
+    retention = (marker.args[0], marker.args[0]) if marker else (1, None)  # (the topic's, its dead letters')
+    settings_for = lambda root: LandingSettings(  # noqa: E731
+        lake_root=root, kafka_config=consumer_config(broker.bootstrap_servers), pii_key=PII_TEST_KEY.encode())
+    if request.node.get_closest_marker("own_landing"):
+        topic, traffic = _land_test_topic(broker, spark, tmp_path / "catalog", settings_for(lake_root), retention)
+        return topic, traffic, settings_for(lake_root), LakeStorage(lake_root)
+    key = (lake_root.startswith("s3://"), retention)
+    if key not in _landings_of_module:
+        template = (f"s3://lake/template-{uuid.uuid4().hex[:12]}" if key[0]
+                    else str(tmp_path_factory.mktemp("landed-template") / "lake"))
+        catalog = tmp_path_factory.mktemp("landed-catalog")
+        _landings_of_module[key] = (*_land_test_topic(broker, spark, catalog, settings_for(template), retention),
+                                    LakeStorage(template))
+    topic, traffic, template = _landings_of_module[key]
+    storage = LakeStorage(lake_root)
+    for stored in template.list_files(""):
+        storage.write_bytes(stored.path, template.read_bytes(stored.path))
+    return topic, traffic, settings_for(lake_root), storage
+
+
+def _land_test_topic(broker, spark, catalog_dir, settings, retention):
     from tests.landing_fixtures import (
         PARTITIONS, RAW_HOURS, build_traffic, land_on_spark, produce, unique_topic_name, write_test_topic,
     )
 
     kafka_topic = unique_topic_name()
-    marker = request.node.get_closest_marker("retention_days")
-    topic = write_test_topic(tmp_path / "catalog", kafka_topic, max_rows_per_task=7, allowed_lateness_hours=2,
-                             retention_days=marker.args[0] if marker else 1,
-                             dead_letter_retention_days=marker.args[0] if marker else None)
+    topic = write_test_topic(catalog_dir, kafka_topic, max_rows_per_task=7, allowed_lateness_hours=2,
+                             retention_days=retention[0], dead_letter_retention_days=retention[1])
     broker.create_topic(kafka_topic, PARTITIONS)
     traffic = build_traffic(topic)
     produce(broker.bootstrap_servers, traffic)
-    settings = LandingSettings(lake_root=lake_root, kafka_config=consumer_config(broker.bootstrap_servers),
-                               pii_key=PII_TEST_KEY.encode())
     land_on_spark(topic, settings, spark, RAW_HOURS)
-    return topic, traffic, settings, LakeStorage(lake_root)
+    return topic, traffic
 
 
 # What each shared component's fixture marks a test with, so that `-m` selects by what a test needs.

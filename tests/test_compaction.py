@@ -79,6 +79,7 @@ def test_a_crash_after_the_commit_is_finished_by_the_rerun_with_the_same_rows(la
     assert [f.path for f in redone.files] == [f.path for f in orphan_generation.files]
 
 
+@pytest.mark.own_landing
 def test_late_data_in_a_compacted_hour_makes_it_due_again(landed, spark, broker):
     topic, traffic, settings, storage = landed
     compact_hour(topic, HOURS[0], storage, run_on(spark), lambda manifests: None)
