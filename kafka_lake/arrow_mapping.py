@@ -52,7 +52,8 @@ BASE_ARROW_TYPES = {
     "fixed": pa.binary(),
 }
 # Exactly the logical types fastavro converts (its LOGICAL_READERS); others land as their base type.
-_LOGICAL = {
+# Keyed by (Avro type, logicalType); a type without a logicalType is never looked up here.
+_LOGICAL: dict[tuple[str, str | None], pa.DataType] = {
     ("int", "date"): pa.date32(),
     ("int", "time-millis"): pa.time32("ms"),
     ("long", "time-micros"): pa.time64("us"),

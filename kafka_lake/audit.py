@@ -40,5 +40,5 @@ def write_audit(storage: LakeStorage, topic: TopicSpec, entry: AuditEntry) -> st
 
 
 def read_audit(storage: LakeStorage, topic: TopicSpec) -> list[AuditEntry]:
-    return [AUDIT_ENTRY.from_json(storage.read_bytes(stored.path), storage.uri(stored.path))
+    return [AUDIT_ENTRY.from_json(storage.read_listed(stored.path), storage.uri(stored.path))
             for stored in storage.list_files(layout.audit_prefix(topic.database, topic.table))]

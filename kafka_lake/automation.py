@@ -74,7 +74,8 @@ def why_open(topic: TopicSpec, hour: KafkaHour, now: datetime, tails: Iterable[L
 
 def hours_closed_by_clock(topic: TopicSpec, first: KafkaHour, now: datetime) -> list[KafkaHour]:
     """`first` and the consecutive hours after it that the clock has closed, at most a day of them."""
-    hours, hour = [], first
+    hours: list[KafkaHour] = []
+    hour = first
     while len(hours) < MAX_HOURS_PER_TICK and is_closed(topic, hour, now):
         hours.append(hour)
         hour = hour.next()

@@ -206,7 +206,7 @@ def _describe(node: AvroType) -> str:
     if isinstance(node, list):
         return "[" + ", ".join(_describe(member) for member in node) + "]"
     if isinstance(node, dict) and node.get("type") in ("record", "enum", "fixed"):
-        return node.get("name", node["type"])
+        return str(node.get("name", node["type"]))
     return type_name(node)
 
 
@@ -289,13 +289,13 @@ class _Shape:
             self._check_depth(depth, path)
             child = node.get("items" if kind == "array" else "values")
             with self._able_to_end(True):
-                levels, empty = self.walk(child, namespace, depth + 1, f"{path}[]" if kind == "array" else f"{path}{{}}")
+                depth_below, empty = self.walk(child, namespace, depth + 1, f"{path}[]" if kind == "array" else f"{path}{{}}")
             if kind == "array" and empty:
                 raise _ShapeProblem(
                     f"{where} is an array of items that take no bytes on the wire (null, an empty record or a "
                     f"zero-size fixed); its length could not be checked against the record's bytes"
                 )
-            return levels + 1, False
+            return depth_below + 1, False
         if isinstance(kind, str) and kind in _PRIMITIVES:
             return 0, kind == "null"
         if isinstance(kind, str):

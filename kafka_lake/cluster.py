@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from typing import cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -75,12 +76,12 @@ class KafkaCluster:
                         f"the last records of {len(pending)} partition(s) did not arrive within {_TIMEOUT_S:.0f}s (e.g. {example})"
                     )
                 for message in consumer.consume(num_messages=10_000, timeout=0.2):
-                    key = (message.topic(), message.partition())
+                    key = (cast(str, message.topic()), cast(int, message.partition()))
                     error = message.error()
                     if error is None:
                         newest[key] = max(newest.get(key, message.timestamp()[1]), message.timestamp()[1])
                         # A broker whose watermark lags its last batch (Tansu) shows records past it.
-                        ends[key] = max(ends[key], message.offset() + 1)
+                        ends[key] = max(ends[key], cast(int, message.offset()) + 1)
                     elif error.code() == KafkaError._PARTITION_EOF:
                         pending.discard(key)
                     elif error.fatal() or not error.retriable():

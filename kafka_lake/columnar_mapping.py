@@ -35,7 +35,7 @@ _REPEATS_BELOW = 0.8  # distinct values per value under which hashing each disti
 _DAY_MS, _DAY_US = 86_400_000, 86_400_000_000
 _FIRST_DAY, _LAST_DAY = -719_162, 2_932_896  # 0001-01-01 and 9999-12-31, in days since 1970-01-01
 _FIRST_S, _LAST_S = FIRST_SECOND, END_SECOND - 1  # 0001-01-01T00:00:00 and 9999-12-31T23:59:59
-_COLUMNAR_LOGICAL_RANGES = {
+_COLUMNAR_LOGICAL_RANGES: dict[tuple[str, str | None], tuple[int, int]] = {
     ("int", "date"): (_FIRST_DAY, _LAST_DAY),
     ("int", "time-millis"): (0, _DAY_MS - 1),
     ("long", "time-micros"): (0, _DAY_US - 1),
@@ -204,7 +204,7 @@ class _ColumnarCompiler:
                 )
             seen[python_type] = _describe_type(member)
         fields = list(target)
-        branches = []
+        branches: list[_Node | None] = []
         member_index = 0
         for member in union:
             if member == "null":
@@ -246,9 +246,8 @@ def _zigzag_lengths(values: np.ndarray) -> np.ndarray:
 
 
 def _fixed_values(array: pa.Array, dtype) -> np.ndarray:
-    width = np.dtype(dtype).itemsize
     buffer = array.buffers()[1]
-    return np.frombuffer(buffer, dtype=dtype, count=len(array) + array.offset)[array.offset:] if width else None
+    return np.frombuffer(buffer, dtype=dtype, count=len(array) + array.offset)[array.offset:]
 
 
 def _offsets(array: pa.Array) -> np.ndarray:

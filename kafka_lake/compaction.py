@@ -141,7 +141,8 @@ def committed_raw_files(
         if committed == on_disk:
             break
         manifest = manifests.read(kafka_hour)
-        committed.update(f.path for f in manifest.files if f.path in on_disk)
+        if manifest is not None:  # else expired since it was listed, its files with it
+            committed.update(f.path for f in manifest.files if f.path in on_disk)
     return committed
 
 
@@ -247,13 +248,13 @@ class _RollingParquet:
             self._finish()
 
     def _finish(self) -> None:
-        size = self._current.close()
-        self.files.append(CompactedFile(self._current.path, self._current.rows, size))
-        self._current = None
+        current, self._current = self._current, None
+        if current is not None:
+            size = current.close()
+            self.files.append(CompactedFile(current.path, current.rows, size))
 
     def close(self) -> list[CompactedFile]:
-        if self._current is not None:
-            self._finish()
+        self._finish()
         return self.files
 
     def abort(self) -> None:
@@ -328,7 +329,7 @@ def _finish_interrupted_swaps(topic: TopicSpec, hour: datetime, storage: LakeSto
     pending = []
     for partition in _compacted_partitions(storage, topic, hour):
         manifest = read_compaction(storage, topic.database, topic.table, partition)
-        if any(storage.exists(path) for path in replaced_sources(manifest)):
+        if manifest is not None and any(storage.exists(path) for path in replaced_sources(manifest)):
             pending.append(manifest)
     if not pending:
         return []

@@ -75,7 +75,7 @@ class BatchDecoder:
         self._placement = TimePlacement(topic, kafka_hour)
         pseudonymizer = pseudonymizer_for(topic, pii_key)
         self._pseudonymize = pseudonymizer.pseudonymize if pseudonymizer else None
-        self._column_pseudonyms = ColumnPseudonymizer(pii_key) if pseudonymizer else None
+        self._column_pseudonyms = ColumnPseudonymizer(pii_key) if pseudonymizer and pii_key else None
         self._columnar = columnar
         self._by_schema_id: dict[int, VersionDecoding | str] = {}  # a decoding, or why the id is unknown
         self._by_version: dict[int, VersionDecoding] = {}

@@ -37,7 +37,7 @@ def duckdb_connection() -> duckdb.DuckDBPyConnection:
 
 def extension_file(name: str) -> Path:
     package = importlib.import_module(f"duckdb_extension_{name}")
-    path = Path(package.__file__).parent / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
+    path = Path(str(package.__file__)).parent / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
     if not path.is_file():
         raise RuntimeError(
             f"the DuckDB {name} extension for DuckDB {duckdb.__version__} is not installed (looked for {path}): "

@@ -39,7 +39,7 @@ def read_erasure_requests(storage: LakeStorage) -> list[ErasureRequest]:
         if request_id is None:
             continue
         try:
-            document = json.loads(storage.read_bytes(stored.path))
+            document = json.loads(storage.read_listed(stored.path))
             subjects = document["subject_ids"]
             if not isinstance(subjects, list) or not subjects:
                 raise ValueError("subject_ids must be a non-empty list")
@@ -57,15 +57,15 @@ def subjects_to_match(topic: TopicSpec, requests: list[ErasureRequest], pii_key:
         if pii_key is None:
             raise ValueError(f"{topic.topic}: subject_field {topic.subject_field} is pseudonymized; set PII_HMAC_KEY to erase")
         pseudonymizer = Pseudonymizer(pii_key)
-        subjects = {pseudonymizer.pseudonymize(subject) for subject in subjects}
+        subjects = {pseudonymizer.digest(subject) for subject in subjects}
     return frozenset(subjects)
 
 
 def plan_erasure(storage: LakeStorage, topic: TopicSpec, subjects: frozenset, target_bytes: int) -> list[CompactionTask]:
     """A rewrite task for every partition whose current files hold one of `subjects`."""
-    if not topic.subject_field or not subjects:
-        return []
     path = topic.subject_column  # where the subject field landed: `rename` may have given it another column
+    if path is None or not subjects:
+        return []
     manifests = ManifestStore(storage, topic.database, topic.table)
     landed = manifests.landed_hours()
     tasks = []

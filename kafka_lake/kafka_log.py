@@ -11,7 +11,7 @@ import time
 from bisect import bisect_left
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Iterator
+from typing import AbstractSet, Iterator, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
@@ -193,7 +193,7 @@ class KafkaLog:
                 for message in consumer.consume(num_messages=1, timeout=0.05):
                     error = message.error()
                     if error is None:
-                        return _Probe(record=(message.offset(), message.timestamp()[1]),
+                        return _Probe(record=_stamp(message),
                                       high_watermark=self._cached_high_watermark(consumer, partition))
                     if error.code() == KafkaError._PARTITION_EOF:
                         return _Probe(end=message.offset(), high_watermark=self._cached_high_watermark(consumer, partition))
@@ -209,7 +209,7 @@ class KafkaLog:
         return high if high >= 0 else None
 
     def describe_hour(
-        self, hour: KafkaHour, partitions: list[int], known_starts: set[int] = frozenset(), known_ends: set[int] = frozenset(),
+        self, hour: KafkaHour, partitions: list[int], known_starts: AbstractSet[int] = frozenset(), known_ends: AbstractSet[int] = frozenset(),
     ) -> list[PartitionLog]:
         """Log bounds and time boundaries of `hour`; boundaries landed neighbours fix are not looked up
         (searching record timestamps costs dozens of reads when the broker's answer is wrong)."""
@@ -391,12 +391,12 @@ class KafkaLog:
                         return
                     if not messages:
                         continue
-                offsets = list(map(Message.offset, messages))
+                offsets = list(map(_offset, messages))
                 if offsets[-1] >= end:
                     messages = messages[:bisect_left(offsets, end)]
                 if not messages:
                     return
-                next_offset = messages[-1].offset() + 1
+                next_offset = _offset(messages[-1]) + 1
                 yield messages
         finally:
             consumer.unassign()
@@ -429,8 +429,13 @@ class KafkaLog:
         log.warning("%s[%d]: transient error at offset %d: %s", self.topic, partition, offset, error.str())
 
 
+def _offset(message: Message) -> int:
+    """A fetched record's offset: the client types it optional, for messages that carry an error instead."""
+    return cast(int, message.offset())
+
+
 def _stamp(message: Message) -> tuple[int, int]:
-    return message.offset(), message.timestamp()[1]
+    return _offset(message), message.timestamp()[1]
 
 
 def _pivot(low: int, high: int, below: tuple[int, int] | None, above: tuple[int, int] | None, timestamp_ms: int) -> int:

@@ -89,7 +89,7 @@ class HourManifest:
         return sum(p.offsets for p in self.partitions)
 
     @property
-    def bytes(self) -> int:
+    def file_bytes(self) -> int:
         return sum(f.bytes for f in self.files)
 
     def to_json(self) -> bytes:

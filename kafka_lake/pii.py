@@ -41,11 +41,12 @@ class Pseudonymizer:
         self._keyed = hmac.new(key, digestmod="sha256")
 
     def pseudonymize(self, value: Any) -> str | None:
-        if value is None:
-            return None
-        digest = self._keyed.copy()
-        digest.update(_text_of(value).encode("utf-8"))
-        return digest.hexdigest()
+        return None if value is None else self.digest(value)
+
+    def digest(self, value: Any) -> str:
+        keyed = self._keyed.copy()
+        keyed.update(_text_of(value).encode("utf-8"))
+        return keyed.hexdigest()
 
     def __repr__(self) -> str:
         return "Pseudonymizer(key=<hidden>)"

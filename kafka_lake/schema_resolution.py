@@ -96,7 +96,7 @@ class RegistrySchemas:
         if registered.schema_type not in (None, "AVRO"):
             return None, f"{where} is a {registered.schema_type} schema, not Avro"
         try:
-            form = to_parsing_canonical_form(fastavro.parse_schema(json.loads(registered.schema_str), _write_hint=False))
+            form = to_parsing_canonical_form(fastavro.parse_schema(json.loads(registered.schema_str or ""), _write_hint=False))
         except Exception as error:  # json or fastavro: either way not a schema we can decode with
             return None, f"{where} is not a self-contained Avro schema: {error}"
         # Equal canonical forms mean equal bytes on the wire; the catalog's registry_id breaks ties.

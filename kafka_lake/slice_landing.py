@@ -145,6 +145,8 @@ class _OpenFile:
 
     def close(self) -> LandedFile:
         self.flush()
+        if self._output is None:
+            raise RuntimeError(f"{self.path}: a file is opened by its first rows, and none were added")
         size = self._output.close()
         return LandedFile(self.path, self.kind, self.partition, self.first_offset, self._output.rows, size,
                           self.schema_version, self.hour)

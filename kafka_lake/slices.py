@@ -158,22 +158,28 @@ def _offsets_gone_backwards(logs, before, after) -> dict[int, tuple[int, int]]:
 
 
 def _start(hour: KafkaHour, log: PartitionLog, before: HourManifest | None) -> tuple[int, str]:
-    landed = before.partition(log.partition) if before else None
+    if before is None:
+        return _start_by_time(log)
+    landed = before.partition(log.partition)
     if landed is not None and before.kafka_hour == hour.previous():
         return landed.end, f"manifest {before.hour}"
-    if before is not None and landed is None:
+    if landed is None:
         # Added after the hour before was landed: its records before this hour are in no landed hour yet.
         return log.log_start, f"log start (partition new since {before.hour})"
-    lookup = log.first_at_or_after_hour_start
-    start, source = (lookup, BY_TIME) if lookup is not None else (log.log_end, "log end (no record in or after the hour)")
-    if landed is not None and landed.end > start:
+    start, source = _start_by_time(log)
+    if landed.end > start:
         return landed.end, f"manifest {before.hour} (after a gap)"
     return start, source
 
 
+def _start_by_time(log: PartitionLog) -> tuple[int, str]:
+    lookup = log.first_at_or_after_hour_start
+    return (lookup, BY_TIME) if lookup is not None else (log.log_end, "log end (no record in or after the hour)")
+
+
 def _end(hour: KafkaHour, log: PartitionLog, after: HourManifest | None, closed_by_clock: bool) -> tuple[int | None, str]:
-    landed = after.partition(log.partition) if after else None
-    if landed is not None and after.kafka_hour == hour.next():
+    landed = after.partition(log.partition) if after is not None else None
+    if after is not None and landed is not None and after.kafka_hour == hour.next():
         return landed.start, f"manifest {after.hour}"
     lookup = log.first_at_or_after_hour_end
     if lookup is not None:
@@ -184,7 +190,7 @@ def _end(hour: KafkaHour, log: PartitionLog, after: HourManifest | None, closed_
             source = f"log end {log.log_end} as read (hour closed by the wall clock; the broker reported {log.reported_end})"
     else:
         return None, "open"
-    if landed is not None and landed.start < end:
+    if after is not None and landed is not None and landed.start < end:
         return landed.start, f"manifest {after.hour} (after a gap)"
     return end, source
 

@@ -127,6 +127,13 @@ class LakeStorage:
         except FileNotFoundError:
             return None
 
+    def read_listed(self, relative: str) -> bytes:
+        """A file found by a listing: gone since is an error naming it, not an empty read."""
+        data = self.read_bytes(relative)
+        if data is None:
+            raise FileNotFoundError(f"{self.uri(relative)} was listed and is gone: removed by a concurrent run?")
+        return data
+
     def exists(self, relative: str) -> bool:
         return self._fs.get_file_info(self.full_path(relative)).type == pafs.FileType.File
 

@@ -42,6 +42,13 @@ class HiveType:
     fields: tuple["Column", ...] = ()  # struct fields
     element: "HiveType | None" = None  # array item or map value; map keys are always string
 
+    @property
+    def item(self) -> HiveType:
+        """An array's item type, a map's value type."""
+        if self.element is None:
+            raise ValueError(f"a {self.name} type has no item type")
+        return self.element
+
     def hive(self) -> str:
         """As Glue and the Hive metastore store it: `struct<a:int,b:array<string>>`."""
         return self._render(lambda name: name)
@@ -56,9 +63,9 @@ class HiveType:
         if self.name == "struct":
             return "struct<" + ",".join(f"{quote(f.name)}:{f.type._render(quote)}" for f in self.fields) + ">"
         if self.name == "array":
-            return f"array<{self.element._render(quote)}>"
+            return f"array<{self.item._render(quote)}>"
         if self.name == "map":
-            return f"map<string,{self.element._render(quote)}>"
+            return f"map<string,{self.item._render(quote)}>"
         return self.name
 
     def __str__(self) -> str:
@@ -249,7 +256,7 @@ def widest(old: HiveType, new: HiveType, path: tuple[str, ...]) -> HiveType:
     if old.name == new.name == "struct":
         return HiveType("struct", fields=merge_columns(old.fields, new.fields, path))
     if old.name == new.name and old.name in ("array", "map"):
-        return HiveType(old.name, element=widest(old.element, new.element, path + ("[]" if old.name == "array" else "{}",)))
+        return HiveType(old.name, element=widest(old.item, new.item, path + ("[]" if old.name == "array" else "{}",)))
     shared = shared_column_type(old.name, new.name)
     if shared is None:
         raise _Conflict(path, old, new)
@@ -274,7 +281,7 @@ def _name_versions(conflict: _Conflict, versions: list[tuple[str, tuple[Column, 
     new_type = _type_at(newest, conflict.path)
     for label, columns in versions[:-1]:
         old_type = _type_at(columns, conflict.path)
-        if old_type is None:
+        if old_type is None or new_type is None:
             continue
         try:
             widest(old_type, new_type, conflict.path)

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticCustomError
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from kafka_lake.avro_types import AVRO_NAME
 from kafka_lake.event_time import TIME_UNITS
@@ -198,7 +198,7 @@ def read_topic_yaml(document: dict) -> TopicYaml:
         raise TopicYamlError(_described(invalid.errors()[0], document)) from None
 
 
-def _described(error: dict, document: dict) -> str:
+def _described(error: ErrorDetails, document: dict) -> str:
     """One validation error as a sentence naming the key: what it must be, and what it is."""
     if error["type"] == "catalog":
         return error["ctx"]["message"]

@@ -181,7 +181,7 @@ def raw_metadata(lake: LakeStorageResource, result: LandingResult) -> dict:
         "tombstones": counts.tombstones,
         "late_events": counts.late_events,
         "files": len(manifest.files),
-        "bytes": manifest.bytes,
+        "bytes": manifest.file_bytes,
         "slices": result.slices,
         "duration_s": manifest.duration_s,
         "schema_versions": MetadataValue.json(manifest.schema_versions),
