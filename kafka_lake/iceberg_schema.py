@@ -61,12 +61,36 @@ def check_topic(topic: TopicSpec) -> None:
 
 
 def version_columns(version: SchemaVersion, pii_fields: tuple[tuple[str, ...], ...], where: str) -> pa.Schema:
-    """A version's columns as the table declares them: the landed Arrow schema with every field optional (SPEC:
-    every column is written nullable, so readers unify versions), then the placement columns."""
-    landed = arrow_schema_for(version, pii_fields)
+    """A version's columns as the table declares them: the Arrow schema an Iceberg topic lands (`iceberg_rows`) with
+    every field optional (SPEC: every column is written nullable, so readers unify versions), then the placement
+    columns."""
+    landed = iceberg_schema_of(arrow_schema_for(version, pii_fields))
     for landed_field in landed:
         _check_readable(landed_field.type, (landed_field.name,), where)
     return pa.schema([_optional(f) for f in landed] + list(PLACEMENT_COLUMNS))
+
+
+def iceberg_rows(rows: pa.Table) -> pa.Table:
+    """Landed rows as an Iceberg topic writes them: Avro's time-millis (Arrow time32, Parquet TIME(MILLIS)) as
+    microseconds (TIME(MICROS)), the only time Iceberg has and its readers read. Other rows pass as they are."""
+    schema = iceberg_schema_of(rows.schema)
+    return rows if schema.equals(rows.schema) else rows.cast(schema)
+
+
+def iceberg_schema_of(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([f.with_type(_iceberg_type(f.type)) for f in schema], metadata=schema.metadata)
+
+
+def _iceberg_type(kind: pa.DataType) -> pa.DataType:
+    if pa.types.is_time32(kind):
+        return pa.time64("us")
+    if pa.types.is_struct(kind):
+        return pa.struct([f.with_type(_iceberg_type(f.type)) for f in kind])
+    if pa.types.is_map(kind):
+        return pa.map_(kind.key_field, kind.item_field.with_type(_iceberg_type(kind.item_type)))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return pa.list_(kind.value_field.with_type(_iceberg_type(kind.value_type)))
+    return kind
 
 
 def evolve_schema(transaction: Transaction, columns: pa.Schema | Schema, where: str) -> None:
@@ -176,14 +200,8 @@ def _optional(field: pa.Field) -> pa.Field:
 
 
 def _check_readable(kind: pa.DataType, path: tuple[str, ...], where: str) -> None:
-    """Refuses the landed types no Iceberg reader can read from the files as they lie."""
+    """Refuses the landed types no Iceberg table can hold."""
     dotted = ".".join(path)
-    if pa.types.is_time32(kind):
-        raise IcebergSchemaError(
-            f"{where}: field {dotted!r} is an Avro time-millis, landed as Parquet TIME(MILLIS); Iceberg's time is in "
-            f"microseconds and its readers cannot read these files: use time-micros, or keep the topic's table "
-            f"format hive"
-        )
     if pa.types.is_null(kind):
         raise IcebergSchemaError(
             f"{where}: field {dotted!r} is of Avro type null; Iceberg format {FORMAT_VERSION} has no type for a "
