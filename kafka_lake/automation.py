@@ -158,6 +158,14 @@ def freshness(topic: TopicSpec, is_landed: Callable[[KafkaHour], bool], now: dat
     )
 
 
+def freshness_alert(topic: TopicSpec, before: bool | None, now: Freshness) -> str | None:
+    """The alert a freshness evaluation calls for, given whether the one before passed (None: no evaluation before):
+    a failure when it starts failing (also the first time), a recovery when it passes again, else nothing."""
+    if before is None and now.passed or before == now.passed:
+        return None
+    return f"[{'RECOVERED' if now.passed else 'FAILED'}] freshness of {topic.topic}: {now.description}"
+
+
 # --- Lag --------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)

@@ -20,15 +20,14 @@ from kafka_lake.landed_files import remove_orphans, remove_replaced_files
 from kafka_lake.landing_checks import CheckOutcome
 from kafka_lake.manifests import HourManifest
 from kafka_lake.retention import apply_retention
-from kafka_lake.table_catalog import (
+from kafka_lake.catalog_reconciliation import (
     ReconcileReport,
-    TableCatalog,
-    TableChange,
     partition_differences,
     publish,
     reconcile,
     storage_partition_uris,
 )
+from kafka_lake.table_catalog import TableCatalog, TableChange
 from kafka_lake.table_formats import HourCommitted, LakeUri, Markdown, TableAccess, TableOutcome
 from kafka_lake.table_partition import TablePartition
 from kafka_lake.table_schema import TableDefinition, table_definition

@@ -19,7 +19,7 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from kafka_lake import layout
 from kafka_lake.settings import PlatformSettings, url_without_credentials
 from kafka_lake.storage import LakeStorage, s3_filesystem_from_env
-from kafka_lake.table_catalog import GlueCatalog as HiveLayoutGlue
+from kafka_lake.aws_clients import glue_client
 
 CATALOG_NAME = "kafka_lake"
 # The embedded catalog of a local lake: one SQLite file beside the tables, under a folder no topic can take
@@ -86,7 +86,7 @@ def open_catalog(config: IcebergCatalogConfig) -> Catalog:
         return RestCatalog(CATALOG_NAME, uri=config.rest_uri, **io)
     if config.kind == "glue":
         # The Hive layout's Glue client: AWS_REGION, credentials, AWS_ENDPOINT_URL_GLUE, adaptive retries.
-        return GlueCatalog(CATALOG_NAME, client=HiveLayoutGlue().client, **io)
+        return GlueCatalog(CATALOG_NAME, client=glue_client(), **io)
     uri = config.embedded_sql_uri()
     if uri.startswith("sqlite:///"):
         pafs.LocalFileSystem().create_dir(uri[len("sqlite:///"):].rsplit("/", 1)[0], recursive=True)

@@ -5,12 +5,14 @@ of the Iceberg tables (`kafka_lake.iceberg_catalog`).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Optional
 
 from dagster import ConfigurableResource
 
 from kafka_lake.settings import PlatformSettings
-from kafka_lake.table_catalog import GlueCatalog, TableCatalog
+from kafka_lake.table_catalog import TableCatalog
+from table_catalogs.glue import GlueCatalog
 
 if TYPE_CHECKING:
     from kafka_lake.iceberg_catalog import IcebergCatalogConfig
@@ -28,7 +30,7 @@ class TableCatalogResource(ConfigurableResource):
         if self.kind == "glue":
             return GlueCatalog(region=self.glue_region)
         if self.kind == "hive":
-            from spark_jobs.hive_catalog import HiveCatalog
+            from table_catalogs.hive import HiveCatalog
 
             return HiveCatalog(spark_session(), metastore_uri=self.hive_metastore_uri)
         raise ValueError(f"TABLE_CATALOG is {self.kind!r}; it must be one of {', '.join(CATALOG_KINDS)}")
@@ -39,5 +41,5 @@ class TableCatalogResource(ConfigurableResource):
         the embedded SQLite catalog beside a local lake."""
         from kafka_lake.iceberg_catalog import IcebergCatalogConfig
 
-        settings = PlatformSettings.from_env()
-        return IcebergCatalogConfig(lake_root, self.kind, settings.iceberg_rest_uri, settings.iceberg_catalog_uri)
+        return IcebergCatalogConfig.from_settings(replace(PlatformSettings.from_env(), lake_root=lake_root,
+                                                          table_catalog=self.kind))

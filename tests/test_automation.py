@@ -161,3 +161,15 @@ def test_lag_counts_records_after_the_landed_end_and_time_after_the_landed_hour(
 def test_topics_missing_from_the_catalog_leave_out_internal_topics():
     cluster = ["shop.page_views", "shop.orders", "__consumer_offsets", "_schemas", "connect-offsets"]
     assert automation.topics_missing_from_catalog(cluster, ["shop.page_views"]) == ["shop.orders"]
+
+
+@pytest.mark.parametrize("before, passed, alert", [
+    (None, False, "[FAILED]"), (None, True, None), (True, False, "[FAILED]"), (False, True, "[RECOVERED]"),
+    (False, False, None), (True, True, None),
+])
+def test_freshness_alerts_on_its_first_failure_and_on_each_change(page_views, before, passed, alert):
+    result = automation.Freshness(passed, "the description", H, 0.0 if passed else 42.0, 0 if passed else 1)
+
+    said = automation.freshness_alert(page_views, before, result)
+
+    assert said == (None if alert is None else f"{alert} freshness of {page_views.topic}: the description")

@@ -61,10 +61,11 @@ def test_a_crash_after_the_commit_is_finished_by_the_rerun_with_the_same_rows(la
     topic, _, _, storage = landed
     before = rows_as_readers_see_them(storage, topic)
     tasks, _ = plan_compaction(topic, HOURS[1], storage)
+    assert len(tasks) >= 2, "the landed hour holds two partitions to compact: one committed, one left uncommitted"
     # The run dies after writing one generation and committing it, before publishing or deleting.
     manifest = commit_compaction(storage, compact_partition(tasks[0]))
     # …and another dies after writing a generation it never committed.
-    orphan_generation = compact_partition(tasks[-1]) if len(tasks) > 1 else None
+    orphan_generation = compact_partition(tasks[-1])
     assert all(storage.exists(path) for path in manifest.sources)
     published = []
 
@@ -73,10 +74,9 @@ def test_a_crash_after_the_commit_is_finished_by_the_rerun_with_the_same_rows(la
     assert manifest.partition in {m.partition for m in published}
     assert not any(storage.exists(path) for path in manifest.sources)
     assert rows_as_readers_see_them(storage, topic) == before
-    if orphan_generation is not None:
-        [redone] = [m for m in result.manifests if m.partition == orphan_generation.task.partition]
-        assert redone.generation == orphan_generation.task.generation
-        assert [f.path for f in redone.files] == [f.path for f in orphan_generation.files]
+    [redone] = [m for m in result.manifests if m.partition == orphan_generation.task.partition]
+    assert redone.generation == orphan_generation.task.generation
+    assert [f.path for f in redone.files] == [f.path for f in orphan_generation.files]
 
 
 def test_late_data_in_a_compacted_hour_makes_it_due_again(landed, spark, broker):

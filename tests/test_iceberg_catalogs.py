@@ -8,12 +8,10 @@ end (no Glue runs here); the REST catalog is a stand-in server speaking the REST
 from __future__ import annotations
 
 import contextlib
-import os
 import uuid
 
 import pytest
 
-from dev_services.ports import free_port
 from kafka_lake.iceberg_catalog import IcebergCatalogConfig, IcebergCatalogError, open_catalog, table_location
 from kafka_lake.iceberg_commits import landed_hour_matches_table
 from kafka_lake.iceberg_schema import IcebergSchemaError, ensure_table, table_schema
@@ -137,26 +135,6 @@ def test_the_embedded_catalog_is_refused_on_an_s3_lake_unless_a_database_is_name
 def test_two_iceberg_catalogs_named_at_once_are_refused_naming_both():
     with pytest.raises(IcebergCatalogError, match="ICEBERG_REST_URI and TABLE_CATALOG=glue"):
         open_catalog(IcebergCatalogConfig("s3://lake/prefix", table_catalog="glue", rest_uri="http://127.0.0.1:1"))
-
-
-@pytest.fixture
-def glue_endpoint(s3_server):
-    """moto's Glue on a loopback port, reached as production reaches Glue: boto3 with AWS_ENDPOINT_URL_GLUE."""
-    from moto.server import ThreadedMotoServer
-
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    saved = os.environ.get("AWS_ENDPOINT_URL_GLUE")
-    os.environ["AWS_ENDPOINT_URL_GLUE"] = f"http://127.0.0.1:{port}"
-    try:
-        yield
-    finally:
-        server.stop()
-        if saved is None:
-            os.environ.pop("AWS_ENDPOINT_URL_GLUE", None)
-        else:
-            os.environ["AWS_ENDPOINT_URL_GLUE"] = saved
 
 
 def land_and_read(lake: Lake) -> None:

@@ -163,11 +163,11 @@ def test_given_renamed_fields_wide_decimals_and_a_recursive_record_then_they_lan
     from kafka_lake.layout import ERASURE_REQUESTS_PREFIX
     from kafka_lake.retention import apply_retention
     from kafka_lake.settings import PlatformSettings
-    from kafka_lake.table_catalog import reconcile
+    from kafka_lake.catalog_reconciliation import reconcile
     from kafka_lake.table_schema import table_definition
     from kafka_lake.table_state import storage_partitions
     from spark_jobs.compaction_job import run_compactions_on_spark
-    from spark_jobs.hive_catalog import HiveCatalog
+    from table_catalogs.hive import HiveCatalog
     from tests.conftest import PII_TEST_KEY
     from tests.landing_fixtures import pseudonym
     from tests.test_raw_landing_e2e import materialize_hours
