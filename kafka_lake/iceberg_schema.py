@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError, ValidationError
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, TableAlreadyExistsError, ValidationError
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
@@ -27,6 +27,7 @@ from kafka_lake.table_schema import PARTITION_KEYS
 
 FORMAT_VERSION = "2"
 TOPIC_PROPERTY = "kafka-lake.topic"
+EVOLVE_ATTEMPTS = 5  # runs starting at once each change the table; one wins each round
 # Identity partitions on the placement columns: the placement hour is no column of the record (an event time may
 # be RFC 3339 text in a nested field), so no hidden transform has a source; identity partitions keep the Hive
 # tables' queries (`WHERE date = … AND hour = …`) pruning files, and let a landed file, which carries these
@@ -148,7 +149,20 @@ def ensure_table(catalog: Catalog, topic: TopicSpec, location: str) -> Table:
                                          partition_spec=partition_spec(schema), properties=table_properties(topic, location))
         except TableAlreadyExistsError:  # created by a run beside this one
             table = catalog.load_table(identifier)
-    _check_is_ours(table, topic, location)
+    for attempt in range(EVOLVE_ATTEMPTS):
+        _check_is_ours(table, topic, location)
+        try:
+            return _evolve(table, topic, schema, location)
+        except CommitFailedException:
+            if attempt == EVOLVE_ATTEMPTS - 1:
+                raise
+            # Another run changed the table first (two landings starting at once set the same name mapping):
+            # what it did is read again, and only what is still missing is committed.
+            table = catalog.load_table(identifier)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _evolve(table: Table, topic: TopicSpec, schema: Schema, location: str) -> Table:
     transaction = table.transaction()
     wanted = {k: v for k, v in table_properties(topic, location).items() if k != "format-version"}
     if table.name_mapping() is None:
