@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
@@ -122,3 +123,26 @@ def test_landing_compaction_registration_and_retention_through_dagster_keep_the_
     assert pyiceberg_rows(table).num_rows == 0 == duckdb_rows(table).num_rows
     assert [e.action for e in read_audit(storage, topic)] == ["erase", "expire"]
     assert _keys(duckdb_rows(table, snapshot_id=before_erasure)) == produced  # until the snapshot expires
+
+
+def test_a_topic_landed_in_the_hive_layout_becomes_an_iceberg_table_by_registering_its_landed_hours(broker, tmp_path):
+    """The README's migration: the topic switched to `table_format: iceberg`, `catalog/…` commits every hour the Hive
+    layout landed (not compacted) from its manifest, and readers get exactly the landed rows. Slices run in this
+    process."""
+    from kafka_lake.iceberg_tables import IcebergTables
+    from tests.test_log_boundaries import land_in_process
+
+    lake_root = str(tmp_path / "lake")
+    topic, traffic = topic_with_traffic(broker, tmp_path / "catalog", allowed_lateness_hours=2)
+    with topic_deleted_after(broker, SimpleNamespace(topic=topic)):
+        assert topic.table_format == "hive"
+        land_in_process(topic, landing_settings(lake_root, broker.bootstrap_servers), RAW_HOURS, RAW_HOURS[-1] + timedelta(hours=2))
+
+        iceberg = dataclasses.replace(topic, table_format="iceberg")
+        tables = IcebergTables(TableAccess(LakeStorage(lake_root)))
+        done = tables.register(iceberg, sorted({floor_hour(hour) for hour in RAW_HOURS}))
+
+        assert done.check.passed, done.check.description
+        assert done.metadata["kafka_hours_committed"] == [KafkaHour(hour).partition_key for hour in RAW_HOURS]
+        table = tables.table(iceberg)
+        assert _keys(pyiceberg_rows(table)) == _keys(duckdb_rows(table)) == sorted((p.partition, p.offset) for p in traffic.rows())
