@@ -26,7 +26,7 @@ from platform_assets.failures import failures_explained
 from platform_assets.keys import asset_key, layer_attributes
 from platform_assets.pools import table_pool
 from platform_assets.partitions import hourly_partitions, quiet_warnings
-from platform_assets.tables import format_kinds, column_schema, dagster_metadata, topic_tables
+from platform_assets.tables import column_schema, dagster_metadata, format_kinds, topic_tables
 from resources import LakeStorageResource, TableCatalogResource
 
 CHECK_DESCRIPTIONS = {

@@ -19,7 +19,7 @@ from kafka_lake.table_formats import table_format_type
 from platform_assets.failures import failures_explained
 from platform_assets.keys import asset_key, layer_attributes
 from platform_assets.pools import table_pool
-from platform_assets.tables import format_kinds, dagster_metadata, topic_tables
+from platform_assets.tables import dagster_metadata, format_kinds, topic_tables
 from resources import LakeStorageResource, PiiKeyResource
 from resources.table_catalog import TableCatalogResource
 

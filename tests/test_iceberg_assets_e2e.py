@@ -73,15 +73,13 @@ def test_landing_compaction_registration_and_retention_through_dagster_keep_the_
     # raw/…: every hour but the last through Dagster, each its own snapshot, shown in its materialization.
     landed, checks = run([raw_landing_asset(topic)], settings, hours=RAW_HOURS[:-1])
     assert "table_matches_landing" in checks
-    catalog = open_catalog(IcebergCatalogConfig.from_settings(dataclasses.replace(PlatformSettings.from_env(),
-                                                                                   lake_root=settings.lake_root)))
-    table = catalog.load_table((topic.database, topic.table))
+    config = IcebergCatalogConfig.from_settings(dataclasses.replace(PlatformSettings.from_env(), lake_root=settings.lake_root))
+    table = open_catalog(config).load_table((topic.database, topic.table))
     shown = [m["iceberg_snapshot_id"] for m in metadata_of(landed, table_key("raw"))]
     assert len(shown) == len(RAW_HOURS) - 1 and shown == [s.snapshot_id for s in table.snapshots()]
 
     # The last hour landed by a run that died after its manifest, before its commit: not in the table yet.
-    stops = _StopsBeforeTheTableCommit(TableAccess(storage, IcebergCatalogConfig.from_settings(
-        dataclasses.replace(PlatformSettings.from_env(), lake_root=settings.lake_root))))
+    stops = _StopsBeforeTheTableCommit(TableAccess(storage, config))
     land(topic, RAW_HOURS[-1:], landing_settings(settings.lake_root, settings.kafka_bootstrap_servers), in_this_process,
          tables=stops)
     assert _keys(pyiceberg_rows(table.refresh())) != produced
