@@ -11,8 +11,11 @@ from datetime import datetime, timedelta, timezone
 from functools import cached_property
 from typing import Collection
 
+from botocore.exceptions import BotoCoreError
 from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import ServerError, ServiceUnavailableError
 from pyiceberg.table import Table
+from sqlalchemy.exc import SQLAlchemyError
 
 from kafka_lake import layout
 from kafka_lake.audit import AuditEntry, write_audit
@@ -52,6 +55,13 @@ from kafka_lake.table_partition import TablePartition, partition_of_path
 # Longer than any landing of an hour runs.
 ORPHAN_MIN_AGE = timedelta(days=1)
 SHOWN = 100
+# What a catalog or storage that cannot be reached raises: the network (REST, S3: OSError), a SQL catalog's
+# database, Glue, a REST catalog answering 5xx.
+UNREACHABLE = (OSError, SQLAlchemyError, BotoCoreError, ServerError, ServiceUnavailableError)
+
+
+class IcebergCommitFailed(RuntimeError):
+    """A landed hour's manifest is written, but its snapshot could not be committed."""
 
 
 class IcebergTables:
@@ -105,8 +115,15 @@ class IcebergTables:
             latest = manifests.read(manifest.kafka_hour)
             return latest is not None and same_landing(latest, manifest)
 
-        table = self.table(topic)
-        commit = commit_landed_hour(table, self.storage, manifest, previous, still_latest)
+        try:
+            table = self.table(topic)
+            commit = commit_landed_hour(table, self.storage, manifest, previous, still_latest)
+        except UNREACHABLE as error:
+            raise IcebergCommitFailed(
+                f"{topic.topic} hour {manifest.hour}: its files and manifest are written, but committing them to the "
+                f"Iceberg table {topic.database}.{topic.table} ({self.catalog_config.describe()}) failed: "
+                f"{type(error).__name__}: {error}. Once the catalog and the lake answer, landing the hour again or "
+                f"materializing catalog/{topic.database}/{topic.table} for its placement hours commits it") from error
         return self._clean_after(topic, table, manifest, previous, commit)
 
     def _clean_after(self, topic: TopicSpec, table: Table, manifest: HourManifest, previous: HourManifest | None,

@@ -15,10 +15,14 @@ import pytest
 from kafka_lake.iceberg_catalog import IcebergCatalogConfig, IcebergCatalogError, open_catalog, table_location
 from kafka_lake.iceberg_commits import landed_hour_matches_table
 from kafka_lake.iceberg_schema import IcebergSchemaError, ensure_table, table_schema
+from kafka_lake.iceberg_tables import IcebergCommitFailed, IcebergTables
+from kafka_lake.table_formats import TableAccess
 from kafka_lake.storage import LakeStorage
 from tests.landing_fixtures import RAW_HOURS
 from tests.rest_catalog_server import RestCatalogServer
-from tests.test_iceberg_tables import Lake, _keys, duckdb_rows, pyiceberg_rows, topic_deleted_after
+from tests.exactly_once import assert_exactly_once
+from tests.landing_fixtures import in_this_process, land
+from tests.test_iceberg_tables import NOW, Lake, _keys, duckdb_rows, pyiceberg_rows, topic_deleted_after
 from tests.test_table_catalog import record, write_topic
 
 V1 = record("Reading", [
@@ -169,3 +173,31 @@ class _Dropped:
 
     def close(self) -> None:
         self.lake.catalog.drop_table((self.lake.topic.database, self.lake.topic.table))
+
+
+def test_when_the_rest_catalog_is_down_at_an_hours_commit_then_the_landing_fails_saying_so_and_the_next_commits_it(
+        broker, tmp_path):
+    """The catalog goes away after the hour's files and manifest are written, before its snapshot (the stand-in
+    server stopped from the table format, as an outage would strike); it comes back on the same address."""
+    backend = str(tmp_path / "rest_backend.db")
+    server = RestCatalogServer(backend).__enter__()
+    lake_root = str(tmp_path / "lake")
+    lake = Lake(broker, tmp_path, lake_root, IcebergCatalogConfig(lake_root, rest_uri=server.uri))
+
+    class CatalogGoesDown(IcebergTables):
+        def commit_hour(self, *args):
+            server.__exit__(None, None, None)
+            return super().commit_hour(*args)
+
+    with topic_deleted_after(broker, lake):
+        with pytest.raises(IcebergCommitFailed, match=rf"{lake.topic.topic} hour .*manifest are written.*REST catalog "
+                                                      rf"{server.uri}.*materializing catalog/e2e/orders") as failed:
+            land(lake.topic, RAW_HOURS[:1], lake.settings, in_this_process, now=NOW,
+                 tables=CatalogGoesDown(TableAccess(lake.storage, lake.config)))
+        assert isinstance(failed.value.__cause__, OSError), failed.value.__cause__  # refused: nothing listens
+        assert lake.manifests.landed_hours()  # the manifest is written: the hour waits for its commit
+
+        with RestCatalogServer(backend, port=server.port):
+            lake.land()
+            assert_exactly_once(lake.storage, lake.topic, lake.traffic.in_hours(RAW_HOURS).produced, lake.config)
+            assert _keys(pyiceberg_rows(lake.table)) == sorted((p.partition, p.offset) for p in lake.traffic.rows())
