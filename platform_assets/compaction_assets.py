@@ -51,7 +51,7 @@ def compacted_asset(topic: TopicSpec, embedded_metastore: bool = True):
                     start_offset=0, end_offset=topic.allowed_lateness_hours))],
                 metadata={"topic": topic.topic, "table_format": topic.table_format,
                           **({"dagster/column_schema": schema} if schema else {})},
-                **layer_attributes("compacted", topic, "spark", "parquet", *format_kinds(topic)),
+                **layer_attributes("compacted", topic, "parquet", *format_kinds(topic, "spark")),
             )],
             partitions_def=hourly_partitions(topic),
             check_specs=[AssetCheckSpec(check_name, asset=key, partitions_def=hourly_partitions(topic),

@@ -41,7 +41,7 @@ def retention_asset(topic: TopicSpec, embedded_metastore: bool = True):
                                     description="No partition older than retention_days remains in the table.")],
         op_tags={"topic": topic.topic},
         pool=table_pool(topic, "retention", embedded_metastore),
-        **layer_attributes("retention", topic, "spark", "parquet", *format_kinds(topic)),
+        **layer_attributes("retention", topic, "parquet", *format_kinds(topic, "spark")),
     )
     def retain(
         context: AssetExecutionContext,

@@ -21,9 +21,10 @@ def column_schema(topic: TopicSpec, partition_columns: bool) -> TableSchema | No
     return TableSchema(columns=[TableColumn(c.name, c.type.hive()) for c in columns])
 
 
-def format_kinds(topic: TopicSpec) -> tuple[str, ...]:
-    """The kind an Iceberg topic's table assets carry beside their layer's."""
-    return ("iceberg",) if topic.table_format == "iceberg" else ()
+def format_kinds(topic: TopicSpec, *hive_only: str) -> tuple[str, ...]:
+    """The kinds a table asset carries beside its layer's: `iceberg` for an Iceberg topic, whose work runs on the
+    Dagster process; `hive_only` (Spark) for the Hive layout."""
+    return ("iceberg",) if topic.table_format == "iceberg" else hive_only
 
 
 def topic_tables(topic: TopicSpec, lake: LakeStorageResource, table_catalog: TableCatalogResource,
