@@ -154,4 +154,6 @@ def dead_letter_key_from_env(environ: dict | None = None) -> bytes | None:
 def url_without_credentials(url: str) -> str:
     """The URL as safe to show: `https://user:secret@host` loses its user info."""
     parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url  # nothing to hide; rebuilt, `sqlite:////abs/path` would lose the slashes that make it a path
     return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()

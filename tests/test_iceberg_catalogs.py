@@ -201,3 +201,10 @@ def test_when_the_rest_catalog_is_down_at_an_hours_commit_then_the_landing_fails
             lake.land()
             assert_exactly_once(lake.storage, lake.topic, lake.traffic.in_hours(RAW_HOURS).produced, lake.config)
             assert _keys(pyiceberg_rows(lake.table)) == sorted((p.partition, p.offset) for p in lake.traffic.rows())
+
+
+def test_the_catalog_shown_names_the_embedded_database_by_its_absolute_path_and_hides_credentials(tmp_path):
+    lake_root = str(tmp_path / "lake")
+    assert IcebergCatalogConfig(lake_root).describe() == f"SQL catalog sqlite:///{tmp_path}/lake/_iceberg/catalog.db"
+    shown = IcebergCatalogConfig(lake_root, sql_uri="postgresql+psycopg2://lake:s3cret@db:5432/iceberg").describe()
+    assert shown == "SQL catalog postgresql+psycopg2://db:5432/iceberg"
