@@ -10,7 +10,7 @@ export PYTHONUNBUFFERED := 1
 # Spark binds the driver to loopback unless told otherwise: local runs never leave the machine.
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: setup check-java instance check-test-tools check-catalog demo test test-fast test-faults ui broker stop clean bench bench-sensors
+.PHONY: setup check-java instance check-test-tools check-catalog demo test test-fast test-faults ui broker stop clean bench bench-sensors bench-table-formats
 
 setup: $(STAMP) check-java instance
 
@@ -69,6 +69,11 @@ test-faults: setup
 N ?= 2000000
 bench: setup
 	$(PY) -m bench.run --records $(N)
+
+# The same records landed into the Hive layout and into an Iceberg table, in one run (bench/RESULTS.md).
+# 1M records unless `N=` is given.
+bench-table-formats: setup
+	$(PY) -m bench.table_formats $(if $(filter command line,$(origin N)),--records $(N))
 
 # A tick of each sensor with 100 topics × 32 partitions, against a metadata request and the per-partition way.
 bench-sensors: setup

@@ -11,6 +11,7 @@ import os
 import sys
 
 from kafka_lake.catalog import CatalogError, load_catalog
+from kafka_lake.settings import PlatformSettings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,7 +20,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the topic catalog (default: $SCHEMA_CATALOG_DIR, else schema_catalog)")
     args = parser.parse_args(argv)
     try:
-        catalog = load_catalog(args.directory, tolerant=True)
+        # Checked as the deployment loads it: an Iceberg topic's schema must be one Iceberg can hold.
+        catalog = load_catalog(args.directory, tolerant=True, table_format=PlatformSettings.from_env().table_format)
     except CatalogError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -1,7 +1,8 @@
 """`make demo`: the platform end to end on the embedded defaults, with a summary a person can read.
 
 Starts a fresh local broker, produces several hours of sample traffic, lands every closed hour
-of every catalog topic through Dagster on Spark, and reads the lake back.
+of every catalog topic through Dagster on Spark, and reads the lake back: by table name with Spark SQL over the
+Hive metastore, or with `TABLE_FORMAT=iceberg` (`make demo TABLE_FORMAT=iceberg`) the Iceberg tables with DuckDB.
 """
 
 from __future__ import annotations
@@ -57,11 +58,12 @@ def main() -> int:
     starts = {topic: min([*counts.valid_by_kafka_hour, *counts.valid_by_event_hour]) for topic, counts in traffic.topics.items()}
     os.environ["SCHEMA_CATALOG_DIR"] = str(write_demo_catalog(Path(samples.schema_catalog_dir), DEMO_CATALOG_DIR, starts))
     settings = PlatformSettings.from_env()
-    catalog = load_catalog(settings.schema_catalog_dir)
+    catalog = load_catalog(settings.schema_catalog_dir, table_format=settings.table_format)
     write_demo_env(DEMO_ENV_FILE, {"PII_HMAC_KEY": os.environ["PII_HMAC_KEY"], "SCHEMA_CATALOG_DIR": settings.schema_catalog_dir,
                                    "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
                                    "LAKE_ROOT": settings.lake_root if "://" in settings.lake_root
-                                   else str(Path(settings.lake_root).resolve())})
+                                   else str(Path(settings.lake_root).resolve()),
+                                   **({"TABLE_FORMAT": settings.table_format} if settings.table_format != "hive" else {})})
 
     demo = _Demo(DagsterInstance.get(), build_definitions(catalog, settings))
     started = time.monotonic()
@@ -75,7 +77,8 @@ def main() -> int:
     elapsed = time.monotonic() - started
     _print_summary(landed, catalog, settings.lake_root, elapsed)
     _print_downstream(compacted, registered, retained)
-    _print_sample_queries(catalog)
+    _print_sample_queries([topic for topic in catalog.topics if topic.table_format == "hive"])
+    _print_iceberg_queries([(topic, metadata) for topic, metadata, _ in registered if topic.table_format == "iceberg"])
     print(f"\n`make ui` serves this state with the demo's settings ({DEMO_ENV_FILE}): http://127.0.0.1:3000")
     return 0
 
@@ -197,6 +200,11 @@ def _print_downstream(compacted, registered, retained) -> None:
         print(f"{'compacted/' + topic.name:34} {not_due} placement hour(s) not due yet: later raw hours can still add rows")
     print("\n=== Table catalog ===")
     for topic, metadata, checks in registered:
+        if topic.table_format == "iceberg":
+            verdict = "the table holds every landed hour" if all(checks.values()) else "FAILED: the table differs from the landings"
+            print(f"{metadata['table'].value} ({metadata['catalog'].value}): {metadata['columns'].value} columns, "
+                  f"snapshot {metadata['iceberg_snapshot_id'].value} of {metadata['snapshots'].value}: {verdict}")
+            continue
         verdict = "catalog matches storage" if all(checks.values()) else "FAILED: catalog differs from storage"
         print(f"{metadata['table'].value}: {metadata['columns'].value} columns, "
               f"{len(metadata['partitions'].value)} partitions in the catalog "
@@ -208,21 +216,44 @@ def _print_downstream(compacted, registered, retained) -> None:
               f"{metadata['expired_partitions'].value} partition(s) expired, {metadata['erased_rows'].value} row(s) erased: {verdict}")
 
 
-def _print_sample_queries(catalog) -> None:
+# What the demo asks of each sample table; `{table}` is its name, or DuckDB's `iceberg_scan(…)` of an Iceberg table.
+SAMPLE_QUERIES = {
+    "shop.page_views": "SELECT schema_version, count(*) AS views, count(DISTINCT user_id) AS visitors, "
+    "max(duration_ms) AS longest_ms FROM {table} GROUP BY schema_version ORDER BY schema_version",
+    "payments.transactions": "SELECT currency, status, count(*) AS payments, sum(amount) AS total "
+    "FROM {table} GROUP BY currency, status ORDER BY currency, status LIMIT 8",
+}
+
+
+def _sample_query(topic, table: str) -> str:
+    return SAMPLE_QUERIES.get(f"{topic.database}.{topic.table}", "SELECT count(*) FROM {table}").format(table=table)
+
+
+def _print_sample_queries(topics) -> None:
+    if not topics:
+        return
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.getOrCreate()
-    queries = {
-        "shop.page_views": "SELECT schema_version, count(*) AS views, count(DISTINCT user_id) AS visitors, "
-        "max(duration_ms) AS longest_ms FROM shop.page_views GROUP BY schema_version ORDER BY schema_version",
-        "payments.transactions": "SELECT currency, status, count(*) AS payments, sum(amount) AS total "
-        "FROM payments.transactions GROUP BY currency, status ORDER BY currency, status LIMIT 8",
-    }
     print("\n=== Querying the tables by name (Spark SQL over the Hive metastore) ===")
-    for topic in catalog.topics:
-        query = queries.get(f"{topic.database}.{topic.table}", f"SELECT count(*) FROM {topic.database}.{topic.table}")
+    for topic in topics:
+        query = _sample_query(topic, f"{topic.database}.{topic.table}")
         print(f"spark-sql> {query};")
         spark.sql(query).show(truncate=False)
+
+
+def _print_iceberg_queries(tables) -> None:
+    """The Iceberg tables read by a reader that needs no catalog: DuckDB, from each table's current metadata file."""
+    if not tables:
+        return
+    from kafka_lake.duckdb_reader import duckdb_connection
+
+    connection = duckdb_connection()
+    print("\n=== Querying the Iceberg tables (DuckDB's iceberg extension, from each table's metadata file) ===")
+    for topic, metadata in tables:
+        query = _sample_query(topic, f"iceberg_scan('{metadata['metadata_location'].value}')")
+        print(f"duckdb> {query};")
+        print(connection.sql(query))
 
 
 def _print_summary(landed, catalog, lake_root: str, elapsed: float) -> None:
@@ -243,6 +274,8 @@ def _print_summary(landed, catalog, lake_root: str, elapsed: float) -> None:
     for topic in catalog.topics:
         per_folder: Counter = Counter()
         for stored in storage.list_files(layout.table_prefix(topic.database, topic.table)):
+            if layout.parse_data_file_name(stored.path) is None and topic.table_format == "iceberg":
+                continue  # the table's metadata, beside its data folders
             folder = stored.path.rsplit("/", 1)[0].split("/", 2)[2]
             per_folder[folder] += 1
         dead = len(storage.list_files(layout.dead_letter_prefix(topic.database, topic.table)))

@@ -80,6 +80,9 @@ class TopicSpec:
     rename: tuple[tuple[str, str], ...]
     time_unit: str | None  # what a plain long event time counts (s, ms, us, ns); None: not set, ms
     source_file: str
+    # "hive" or "iceberg": `table_format` of topic.yaml, else the deployment's `TABLE_FORMAT`, decided at load.
+    table_format: str
+    snapshot_retention_days: int  # Iceberg tables: how long snapshots are kept for time travel
 
     @property
     def name(self) -> str:
@@ -148,8 +151,9 @@ class TopicCatalog:
         raise KeyError(f"no catalog entry for Kafka topic {topic_name!r} in {self.directory}")
 
 
-def load_catalog(directory: str | Path, tolerant: bool = False) -> TopicCatalog:
-    """Loads every `<database>/<table>/topic.yaml` under `directory`, validated.
+def load_catalog(directory: str | Path, tolerant: bool = False, table_format: str = "hive") -> TopicCatalog:
+    """Loads every `<database>/<table>/topic.yaml` under `directory`, validated; `table_format` is the deployment's
+    (`TABLE_FORMAT`), for the topics whose entry names none.
 
     Strict (the default), the first broken entry raises its `CatalogError`. Tolerant (a code location serving
     many topics), each broken entry is set aside in `broken` with its error and every other topic loads; two
@@ -160,13 +164,13 @@ def load_catalog(directory: str | Path, tolerant: bool = False) -> TopicCatalog:
         raise CatalogError(f"{root}: the topic catalog directory does not exist (set SCHEMA_CATALOG_DIR)")
     paths = sorted(root.glob("*/*/topic.yaml"))
     if not tolerant:
-        topics = [load_topic(path) for path in paths]
+        topics = [load_topic(path, table_format) for path in paths]
         _check_unique(topics)
         return TopicCatalog(topics=tuple(topics), directory=str(root))
     topics, broken = [], []
     for path in paths:
         try:
-            topics.append(load_topic(path))
+            topics.append(load_topic(path, table_format))
         except CatalogError as error:
             broken.append(BrokenEntry(str(path), error))
         except Exception as error:  # a loader bug must cost only its own entry too
@@ -211,7 +215,8 @@ def _check_unique(topics: list[TopicSpec], tolerant: bool = False) -> list[tuple
     return clashing
 
 
-def load_topic(path: str | Path) -> TopicSpec:
+def load_topic(path: str | Path, table_format: str = "hive") -> TopicSpec:
+    """One catalog entry, validated; `table_format`: the deployment's, unless the entry names its own."""
     path = Path(path)
     where = str(path)
     text = _read_catalog_file(path, where)
@@ -244,7 +249,7 @@ def load_topic(path: str | Path) -> TopicSpec:
     if entry.subject_field is not None:
         _check_field_path(versions, tuple(entry.subject_field.split(".")), f"subject_field {entry.subject_field!r}", where)
 
-    return TopicSpec(
+    spec = TopicSpec(
         database=database,
         table=table,
         topic=entry.topic,
@@ -267,7 +272,22 @@ def load_topic(path: str | Path) -> TopicSpec:
         rename=tuple(sorted(entry.rename.items())),
         time_unit=entry.time_partitioning.unit,
         source_file=where,
+        table_format=entry.table_format or table_format,
+        snapshot_retention_days=entry.snapshot_retention_days,
     )
+    if spec.table_format == "iceberg":
+        _check_iceberg_table(spec)
+    return spec
+
+
+def _check_iceberg_table(spec: TopicSpec) -> None:
+    """An Iceberg topic's versions must fold into one Iceberg schema (`iceberg_schema`, imported only for them)."""
+    from kafka_lake.iceberg_schema import IcebergSchemaError, check_topic
+
+    try:
+        check_topic(spec)
+    except IcebergSchemaError as error:
+        raise CatalogError(str(error)) from None
 
 
 def _check_field_path(versions: list[SchemaVersion], path: tuple[str, ...], label: str, where: str,

@@ -82,6 +82,16 @@ def missing_raw_hours(topic: TopicSpec, hour: datetime, landed: Iterable[KafkaHo
     return [h for h in raw_hours_that_feed(topic, hour) if h not in landed]
 
 
+def check_due(topic: TopicSpec, hour: datetime, landed: Iterable[KafkaHour]) -> None:
+    """Raises `CompactionNotDue` naming the raw hours that can still add rows to placement hour `hour`."""
+    missing = missing_raw_hours(topic, hour, landed)
+    if missing:
+        raise CompactionNotDue(
+            f"{topic.topic} hour {hour:%Y-%m-%d %H:00}: raw hours {', '.join(map(str, missing))} can still add "
+            f"rows (allowed lateness {topic.allowed_lateness_hours} h) and have not landed yet"
+        )
+
+
 def offsets_checksum(keys: pa.Table) -> str:
     """SHA-256 over the sorted (partition, offset) set: equal iff the row sets are equal."""
     ordered = keys.sort_by([(c, "ascending") for c in KEY_COLUMNS])
@@ -98,12 +108,7 @@ def plan_compaction(
     """Tasks for every partition of `hour` whose committed raw files are not yet in its current generation."""
     manifests = ManifestStore(storage, topic.database, topic.table)
     landed = manifests.landed_hours()
-    missing = missing_raw_hours(topic, hour, landed)
-    if missing:
-        raise CompactionNotDue(
-            f"{topic.topic} hour {hour:%Y-%m-%d %H:00}: raw hours {', '.join(map(str, missing))} can still add "
-            f"rows (allowed lateness {topic.allowed_lateness_hours} h) and have not landed yet"
-        )
+    check_due(topic, hour, landed)
     committed = committed_raw_files(storage, topic, manifests, landed, hour)
     tasks, up_to_date = [], []
     for partition in sorted({p for p in (partition_of_path(path) for path in committed) if p is not None}

@@ -57,13 +57,19 @@ def expire(
             storage.delete(stored.path)
             deleted.append(stored.path)
         storage.delete(partition.compaction_manifest_path(topic.database, topic.table))
+    return expired, rows, deleted + expire_dead_letters(storage, topic, now)
+
+
+def expire_dead_letters(storage: LakeStorage, topic: TopicSpec, now: datetime) -> list[str]:
+    """Deletes the dead-letter files of Kafka hours past `dead_letter_cutoff`; returns their paths."""
+    deleted = []
     dead_letters_until = dead_letter_cutoff(topic, now)
     for stored in storage.list_files(layout.dead_letter_prefix(topic.database, topic.table)):
         hour = layout.hour_of_path(stored.path)
         if hour is not None and is_expired(hour, dead_letters_until):
             storage.delete(stored.path)
             deleted.append(stored.path)
-    return expired, rows, deleted
+    return deleted
 
 
 def expiry_detail(topic: TopicSpec, now: datetime) -> str:

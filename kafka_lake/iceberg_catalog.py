@@ -17,7 +17,7 @@ from pyiceberg.io import PY_IO_IMPL
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
 from kafka_lake import layout
-from kafka_lake.settings import url_without_credentials
+from kafka_lake.settings import PlatformSettings, url_without_credentials
 from kafka_lake.storage import LakeStorage, s3_filesystem_from_env
 from kafka_lake.aws_clients import glue_client
 
@@ -41,6 +41,10 @@ class IcebergCatalogConfig:
     table_catalog: str = "hive"
     rest_uri: str | None = field(default=None, repr=False)  # may carry credentials
     sql_uri: str | None = field(default=None, repr=False)  # may carry a password
+
+    @classmethod
+    def from_settings(cls, settings: PlatformSettings) -> "IcebergCatalogConfig":
+        return cls(settings.lake_root, settings.table_catalog, settings.iceberg_rest_uri, settings.iceberg_catalog_uri)
 
     @property
     def kind(self) -> str:

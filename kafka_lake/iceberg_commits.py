@@ -13,8 +13,10 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Callable, Iterable
 
 import pyarrow as pa
+from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.expressions import And, Not
 from pyiceberg.manifest import DataFile, ManifestEntryStatus
 from pyiceberg.table import Table
@@ -30,6 +32,7 @@ from kafka_lake.iceberg_files import (
     offsets_filter,
     placements_filter,
     read_rows,
+    removed_unless_committed,
     write_rows,
 )
 from kafka_lake.landing_checks import CheckOutcome
@@ -48,6 +51,8 @@ OFFSETS = "kafka-lake.offsets"  # "0:[120,180) 1:[75,90)"
 PLACEMENTS = "kafka-lake.placements"  # the placement hours the landing wrote into, comma-separated
 LANDED_AT = "kafka-lake.landed-at"
 RUN_ID = "kafka-lake.run-id"
+# A commit that meets another commit of the hour's rows is planned again on the new table, this many times at most.
+COMMIT_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -55,8 +60,10 @@ class HourCommit:
     """What committing a landed hour did to the table."""
 
     kafka_hour: str
-    snapshot_id: int | None  # None: the table already held exactly this landing, nothing was committed
-    operation: str  # "append", "overwrite" or "unchanged"
+    snapshot_id: int | None  # None: nothing was committed
+    # "append", "overwrite", "unchanged" (the table held exactly this landing) or "superseded" (a later landing of
+    # the hour wrote its manifest: that one is the table's to hold)
+    operation: str
     files_added: tuple[str, ...]
     files_removed: tuple[str, ...]  # files whose rows were all an earlier landing's of this hour
     files_rewritten: tuple[str, ...]  # files holding this hour's rows among others', rewritten without them
@@ -75,13 +82,33 @@ def hour_data_files(manifest: HourManifest) -> tuple[LandedFile, ...]:
 
 
 def commit_landed_hour(table: Table, storage: LakeStorage, manifest: HourManifest,
-                       previous: HourManifest | None = None) -> HourCommit:
+                       previous: HourManifest | None = None, still_latest: Callable[[], bool] | None = None) -> HourCommit:
     """Makes the table's rows in the hour's offset ranges exactly the manifest's data files, in one snapshot.
 
     `previous`: the manifest this landing replaced (None when the hour never landed), whose placement hours, with
     those the table's history records for the hour, bound where earlier rows of the hour can be. A file path the
     table already holds is replaced by the new file of that path (a landing rewrote it in place).
+
+    `still_latest`, when given, is asked after planning and before committing whether the manifest is still the
+    hour's (the last manifest written wins); when not, nothing is committed ("superseded"), and a commit that met
+    another commit of the hour's rows is planned again. The commit's own check then makes the table end with the
+    landing whose manifest was written last, whatever order two runs of the hour commit in. Without it, such a
+    commit fails (`ValidationException`).
     """
+    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+        try:
+            return _commit_once(table if attempt == 1 else table.refresh(), storage, manifest, previous, still_latest)
+        # A file gone: a later landing of the hour removed this one's files as no snapshot's (it is superseded).
+        except (ValidationException, CommitFailedException, FileNotFoundError) as conflict:
+            if still_latest is None or attempt == COMMIT_ATTEMPTS:
+                raise
+            log.warning("%s hour %s: the commit met another commit of the hour (%s); planning it again",
+                        manifest.topic, manifest.hour, conflict)
+    raise AssertionError("unreachable")
+
+
+def _commit_once(table: Table, storage: LakeStorage, manifest: HourManifest, previous: HourManifest | None,
+                 still_latest: Callable[[], bool] | None) -> HourCommit:
     started = time.monotonic()
     ranges = hour_offsets(manifest)
     landed = hour_data_files(manifest)
@@ -91,6 +118,8 @@ def commit_landed_hour(table: Table, storage: LakeStorage, manifest: HourManifes
     whole = [f for f in existing if all_rows_within(table, f, ranges)]
     # Compacted files: some of the hour's rows among other hours'.
     shared = [f for f in existing if not all_rows_within(table, f, ranges)]
+    if still_latest is not None and not still_latest():
+        return HourCommit(manifest.hour, None, "superseded", (), (), (), 0, 0, round(time.monotonic() - started, 3))
     added = landed_data_files(table, storage, landed)
     if not shared and _same_files(whole, added) and _latest_commit_is(table, manifest):
         return HourCommit(manifest.hour, None, "unchanged", (), (), (), 0, 0, round(time.monotonic() - started, 3))
@@ -102,8 +131,8 @@ def commit_landed_hour(table: Table, storage: LakeStorage, manifest: HourManifes
         log.warning("%s hour %s: %d file(s) were rewritten in place (%s): snapshots before this commit now read "
                     "their new content", manifest.topic, manifest.hour, len(in_place), ", ".join(in_place[:3]))
     operation = Operation.OVERWRITE if existing else Operation.APPEND
-    committed = commit_files(table, operation, whole + shared, added + remainders,
-                             _summary(manifest), conflicts=scope)
+    with removed_unless_committed(storage, remainders):
+        committed = commit_files(table, operation, whole + shared, added + remainders, _summary(manifest), conflicts=scope)
     removed_rows = sum(f.record_count for f in whole + shared) - sum(f.record_count for f in remainders)
     return HourCommit(
         kafka_hour=manifest.hour,
@@ -121,6 +150,13 @@ def commit_landed_hour(table: Table, storage: LakeStorage, manifest: HourManifes
 def _latest_commit_is(table: Table, manifest: HourManifest) -> bool:
     commits = hour_commits(table, manifest.hour)
     return bool(commits) and _landing_of(commits[-1]) == (manifest.landed_at, manifest.run_id)
+
+
+def same_landing(one: HourManifest, other: HourManifest) -> bool:
+    """Whether two manifests record the same landing of an hour: when and by which run it landed, and its files
+    (which an Iceberg topic's landing names by its own attempt)."""
+    return (one.landed_at, one.run_id, {f.path for f in one.files}) == (other.landed_at, other.run_id,
+                                                                          {f.path for f in other.files})
 
 
 def _landing_of(snapshot: Snapshot) -> tuple[str | None, str | None]:
@@ -151,10 +187,16 @@ def _earlier_placements(table: Table, manifest: HourManifest, previous: HourMani
     """Where rows of earlier landings of the hour can be: the previous manifest's placement hours and those every
     commit of the hour still in the table's history recorded. Compaction and erasure keep rows in their placement."""
     placements = {partition_of_path(f.path) for f in hour_data_files(previous)} if previous else set()
-    for snapshot in hour_commits(table, manifest.hour):
-        recorded = snapshot.summary.additional_properties.get(PLACEMENTS, "")
-        placements |= {partition_of_path(text + "/") for text in recorded.split(",") if text}
-    return {p for p in placements if p is not None}
+    return {p for p in placements if p is not None} | recorded_placements(hour_commits(table, manifest.hour))
+
+
+def recorded_placements(snapshots: Iterable[Snapshot]) -> set[TablePartition]:
+    """The placement hours these snapshots' landings recorded writing into."""
+    found = set()
+    for snapshot in snapshots:
+        recorded = snapshot.summary.additional_properties.get(PLACEMENTS, "") if snapshot.summary else ""
+        found |= {partition_of_path(text + "/") for text in recorded.split(",") if text}
+    return {p for p in found if p is not None}
 
 
 def hour_commits(table: Table, kafka_hour: str) -> list[Snapshot]:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -281,6 +282,19 @@ def commit_files(table: Table, operation: Operation, removed: Iterable[DataFile]
         producer.append_data_file(data_file)
     producer.commit()
     return transaction.commit_transaction()
+
+
+@contextmanager
+def removed_unless_committed(storage: LakeStorage, written: Sequence[DataFile]) -> Iterator[None]:
+    """Files the platform wrote for a commit (`write_rows`) are deleted if the commit fails: no snapshot holds them."""
+    try:
+        yield
+    except BaseException:
+        for data_file in written:
+            relative = lake_relative_path(storage, data_file.file_path)
+            if relative is not None:
+                storage.delete(relative)
+        raise
 
 
 class _ValidatedAppend(_MergeAppendFiles):

@@ -12,7 +12,7 @@ from typing import Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyiceberg.expressions import And, EqualTo, In, IsNull, LessThan, LessThanOrEqual, Not, Or
+from pyiceberg.expressions import And, BooleanExpression, EqualTo, In, IsNull, LessThan, LessThanOrEqual, Not, Or
 from pyiceberg.manifest import DataFile, ManifestEntryStatus
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation, Snapshot
@@ -21,8 +21,17 @@ from kafka_lake.compaction import KEY_COLUMNS, offsets_checksum
 from kafka_lake.hours import ONE_HOUR, floor_hour, to_millis
 from kafka_lake.iceberg_catalog import lake_relative_path
 from kafka_lake.iceberg_commits import ACTION
-from kafka_lake.iceberg_files import commit_files, files_matching, placement_of, placements_filter, read_rows, write_rows
+from kafka_lake.iceberg_files import (
+    commit_files,
+    files_matching,
+    placement_of,
+    placements_filter,
+    read_rows,
+    removed_unless_committed,
+    write_rows,
+)
 from kafka_lake.landing_checks import CheckOutcome
+from kafka_lake import layout
 from kafka_lake.layout import PARTITION_COLUMNS
 from kafka_lake.storage import LakeStorage
 from kafka_lake.table_partition import TablePartition
@@ -70,13 +79,14 @@ def compact_placement_hour(table: Table, storage: LakeStorage, partition: TableP
     if len(files) <= 1:
         return PlacementCompaction(partition, None, (), (), rows.num_rows, checksum)
     written = write_rows(table, storage, rows)
-    rewritten = offsets_checksum(pa.concat_tables(
-        pq.read_table(table.io.new_input(f.file_path).open(), columns=KEY_COLUMNS) for f in written))
-    if rewritten != checksum:
-        raise RuntimeError(f"{table.name()} {partition}: the rewritten files hold offsets {rewritten}, the placement "
-                           f"hour {checksum}; nothing was committed")
-    committed = commit_files(table, Operation.REPLACE, files, written,
-                             {ACTION: "compact", PLACEMENT: str(partition), OFFSETS_CHECKSUM: checksum}, conflicts=scope)
+    with removed_unless_committed(storage, written):
+        rewritten = offsets_checksum(pa.concat_tables(
+            pq.read_table(table.io.new_input(f.file_path).open(), columns=KEY_COLUMNS) for f in written))
+        if rewritten != checksum:
+            raise RuntimeError(f"{table.name()} {partition}: the rewritten files hold offsets {rewritten}, the placement "
+                               f"hour {checksum}; nothing was committed")
+        committed = commit_files(table, Operation.REPLACE, files, written,
+                                 {ACTION: "compact", PLACEMENT: str(partition), OFFSETS_CHECKSUM: checksum}, conflicts=scope)
     return PlacementCompaction(partition, committed.current_snapshot().snapshot_id, tuple(f.file_path for f in files),
                                tuple(f.file_path for f in written), rows.num_rows, checksum)
 
@@ -103,10 +113,7 @@ def compaction_kept_rows(table: Table, snapshot_id: int) -> CheckOutcome:
 def expire_placement_hours(table: Table, cutoff: datetime) -> TableChange:
     """Removes every placement hour that ended at or before `cutoff` (`retention.retention_cutoff`) in one delete
     snapshot, from metadata alone; its files leave storage when the snapshots holding them expire."""
-    last = floor_hour(cutoff - ONE_HOUR)  # the newest expired hour
-    date, hour = f"{last:%Y-%m-%d}", f"{last:%H}"
-    expired = Or(LessThan(PARTITION_COLUMNS[1], date), And(EqualTo(PARTITION_COLUMNS[1], date),
-                                                            LessThanOrEqual(PARTITION_COLUMNS[2], hour)))
+    expired = expired_placements_filter(cutoff)
     files = files_matching(table, expired) if table.current_snapshot() is not None else []
     if not files:
         return TableChange((), (), 0, (), ())
@@ -114,6 +121,14 @@ def expire_placement_hours(table: Table, cutoff: datetime) -> TableChange:
                              conflicts=expired)
     return TableChange((committed.current_snapshot().snapshot_id,), tuple(sorted({placement_of(f) for f in files})),
                        sum(f.record_count for f in files), tuple(f.file_path for f in files), ())
+
+
+def expired_placements_filter(cutoff: datetime) -> BooleanExpression:
+    """Rows of the placement hours that ended at or before `cutoff` (`expiry.is_expired`)."""
+    last = floor_hour(cutoff - ONE_HOUR)  # the newest expired hour
+    date, hour = layout.date_text(last), f"{last:%H}"
+    return Or(LessThan(PARTITION_COLUMNS[1], date), And(EqualTo(PARTITION_COLUMNS[1], date),
+                                                        LessThanOrEqual(PARTITION_COLUMNS[2], hour)))
 
 
 def erase_subjects(table: Table, storage: LakeStorage, subject_field: str, subjects: Iterable[str]) -> TableChange:
@@ -135,8 +150,9 @@ def erase_subjects(table: Table, storage: LakeStorage, subject_field: str, subje
         rows += data_file.record_count - kept.num_rows
     if not removed:
         return TableChange((), (), 0, (), ())
-    committed = commit_files(table, Operation.OVERWRITE, removed, added, {ACTION: "erase", SUBJECT_FIELD: subject_field},
-                             conflicts=erased)
+    with removed_unless_committed(storage, added):
+        committed = commit_files(table, Operation.OVERWRITE, removed, added, {ACTION: "erase", SUBJECT_FIELD: subject_field},
+                                 conflicts=erased)
     return TableChange((committed.current_snapshot().snapshot_id,), tuple(sorted({placement_of(f) for f in removed})),
                        rows, tuple(f.file_path for f in removed), tuple(f.file_path for f in added))
 
@@ -166,18 +182,29 @@ def remove_orphan_files(table: Table, storage: LakeStorage, partitions: Iterable
     """Deletes the Parquet files in these placement hours' folders that no snapshot of the table holds and that
     were written before `older_than`: files of attempts that crashed before their commit. Files younger than that
     may belong to a landing still running, so `older_than` must lie before the start of any such landing."""
-    partitions = set(partitions)
     database, name = table.name()[-2:]
-    held = {lake_relative_path(storage, uri) for uri in _reachable(table, table.snapshots())}
-    removed = []
-    for partition in sorted(partitions):
-        for stored in storage.list_files(partition.raw_directory(database, name)):
-            if not stored.path.endswith(".parquet") or stored.path in held:
-                continue
-            written = storage.filesystem.get_file_info(storage.full_path(stored.path)).mtime
-            if written is not None and written < older_than and storage.delete(stored.path):
-                removed.append(stored.path)
-    return removed
+    old = [stored.path for partition in sorted(set(partitions))
+           for stored in storage.list_files(partition.raw_directory(database, name))
+           if stored.path.endswith(".parquet") and stored.modified is not None and stored.modified < older_than]
+    if not old:
+        return []
+    held = held_files(table, storage)
+    return [path for path in old if path not in held and storage.delete(path)]
+
+
+def remove_unheld_files(table: Table, storage: LakeStorage, paths: Iterable[str]) -> list[str]:
+    """Deletes those of these lake files that no snapshot of the table holds: files of attempts that finished
+    writing (a manifest names them) but whose landing never became, or no longer is, the table's."""
+    paths = sorted(set(paths))
+    if not paths:
+        return []
+    held = held_files(table, storage)
+    return [path for path in paths if path not in held and storage.delete(path)]
+
+
+def held_files(table: Table, storage: LakeStorage) -> set[str]:
+    """The lake paths of every file a snapshot of the table reaches: data files, manifests, manifest lists."""
+    return {lake_relative_path(storage, uri) for uri in _reachable(table, table.snapshots())} - {None}
 
 
 def _reachable(table: Table, snapshots: Iterable[Snapshot]) -> set[str]:
@@ -192,16 +219,6 @@ def _reachable(table: Table, snapshots: Iterable[Snapshot]) -> set[str]:
         reached.add(path)
         reached.update(entry.data_file.file_path for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True))
     return reached
-
-
-def _snapshots_after(table: Table, snapshot_id: int) -> list[Snapshot]:
-    """The snapshots committed on top of `snapshot_id`, oldest first."""
-    chain = []
-    snapshot = table.current_snapshot()
-    while snapshot is not None and snapshot.snapshot_id != snapshot_id:
-        chain.append(snapshot)
-        snapshot = table.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
-    return list(reversed(chain))
 
 
 def _entries(table: Table, snapshot: Snapshot, status: ManifestEntryStatus) -> list[DataFile]:

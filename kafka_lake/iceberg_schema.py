@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError, ValidationError
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, TableAlreadyExistsError, ValidationError
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
@@ -27,6 +27,7 @@ from kafka_lake.table_schema import PARTITION_KEYS
 
 FORMAT_VERSION = "2"
 TOPIC_PROPERTY = "kafka-lake.topic"
+EVOLVE_ATTEMPTS = 5  # runs starting at once each change the table; one wins each round
 # Identity partitions on the placement columns: the placement hour is no column of the record (an event time may
 # be RFC 3339 text in a nested field), so no hidden transform has a source; identity partitions keep the Hive
 # tables' queries (`WHERE date = … AND hour = …`) pruning files, and let a landed file, which carries these
@@ -61,12 +62,36 @@ def check_topic(topic: TopicSpec) -> None:
 
 
 def version_columns(version: SchemaVersion, pii_fields: tuple[tuple[str, ...], ...], where: str) -> pa.Schema:
-    """A version's columns as the table declares them: the landed Arrow schema with every field optional (SPEC:
-    every column is written nullable, so readers unify versions), then the placement columns."""
-    landed = arrow_schema_for(version, pii_fields)
+    """A version's columns as the table declares them: the Arrow schema an Iceberg topic lands (`iceberg_rows`) with
+    every field optional (SPEC: every column is written nullable, so readers unify versions), then the placement
+    columns."""
+    landed = iceberg_schema_of(arrow_schema_for(version, pii_fields))
     for landed_field in landed:
         _check_readable(landed_field.type, (landed_field.name,), where)
     return pa.schema([_optional(f) for f in landed] + list(PLACEMENT_COLUMNS))
+
+
+def iceberg_rows(rows: pa.Table) -> pa.Table:
+    """Landed rows as an Iceberg topic writes them: Avro's time-millis (Arrow time32, Parquet TIME(MILLIS)) as
+    microseconds (TIME(MICROS)), the only time Iceberg has and its readers read. Other rows pass as they are."""
+    schema = iceberg_schema_of(rows.schema)
+    return rows if schema.equals(rows.schema) else rows.cast(schema)
+
+
+def iceberg_schema_of(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([f.with_type(_iceberg_type(f.type)) for f in schema], metadata=schema.metadata)
+
+
+def _iceberg_type(kind: pa.DataType) -> pa.DataType:
+    if pa.types.is_time32(kind):
+        return pa.time64("us")
+    if pa.types.is_struct(kind):
+        return pa.struct([f.with_type(_iceberg_type(f.type)) for f in kind])
+    if pa.types.is_map(kind):
+        return pa.map_(kind.key_field, kind.item_field.with_type(_iceberg_type(kind.item_type)))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return pa.list_(kind.value_field.with_type(_iceberg_type(kind.value_type)))
+    return kind
 
 
 def evolve_schema(transaction: Transaction, columns: pa.Schema | Schema, where: str) -> None:
@@ -124,7 +149,20 @@ def ensure_table(catalog: Catalog, topic: TopicSpec, location: str) -> Table:
                                          partition_spec=partition_spec(schema), properties=table_properties(topic, location))
         except TableAlreadyExistsError:  # created by a run beside this one
             table = catalog.load_table(identifier)
-    _check_is_ours(table, topic, location)
+    for attempt in range(EVOLVE_ATTEMPTS):
+        _check_is_ours(table, topic, location)
+        try:
+            return _evolve(table, topic, schema, location)
+        except CommitFailedException:
+            if attempt == EVOLVE_ATTEMPTS - 1:
+                raise
+            # Another run changed the table first (two landings starting at once set the same name mapping):
+            # what it did is read again, and only what is still missing is committed.
+            table = catalog.load_table(identifier)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _evolve(table: Table, topic: TopicSpec, schema: Schema, location: str) -> Table:
     transaction = table.transaction()
     wanted = {k: v for k, v in table_properties(topic, location).items() if k != "format-version"}
     if table.name_mapping() is None:
@@ -176,14 +214,8 @@ def _optional(field: pa.Field) -> pa.Field:
 
 
 def _check_readable(kind: pa.DataType, path: tuple[str, ...], where: str) -> None:
-    """Refuses the landed types no Iceberg reader can read from the files as they lie."""
+    """Refuses the landed types no Iceberg table can hold."""
     dotted = ".".join(path)
-    if pa.types.is_time32(kind):
-        raise IcebergSchemaError(
-            f"{where}: field {dotted!r} is an Avro time-millis, landed as Parquet TIME(MILLIS); Iceberg's time is in "
-            f"microseconds and its readers cannot read these files: use time-micros, or keep the topic's table "
-            f"format hive"
-        )
     if pa.types.is_null(kind):
         raise IcebergSchemaError(
             f"{where}: field {dotted!r} is of Avro type null; Iceberg format {FORMAT_VERSION} has no type for a "

@@ -1,8 +1,9 @@
-"""Landing a Kafka hour: plan the slices, run them, commit the manifest, clean up.
+"""Landing a Kafka hour: plan the slices, run them, commit the manifest, then the table format's commit and clean-up.
 
 The driver's half of raw landing. Slices run through a `run_slices` callable (Spark in
 production, a plain loop in unit tests), or are started by a `start_slices` one when consecutive
-hours land one ahead of the other; the manifest write is the commit.
+hours land one ahead of the other; the manifest write is the commit of the hour's boundaries and files, and the
+topic's table format (`table_formats`) makes them the table's.
 """
 
 from __future__ import annotations
@@ -11,11 +12,10 @@ import logging
 import time
 from collections import Counter, deque
 from concurrent.futures import Future, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterator, Sequence
 
-from kafka_lake import layout
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka_log import BOUNDARY_WINDOW, KafkaLog
@@ -27,6 +27,7 @@ from kafka_lake.settings import LandingSettings
 from kafka_lake.slice_landing import SliceReport, SliceTask
 from kafka_lake.slices import BY_TIME, PartitionBounds, fixed_by_neighbours, plan_hour, split_slices
 from kafka_lake.storage import LakeStorage
+from kafka_lake.table_formats import TableAccess, TableFormat, table_format
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ class LandingResult:
     orphans_removed: tuple[str, ...]  # files of crashed attempts that no manifest owned
     slices: int
     audit_path: str | None = None  # the audit entry of an accepted loss of expired offsets
+    table_commit: dict = field(default_factory=dict)  # what the table format's commit did, for the UI
 
 
 def land_hours(
@@ -51,9 +53,11 @@ def land_hours(
     now: datetime | None = None,
     run_id: str = "",
     accept_lost_offsets: bool = False,
+    tables: TableFormat | None = None,
 ) -> Iterator[LandingResult]:
     """Lands every record of `topic` whose offsets belong to each of `hours`, in order, replacing any earlier
-    landing of it, and yields each hour's result once it is committed.
+    landing of it, and yields each hour's result once it is committed. `tables`: the topic's table format (default:
+    as the topic says, with the settings' Iceberg catalog).
 
     Offsets of an hour that expired from the log before they were landed fail the run, unless
     `accept_lost_offsets`: then the rest lands, and the loss is written to the manifest and audited.
@@ -65,12 +69,14 @@ def land_hours(
     cancelled and not committed; when an hour cannot be planned (still open), the hour before it commits.
     """
     now = now or datetime.now(timezone.utc)
+    tables = tables or table_format(topic, TableAccess(LakeStorage(settings.lake_root), settings.iceberg_catalog))
+    tables.prepare(topic)
     running: deque[tuple[_PlannedHour, Future]] = deque()
     previous: _PlannedHour | None = None
 
     def commit_oldest() -> LandingResult:
         planned, started = running[0]
-        result = _commit(topic, planned, started.result(), settings, run_id)
+        result = _commit(topic, planned, started.result(), settings, run_id, tables)
         running.popleft()
         return result
 
@@ -78,7 +84,7 @@ def land_hours(
         for hour in hours:
             ahead = previous.as_manifest(topic) if previous is not None and previous.hour.next() == hour else None
             try:
-                planned = _plan(topic, hour, settings, now, accept_lost_offsets, ahead)
+                planned = _plan(topic, hour, settings, now, accept_lost_offsets, tables.file_attempt(), ahead)
             except Exception:
                 while running:  # the hours started before an hour that cannot be planned (still open) land
                     yield commit_oldest()
@@ -101,6 +107,7 @@ class _PlannedHour:
     bounds: list[PartitionBounds]
     tasks: list[SliceTask]
     started: float  # time.monotonic() when planning began
+    attempt: str  # in the data files' names, when the table format wants files of each landing's own
 
     def as_manifest(self, topic: TopicSpec) -> HourManifest:
         """What this hour's manifest will say of its boundaries, before it lands."""
@@ -108,7 +115,7 @@ class _PlannedHour:
 
 
 def _plan(topic: TopicSpec, hour: KafkaHour, settings: LandingSettings, now: datetime, accept_lost_offsets: bool,
-          landing_before: HourManifest | None = None) -> _PlannedHour:
+          attempt: str, landing_before: HourManifest | None = None) -> _PlannedHour:
     """The hour's boundaries and slice tasks. `landing_before`: the hour before, planned and still landing."""
     started = time.monotonic()
     before, after = ManifestStore(LakeStorage(settings.lake_root), topic.database, topic.table).neighbours(hour)
@@ -119,16 +126,14 @@ def _plan(topic: TopicSpec, hour: KafkaHour, settings: LandingSettings, now: dat
                        accept_lost_offsets)
     slices = split_slices(bounds, topic.max_rows_per_task)
     log.info("%s hour %s: %d slice(s) over %d partition(s)", topic.topic, hour, len(slices), len(bounds))
-    tasks = [
-        SliceTask(topic, hour, piece, settings)
-        for piece in slices
-    ]
-    return _PlannedHour(hour, bounds, tasks, started)
+    tasks = [SliceTask(topic, hour, piece, settings, attempt) for piece in slices]
+    return _PlannedHour(hour, bounds, tasks, started, attempt)
 
 
 def _commit(topic: TopicSpec, planned: _PlannedHour, reports: list[SliceReport], settings: LandingSettings,
-            run_id: str) -> LandingResult:
-    """Writes the hour's manifest (the commit), then removes the files it replaced and those of crashed attempts."""
+            run_id: str, tables: TableFormat) -> LandingResult:
+    """Writes the hour's manifest (the commit), then the table format commits it and removes the files it replaced
+    and those of crashed attempts."""
     storage = LakeStorage(settings.lake_root)
     manifests = ManifestStore(storage, topic.database, topic.table)
     manifest = build_manifest(topic, planned.hour, planned.bounds, reports, run_id, time.monotonic() - planned.started)
@@ -136,9 +141,9 @@ def _commit(topic: TopicSpec, planned: _PlannedHour, reports: list[SliceReport],
     audit_path = _audit_accepted_losses(storage, topic, manifest) if manifest.accepted_losses else None
     previous = manifests.read(planned.hour)
     path = manifests.write(manifest)
-    replaced = _remove_replaced_files(storage, previous, manifest)
-    orphans = remove_orphans(storage, topic, manifest)
-    return LandingResult(manifest, path, tuple(replaced), tuple(orphans), len(planned.tasks), audit_path)
+    committed = tables.commit_hour(topic, manifest, previous, planned.attempt)
+    return LandingResult(manifest, path, committed.replaced_files, committed.orphans_removed, len(planned.tasks),
+                         audit_path, committed.metadata)
 
 
 def _done(reports: list[SliceReport]) -> Future:
@@ -212,33 +217,6 @@ def _check_reports_tile(topic: TopicSpec, hour: KafkaHour, bound: PartitionBound
             f"{topic.topic} hour {hour} partition {bound.partition}: the slice reports cover offsets up to "
             f"{covered}, not the planned [{bound.start}, {bound.end}); the manifest was not written"
         )
-
-
-def _remove_replaced_files(storage: LakeStorage, previous: HourManifest | None, current: HourManifest) -> list[str]:
-    if previous is None:
-        return []
-    kept = {f.path for f in current.files}
-    removed = [f.path for f in previous.files if f.path not in kept]
-    for path in removed:
-        storage.delete(path)
-    return removed
-
-
-def remove_orphans(storage: LakeStorage, topic: TopicSpec, manifest: HourManifest) -> list[str]:
-    """Deletes files written for this hour's offset ranges that the manifest does not own (crashed attempts)."""
-    owned = {f.path for f in manifest.files}
-    ranges = {p.partition: (p.start, p.end) for p in manifest.partitions}
-    removed = []
-    for prefix in (layout.table_prefix(topic.database, topic.table), layout.dead_letter_prefix(topic.database, topic.table)):
-        for stored in storage.list_files(prefix):
-            name = layout.parse_data_file_name(stored.path)
-            if name is None or name.topic != topic.topic or stored.path in owned:
-                continue
-            start, end = ranges.get(name.partition, (0, 0))
-            if start <= name.first_offset < end:
-                storage.delete(stored.path)
-                removed.append(stored.path)
-    return removed
 
 
 def confirm_boundaries(topic: TopicSpec, manifest: HourManifest, manifests: ManifestStore, kafka_config: dict) -> CheckOutcome:

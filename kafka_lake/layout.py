@@ -6,6 +6,7 @@ Every path the platform builds comes from here, relative to `LAKE_ROOT`, with `/
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -22,7 +23,8 @@ PARTITION_COLUMNS = tuple(PARTITION_COLUMN_TYPES)
 # The prefix of the lake's own columns in every file (`_kafka_offset`, …).
 KAFKA_COLUMN_PREFIX = "_kafka_"
 _HOUR_IN_PATH = re.compile(r"date=(\d{4}-\d{2}-\d{2})/hour=(\d{2})/")
-_DATA_FILE = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)\+(?P<partition>\d+)\+(?P<offset>\d{19})\.parquet$")
+_DATA_FILE = re.compile(
+    r"^(?P<topic>[A-Za-z0-9._-]+)\+(?P<partition>\d+)\+(?P<offset>\d{19})(?:\.(?P<attempt>[0-9a-f]{12}))?\.parquet$")
 
 
 def is_lake_column(name: str) -> bool:
@@ -117,9 +119,16 @@ def hour_of_manifest_path(path: str) -> KafkaHour | None:
     return KafkaHour.from_partition_key(match.group(1) + ":00")
 
 
-def data_file_name(topic: str, partition: int, first_offset: int) -> str:
-    """Named by topic, partition and first offset, so a re-run of a slice rewrites the same files."""
-    return f"{topic}+{partition}+{first_offset:019d}.parquet"
+def data_file_name(topic: str, partition: int, first_offset: int, attempt: str = "") -> str:
+    """Named by topic, partition and first offset, so a re-run of a slice rewrites the same files; with an `attempt`
+    (`new_attempt`), each landing writes files of its own, and a file once committed never changes (Iceberg
+    snapshots kept for time travel still name it)."""
+    return f"{topic}+{partition}+{first_offset:019d}{'.' + attempt if attempt else ''}.parquet"
+
+
+def new_attempt() -> str:
+    """A landing attempt's token in its file names: 12 random hex digits."""
+    return uuid.uuid4().hex[:12]
 
 
 @dataclass(frozen=True)
@@ -127,10 +136,11 @@ class DataFileName:
     topic: str
     partition: int
     first_offset: int
+    attempt: str = ""  # empty: the deterministic name
 
 
 def parse_data_file_name(path: str) -> DataFileName | None:
     match = _DATA_FILE.match(path.rsplit("/", 1)[-1])
     if not match:
         return None
-    return DataFileName(match["topic"], int(match["partition"]), int(match["offset"]))
+    return DataFileName(match["topic"], int(match["partition"]), int(match["offset"]), match["attempt"] or "")

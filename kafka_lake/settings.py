@@ -9,9 +9,16 @@ import base64
 import binascii
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+if TYPE_CHECKING:
+    from kafka_lake.iceberg_catalog import IcebergCatalogConfig
+
 KAFKA_CLIENT_PREFIX = "KAFKA_CLIENT_"
+# How a topic's table is kept: Hive-style folders whose partitions a table catalog registers, or an Apache Iceberg
+# table committed one landed hour at a time. `TABLE_FORMAT` chooses for the deployment, `table_format:` per topic.
+TABLE_FORMATS = ("hive", "iceberg")
 
 
 @dataclass(frozen=True)
@@ -23,6 +30,9 @@ class PlatformSettings:
     lake_root: str = ".lake/warehouse"
     table_catalog: str = "hive"
     hive_metastore_uri: str | None = None  # unset: the embedded Derby metastore under .lake/
+    table_format: str = "hive"  # the topics' table format unless their topic.yaml says otherwise
+    iceberg_rest_uri: str | None = field(default=None, repr=False)  # may carry credentials
+    iceberg_catalog_uri: str | None = field(default=None, repr=False)  # a SQLAlchemy URL, may carry a password
     spark_master: str = "local[*]"
     # Sensors and schedules start running when the code location loads; "off" (a staging deployment,
     # a test) loads them stopped, to be started from the UI.
@@ -45,6 +55,9 @@ class PlatformSettings:
             lake_root=env.get("LAKE_ROOT") or defaults.lake_root,
             table_catalog=env.get("TABLE_CATALOG") or defaults.table_catalog,
             hive_metastore_uri=env.get("HIVE_METASTORE_URI") or None,
+            table_format=_one_of(env.get("TABLE_FORMAT"), "TABLE_FORMAT", TABLE_FORMATS, defaults.table_format),
+            iceberg_rest_uri=env.get("ICEBERG_REST_URI") or None,
+            iceberg_catalog_uri=env.get("ICEBERG_CATALOG_URI") or None,
             spark_master=env.get("SPARK_MASTER") or defaults.spark_master,
             automation=_on_or_off(env.get("PLATFORM_AUTOMATION"), "PLATFORM_AUTOMATION", defaults.automation),
         )
@@ -62,6 +75,8 @@ class LandingSettings:
     batch_size: int = 20_000  # records of a decode batch (fewer where their values reach the byte cap)
     max_open_files: int = 16  # Parquet files a task keeps open at once
     dead_letter_key: bytes | None = field(default=None, repr=False)  # unset: dead-letter values stay in clear
+    # Where the Iceberg topics' tables are committed; None: the embedded catalog beside a local lake.
+    iceberg_catalog: "IcebergCatalogConfig | None" = None
 
 
 def kafka_client_properties(env) -> dict[str, str]:
@@ -98,6 +113,14 @@ def is_set(name: str, environ: dict | None = None) -> bool:
     return bool((os.environ if environ is None else environ).get(name))
 
 
+def _one_of(value: str | None, name: str, allowed: tuple[str, ...], default: str) -> str:
+    if value is None or value == "":
+        return default
+    if value not in allowed:
+        raise ValueError(f"{name} is {value!r}; it must be one of {', '.join(allowed)}")
+    return value
+
+
 def _on_or_off(value: str | None, name: str, default: bool) -> bool:
     if value is None or value == "":
         return default
@@ -131,4 +154,6 @@ def dead_letter_key_from_env(environ: dict | None = None) -> bytes | None:
 def url_without_credentials(url: str) -> str:
     """The URL as safe to show: `https://user:secret@host` loses its user info."""
     parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url  # nothing to hide; rebuilt, `sqlite:////abs/path` would lose the slashes that make it a path
     return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()

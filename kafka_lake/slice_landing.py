@@ -47,6 +47,7 @@ class SliceTask:
     hour: KafkaHour
     slice: OffsetSlice
     settings: LandingSettings
+    attempt: str = ""  # in the data files' names when the table format wants files of its own per landing
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,9 @@ class PlacementFiles:
     """
 
     def __init__(self, storage: LakeStorage, topic: TopicSpec, partition: int, max_open: int,
-                 row_group_rows: int = ROW_GROUP_ROWS, buffer_bytes: int = BUFFER_BYTES):
+                 row_group_rows: int = ROW_GROUP_ROWS, buffer_bytes: int = BUFFER_BYTES, attempt: str = ""):
         self._storage = storage
+        self._attempt = attempt
         self._topic = topic
         self._partition = partition
         self._max_open = max_open
@@ -89,8 +91,10 @@ class PlacementFiles:
                 _, oldest = self._open.popitem(last=False)
                 self.closed.append(oldest.close())
             first_offset = table.column("_kafka_offset")[0].as_py()
-            name = layout.data_file_name(self._topic.topic, self._partition, first_offset)
             kind = "data" if schema_version is not None else "dead_letter"
+            # Dead letters belong to no table format: their names stay deterministic.
+            name = layout.data_file_name(self._topic.topic, self._partition, first_offset,
+                                         self._attempt if kind == "data" else "")
             current = _OpenFile(self._storage, f"{directory}/{name}", kind, self._partition, first_offset,
                                 schema_version, hour_key(hour))
             self._open[key] = current
@@ -202,7 +206,8 @@ def _land(task: SliceTask) -> SliceReport:
     schemas = RegistrySchemas(topic, settings.schema_registry_url) if settings.schema_registry_url else CatalogSchemas(topic)
     decoder = BatchDecoder(topic, schemas, settings.pii_key, kafka_hour=task.hour)
     encryption = DeadLetterEncryption(settings.dead_letter_key) if settings.dead_letter_key else None
-    files = PlacementFiles(storage, topic, piece.partition, settings.max_open_files)
+    files = PlacementFiles(storage, topic, piece.partition, settings.max_open_files, attempt=task.attempt)
+    as_table_holds = _rows_as_table_holds(topic)
     totals = _Totals()
     batches = 0
     try:
@@ -212,7 +217,8 @@ def _land(task: SliceTask) -> SliceReport:
                 totals.add(batch, records.timestamps_ms, task.hour)
                 for placement, table in batch.rows.items():
                     directory = layout.data_directory(topic.database, topic.table, placement.schema_version, placement.hour)
-                    files.write(("data", placement), directory, table, placement.schema_version, placement.hour)
+                    files.write(("data", placement), directory, as_table_holds(table), placement.schema_version,
+                                placement.hour)
                 for hour, table in batch.dead_letters.items():
                     directory = layout.dead_letter_directory(topic.database, topic.table, hour)
                     table = table.cast(DEAD_LETTER_SCHEMA)
@@ -235,6 +241,16 @@ def _land(task: SliceTask) -> SliceReport:
         dead_letter_causes=dict(totals.dead_letter_causes),
         duration_s=time.monotonic() - started,
     )
+
+
+def _rows_as_table_holds(topic: TopicSpec):
+    """Rows as the topic's table format holds them: Iceberg's time is in microseconds (`iceberg_schema.iceberg_rows`),
+    imported only for Iceberg topics."""
+    if topic.table_format != "iceberg":
+        return lambda table: table
+    from kafka_lake.iceberg_schema import iceberg_rows
+
+    return iceberg_rows
 
 
 @dataclass

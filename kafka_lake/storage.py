@@ -10,6 +10,7 @@ import contextlib
 import os
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import BinaryIO, Iterator
 from urllib.parse import urlparse
 
@@ -20,6 +21,7 @@ import pyarrow.fs as pafs
 class StoredFile:
     path: str  # relative to the lake root
     size: int
+    modified: datetime | None = None  # when it was last written, where the file system says
 
 
 def s3_filesystem_from_env() -> pafs.S3FileSystem:
@@ -155,5 +157,5 @@ class LakeStorage:
             relative = info.path[base:]
             if relative.rsplit("/", 1)[-1].startswith("."):
                 continue
-            found.append(StoredFile(relative, info.size))
+            found.append(StoredFile(relative, info.size, info.mtime))
         return sorted(found, key=lambda f: f.path)

@@ -16,6 +16,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 
 from kafka_lake.avro_types import AVRO_NAME
 from kafka_lake.event_time import TIME_UNITS
+from kafka_lake.settings import TABLE_FORMATS
 
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}\Z")
 # Upper bounds of durations, so an absurd value fails here rather than overflowing a date in a run.
@@ -23,6 +24,9 @@ _CENTURY_DAYS, _CENTURY_HOURS, _CENTURY_MINUTES = 36_525, 876_600, 52_596_000
 # Dead letters hold raw values, PII in clear included: they expire after this many days unless the catalog says
 # otherwise, and never later than the table's own retention_days.
 DEFAULT_DEAD_LETTER_RETENTION_DAYS = 14
+# Snapshots of an Iceberg table are kept this long for time travel; rows expired or erased leave storage when the
+# snapshots still holding them expire, so this is also how long an erasure takes to reach the files.
+DEFAULT_SNAPSHOT_RETENTION_DAYS = 7
 # How many raw hours after H may still add rows to H: late events for event time, out-of-order producer timestamps
 # for Kafka time.
 DEFAULT_ALLOWED_LATENESS_HOURS = {"event_time": 3, "kafka_time": 1}
@@ -177,6 +181,9 @@ class TopicYaml(_CatalogYaml):
                                                description=f"a whole number of hours, at most a century ({_CENTURY_HOURS})")
     target_file_mb: int = Field(256, gt=0, description="a positive whole number of megabytes")
     dead_letter_retention_days: int = Field(DEFAULT_DEAD_LETTER_RETENTION_DAYS, gt=0, le=_CENTURY_DAYS, description=_DAYS)
+    table_format: Literal[TABLE_FORMATS] | None = Field(  # type: ignore[valid-type]
+        None, description=f"one of {', '.join(TABLE_FORMATS)}")
+    snapshot_retention_days: int = Field(DEFAULT_SNAPSHOT_RETENTION_DAYS, gt=0, le=_CENTURY_DAYS, description=_DAYS)
 
     @property
     def lateness_hours(self) -> int:

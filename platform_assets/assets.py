@@ -31,8 +31,8 @@ from platform_assets.failures import PreflightError, failures_explained
 from platform_assets.keys import dead_letters_key, layer_attributes, raw_key
 from platform_assets.partitions import hourly_partitions, quiet_warnings
 from platform_assets.pools import landing_pool
-from platform_assets.table_publishing import column_schema
-from resources import KafkaResource, LakeStorageResource, PiiKeyResource, SchemaRegistryResource
+from platform_assets.tables import column_schema, dagster_metadata, topic_tables
+from resources import KafkaResource, LakeStorageResource, PiiKeyResource, SchemaRegistryResource, TableCatalogResource
 from spark_jobs.landing_job import SlicesOnSpark
 
 # Automation requests at most a day of consecutive hours per run (a sensor catching up, compaction
@@ -97,19 +97,22 @@ def raw_landing_asset(topic: TopicSpec, embedded_metastore: bool = True):
             lake: LakeStorageResource,
             schema_registry: SchemaRegistryResource,
             pii: PiiKeyResource,
+            table_catalog: TableCatalogResource,
         ):
             with failures_explained(context):
                 settings = landing_settings(topic, kafka, lake, schema_registry, pii)
+                tables = topic_tables(topic, lake, table_catalog, pyspark)
                 hours = [KafkaHour.from_partition_key(key) for key in context.partition_keys]
                 context.log.info(f"landing {topic.topic}: {len(hours)} hour(s), {hours[0]} to {hours[-1]}")
                 manifests = ManifestStore(lake.storage(), topic.database, topic.table)
                 # Each hour's slices start while the hour before still runs; the hours commit in order, and
                 # each is recorded as it commits: a failure later leaves the hours before it landed and shown.
                 for result in land_hours(topic, hours, settings, SlicesOnSpark(pyspark.spark_session, topic.topic),
-                                         run_id=context.run.run_id, accept_lost_offsets=config.accept_lost_offsets):
+                                         run_id=context.run.run_id, accept_lost_offsets=config.accept_lost_offsets,
+                                         tables=tables):
                     context.log.info(_summary_line(topic, result))
-                    yield from landed_hour_events(context, HourLanded(topic, result.manifest, manifests, settings.kafka_config),
-                                                  lake, result)
+                    landed = HourLanded(topic, result.manifest, manifests, settings.kafka_config, tables)
+                    yield from landed_hour_events(context, landed, lake, result)
 
     return land
 
@@ -192,6 +195,7 @@ def raw_metadata(lake: LakeStorageResource, result: LandingResult) -> dict:
         "manifest": MetadataValue.path(lake.storage().uri(result.manifest_path)),
         "replaced_files": len(result.replaced_files),
         "orphans_removed": len(result.orphans_removed),
+        **dagster_metadata(result.table_commit),  # an Iceberg table's snapshot of the hour
     }
 
 

@@ -25,6 +25,7 @@ from kafka_lake.catalog import TopicSpec
 from kafka_lake.hours import KafkaHour
 from kafka_lake.landing import confirm_boundaries
 from kafka_lake.manifests import HourManifest, ManifestStore
+from kafka_lake.table_formats import TableFormat, table_format_type
 from platform_assets.keys import raw_key
 from platform_assets.partitions import hourly_partitions, quiet_warnings
 
@@ -43,6 +44,7 @@ class HourLanded:
     manifest: HourManifest
     manifests: ManifestStore
     kafka_config: dict = field(repr=False)
+    tables: TableFormat | None = field(default=None, repr=False)  # the topic's table format, for its own check
 
     def neighbour(self, offset: int) -> HourManifest | None:
         hour = self.manifest.kafka_hour
@@ -76,18 +78,31 @@ LANDING_CHECKS: list[LandingCheck] = [
 ]
 
 
+def checks_of(topic: TopicSpec) -> list[LandingCheck]:
+    """`LANDING_CHECKS`, and the check of the topic's table format where it has one (an Iceberg table holds exactly
+    the files the manifest lists)."""
+    name = table_format_type(topic).landing_check
+    if name is None:
+        return LANDING_CHECKS
+    return LANDING_CHECKS + [LandingCheck(
+        name, AssetCheckSeverity.ERROR,
+        lambda topic: "The table's current snapshot holds exactly the hour's landed files, its commit recorded in the "
+                      "snapshot summary.",
+        lambda landed: landed.tables.landed_hour_check(landed.topic, landed.manifest))]
+
+
 def raw_check_specs(topic: TopicSpec) -> list[AssetCheckSpec]:
     """One partition per hour: a check's result belongs to the hour it judged."""
     with quiet_warnings(PreviewWarning, BetaWarning):
         return [AssetCheckSpec(check.name, asset=raw_key(topic), description=check.description(topic),
-                               partitions_def=hourly_partitions(topic)) for check in LANDING_CHECKS]
+                               partitions_def=hourly_partitions(topic)) for check in checks_of(topic)]
 
 
 def hour_check_evaluations(landed: HourLanded, selected: set[str],
                            target: AssetCheckEvaluationTargetMaterializationData | None) -> list[AssetCheckEvaluation]:
     """The selected landing checks of one landed hour, recorded on its partition against its materialization."""
     evaluations = []
-    for check in LANDING_CHECKS:
+    for check in checks_of(landed.topic):
         if check.name not in selected:
             continue
         outcome = check.rule(landed)

@@ -59,7 +59,7 @@ def platform_resources(settings: PlatformSettings) -> dict:
 
 def load_definitions() -> Definitions:
     settings = PlatformSettings.from_env()
-    return build_definitions(load_catalog(settings.schema_catalog_dir, tolerant=True), settings)
+    return build_definitions(load_catalog(settings.schema_catalog_dir, tolerant=True, table_format=settings.table_format), settings)
 
 
 defs = load_definitions()

@@ -1,5 +1,6 @@
 """`retention/<db>/<table>`: GDPR expiry and erasure over the whole table, audited.
-The work is `kafka_lake.retention`."""
+The work is the topic's table format's (`kafka_lake.table_formats`): `kafka_lake.retention` for the Hive layout;
+delete snapshots, snapshot expiry and orphan removal for Iceberg."""
 
 from datetime import datetime, timezone
 
@@ -8,41 +9,39 @@ from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
     MaterializeResult,
-    MetadataValue,
     asset,
 )
 from dagster_pyspark import LazyPySparkResource
 
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.pii import pseudonymizer_for
-from kafka_lake.expiry import is_expired, retention_cutoff
-from kafka_lake.retention import apply_retention
-from kafka_lake.table_state import storage_partitions
+from kafka_lake.table_formats import table_format_type
 from platform_assets.failures import failures_explained
 from platform_assets.keys import asset_key, layer_attributes
 from platform_assets.pools import table_pool
-from platform_assets.table_publishing import table_publisher
+from platform_assets.tables import dagster_metadata, format_kinds, topic_tables
 from resources import LakeStorageResource, PiiKeyResource
 from resources.table_catalog import TableCatalogResource
-from spark_jobs.compaction_job import run_compactions_on_spark
-
-NOTHING_EXPIRED_REMAINS = "nothing_expired_remains"
 
 
 def retention_asset(topic: TopicSpec, embedded_metastore: bool = True):
     key = asset_key("retention", topic)
     keeps = f"{topic.retention_days} days" if topic.retention_days else "forever"
+    check_name = table_format_type(topic).retention_check
+    snapshots = (f" Snapshots are kept {topic.snapshot_retention_days} days for time travel; expired and erased rows "
+                 "leave storage with them." if topic.table_format == "iceberg" else "")
 
     @asset(
         key=key,
         description=f"Retention layer: GDPR for `{topic.name}`: partitions kept {keeps}, erasure requests on "
-        f"`{topic.subject_field or '(no subject_field)'}` applied, every deletion audited under `_audit/`.",
+        f"`{topic.subject_field or '(no subject_field)'}` applied, every deletion audited under `_audit/`.{snapshots}",
         deps=[asset_key("catalog", topic)],
-        check_specs=[AssetCheckSpec(NOTHING_EXPIRED_REMAINS, asset=key,
-                                    description="No partition older than retention_days remains in storage.")],
+        metadata={"table_format": topic.table_format},
+        check_specs=[AssetCheckSpec(check_name, asset=key,
+                                    description="No partition older than retention_days remains in the table.")],
         op_tags={"topic": topic.topic},
         pool=table_pool(topic, "retention", embedded_metastore),
-        **layer_attributes("retention", topic, "spark", "parquet"),
+        **layer_attributes("retention", topic, "parquet", *format_kinds(topic, "spark")),
     )
     def retain(
         context: AssetExecutionContext,
@@ -55,33 +54,10 @@ def retention_asset(topic: TopicSpec, embedded_metastore: bool = True):
             pii_key = pii.key()
             if topic.subject_field and topic.pii_fields:
                 pseudonymizer_for(topic, pii_key)  # erasure matches pseudonymized subjects: no key, no erasure
-            now = datetime.now(timezone.utc)
-            storage = lake.storage()
-            spark = pyspark.spark_session
-            publish = table_publisher(table_catalog, spark, topic, storage)
-            report = apply_retention(
-                storage, topic, now, pii_key,
-                lambda tasks: run_compactions_on_spark(spark, tasks, f"erase subjects in {topic.topic}"),
-                publish.switch_to_generations, publish.drop,
-            )
-            yield MaterializeResult(metadata={
-                "expired_partitions": len(report.expired_partitions),
-                "expired_rows": report.expired_rows,
-                "expired_dead_letter_files": report.expired_dead_letter_files,
-                "erased_partitions": len(report.erased_partitions),
-                "erased_rows": report.erased_rows,
-                "audit_entries": MetadataValue.json([storage.uri(path) for path in report.audit_paths]),
-                "retention_days": topic.retention_days or 0,
-            })
-            cutoff = retention_cutoff(topic, now)
-            left = [str(p) for p in storage_partitions(storage, topic.database, topic.table)
-                    if is_expired(p.hour, cutoff)]
-            yield AssetCheckResult(
-                check_name=NOTHING_EXPIRED_REMAINS,
-                passed=not left,
-                description=f"expired partitions still in storage: {', '.join(left)}" if left
-                else f"no partition ends before {cutoff:%Y-%m-%d %H:%M}Z" if cutoff else "the topic keeps data forever",
-                metadata={"expired_partitions_left": len(left)},
-            )
+            done = topic_tables(topic, lake, table_catalog, pyspark).retain(topic, datetime.now(timezone.utc), pii_key)
+            context.log.info(done.summary)
+            yield MaterializeResult(metadata=dagster_metadata(done.metadata))
+            yield AssetCheckResult(check_name=check_name, passed=done.check.passed, description=done.check.description,
+                                   metadata=dagster_metadata(done.check.metadata))
 
     return retain

@@ -3,16 +3,26 @@
 Every produced record of the landed hours is in the lake once: as a row or a dead letter (read from
 every file readers would see) or as a tombstone counted in a manifest; nothing is there twice, nothing
 else is there, every file is owned by a manifest, and only offsets a run accepted as lost are missing.
+
+For an Iceberg topic the rows are those its table's current snapshot reads, the table holds exactly the files of
+every landed hour's manifest, and a data file in the table's folders that no snapshot holds is one of an attempt
+that never committed, left for the orphan sweep (`LakeCount.unheld_files`): snapshots kept for time travel hold
+the files a re-landing replaced.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kafka_lake import layout
 from kafka_lake.catalog import TopicSpec
+from kafka_lake.iceberg_catalog import IcebergCatalogConfig, open_catalog
+from kafka_lake.iceberg_commits import landed_hour_matches_table
+from kafka_lake.iceberg_maintenance import held_files
+from kafka_lake.layout import parse_data_file_name
 from kafka_lake.manifests import ManifestStore
+from kafka_lake.settings import PlatformSettings
 from kafka_lake.storage import LakeStorage
 from tests.landing_fixtures import Produced, read_lake
 
@@ -23,6 +33,7 @@ class LakeCount:
     dead_letters: int
     tombstones: int
     accepted_lost: frozenset  # (partition, offset) a run accepted as lost, all of them produced
+    unheld_files: frozenset = frozenset()  # an Iceberg table's: data files no snapshot holds (of crashed attempts)
 
     @property
     def records(self) -> int:
@@ -38,8 +49,10 @@ def _described(offsets) -> str:
     return f"{len(listed)}: {listed[:20]}{' …' if len(listed) > 20 else ''}"
 
 
-def assert_exactly_once(storage: LakeStorage, topic: TopicSpec, expected: list[Produced]) -> LakeCount:
-    """`expected`: the produced records (offsets set by `produce`) the landed hours must hold."""
+def assert_exactly_once(storage: LakeStorage, topic: TopicSpec, expected: list[Produced],
+                        iceberg_catalog: IcebergCatalogConfig | None = None) -> LakeCount:
+    """`expected`: the produced records (offsets set by `produce`) the landed hours must hold. `iceberg_catalog`:
+    an Iceberg topic's catalog (default: the one the environment names, else the embedded one beside a local lake)."""
     manifests = list(ManifestStore(storage, topic.database, topic.table).all())
     accepted = frozenset(
         (int(partition), offset)
@@ -50,7 +63,14 @@ def assert_exactly_once(storage: LakeStorage, topic: TopicSpec, expected: list[P
     assert accepted <= set(produced), f"offsets accepted as lost that were never produced: {_described(accepted - set(produced))}"
     kept = {key: p for key, p in produced.items() if key not in accepted}
 
-    rows = _offsets(read_lake(storage, layout.table_prefix(topic.database, topic.table)))
+    table = None
+    if topic.table_format == "iceberg":
+        config = iceberg_catalog or IcebergCatalogConfig.from_settings(replace(PlatformSettings.from_env(), lake_root=storage.root))
+        table = open_catalog(config).load_table((topic.database, topic.table))
+        read = table.scan(selected_fields=("_kafka_partition", "_kafka_offset")).to_arrow()
+        rows = Counter(zip(read.column("_kafka_partition").to_pylist(), read.column("_kafka_offset").to_pylist()))
+    else:
+        rows = _offsets(read_lake(storage, layout.table_prefix(topic.database, topic.table)))
     dead = _offsets(read_lake(storage, layout.dead_letter_prefix(topic.database, topic.table)))
     twice = {key for key, count in (rows + dead).items() if count > 1} | (set(rows) & set(dead))
     assert not twice, f"records in the lake more than once: {_described(twice)}"
@@ -67,10 +87,33 @@ def assert_exactly_once(storage: LakeStorage, topic: TopicSpec, expected: list[P
 
     _assert_ranges_tile(manifests)
     owned = {f.path for manifest in manifests for f in manifest.files}
-    on_disk = {f.path for prefix in (layout.table_prefix(topic.database, topic.table), layout.dead_letter_prefix(topic.database, topic.table))
-               for f in storage.list_files(prefix)}
+    prefixes = (layout.dead_letter_prefix(topic.database, topic.table),) if table is not None else (
+        layout.table_prefix(topic.database, topic.table), layout.dead_letter_prefix(topic.database, topic.table))
+    on_disk = {f.path for prefix in prefixes for f in storage.list_files(prefix)}
+    if table is not None:
+        owned = {path for path in owned if path.startswith(prefixes)}
     assert on_disk == owned, f"files no manifest owns: {sorted(on_disk - owned)}; owned but gone: {sorted(owned - on_disk)}"
-    return LakeCount(sum(rows.values()), sum(dead.values()), sum(tombstones.values()), accepted)
+    unheld = _assert_table_holds_the_landings(storage, topic, table, manifests) if table is not None else frozenset()
+    return LakeCount(sum(rows.values()), sum(dead.values()), sum(tombstones.values()), accepted, unheld)
+
+
+def _assert_table_holds_the_landings(storage: LakeStorage, topic: TopicSpec, table, manifests) -> frozenset:
+    """Each landed hour's files are the table's for its hours, and every other data file is either held by a
+    snapshot kept for time travel or one of an attempt no manifest names (its orphan age not reached yet)."""
+    for manifest in manifests:
+        outcome = landed_hour_matches_table(table, storage, manifest)
+        assert outcome.passed, outcome.description
+    held = held_files(table, storage)
+    landed = {f.path for manifest in manifests for f in manifest.files}
+    data = {f.path for f in storage.list_files(layout.table_prefix(topic.database, topic.table))
+            if parse_data_file_name(f.path) is not None}
+    unheld = data - held
+    assert not unheld & landed, f"files of committed landings no snapshot holds: {sorted(unheld & landed)}"
+    attempt_of = lambda path: parse_data_file_name(path).attempt
+    attempts = {attempt_of(path) for path in landed if parse_data_file_name(path) is not None}
+    committed = sorted(path for path in unheld if attempt_of(path) in attempts)
+    assert not committed, f"files no snapshot holds, of an attempt that committed: {committed}"
+    return frozenset(unheld)
 
 
 def _assert_ranges_tile(manifests) -> None:

@@ -25,9 +25,11 @@ REPO = Path(__file__).resolve().parent.parent
 #   read      while a slice task fetches its Nth batch from Kafka (earlier batches sit in open files)
 #   file      right after the Nth Parquet file of the run is complete in the lake
 #   manifest  every file of the hour is written, its manifest (the commit) is not
-#   cleanup   the manifest is written, the files it replaced and orphans are not removed yet
-POINTS = ("read", "file", "manifest", "cleanup")
-SPARK_POINTS = ("manifest", "cleanup")  # on Spark, reads and file writes happen in executor processes
+#   cleanup   the manifest is written; the table format has not committed it (Iceberg) or removed the files it
+#             replaced and orphans yet
+#   committed an Iceberg topic's hour is committed in a snapshot; the files it replaced are not removed yet
+POINTS = ("read", "file", "manifest", "cleanup", "committed")
+SPARK_POINTS = ("manifest", "cleanup", "committed")  # on Spark, reads and file writes happen in executor processes
 
 
 @dataclass(frozen=True)
@@ -69,14 +71,14 @@ class _Interrupter:
             os.kill(os.getpid(), signal.SIGKILL)
 
     def install(self) -> None:
-        from kafka_lake import landing
+        from kafka_lake.hive_tables import HiveTables
+        from kafka_lake.iceberg_tables import IcebergTables
         from kafka_lake.kafka_log import KafkaLog
         from kafka_lake.manifests import ManifestStore
         from kafka_lake.slice_landing import _OpenFile
 
         at = self.at
         read_batches, close_file, write_manifest = KafkaLog.read_slice_batches, _OpenFile.close, ManifestStore.write
-        remove_replaced = landing._remove_replaced_files
 
         def read_slice_batches(log, *args, **kwargs):
             for batch in read_batches(log, *args, **kwargs):
@@ -92,14 +94,18 @@ class _Interrupter:
             at("manifest")
             return write_manifest(store, manifest)
 
-        def remove_replaced_files(*args):
-            at("cleanup")
-            return remove_replaced(*args)
+        def before(point, method):
+            def wrapped(*args, **kwargs):
+                at(point)
+                return method(*args, **kwargs)
+            return wrapped
 
         KafkaLog.read_slice_batches = read_slice_batches
         _OpenFile.close = close
         ManifestStore.write = write
-        landing._remove_replaced_files = remove_replaced_files
+        HiveTables.commit_hour = before("cleanup", HiveTables.commit_hour)
+        IcebergTables.commit_hour = before("cleanup", IcebergTables.commit_hour)
+        IcebergTables._clean_after = before("committed", IcebergTables._clean_after)
 
 
 def _slice_runner(runner: str):

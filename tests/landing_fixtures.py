@@ -12,7 +12,7 @@ import json
 import random
 import uuid
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
@@ -54,7 +54,7 @@ V2 = {
 
 def write_test_topic(catalog_dir: Path, kafka_topic: str, max_rows_per_task: int = 1_000_000,
                      allowed_lateness_hours: int = 3, retention_days: int = 90,
-                     dead_letter_retention_days: int | None = None) -> TopicSpec:
+                     dead_letter_retention_days: int | None = None, table_format: str | None = None) -> TopicSpec:
     folder = catalog_dir / "e2e" / "orders"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "v1.avsc").write_text(json.dumps(V1))
@@ -77,6 +77,7 @@ retention_days: {retention_days}
 dead_letter_rate_threshold: 0.5
 """
         + (f"dead_letter_retention_days: {dead_letter_retention_days}\n" if dead_letter_retention_days else "")
+        + (f"table_format: {table_format}\n" if table_format else "")
     )
     return load_topic(folder / "topic.yaml")
 
@@ -263,12 +264,16 @@ def unique_topic_name() -> str:
 
 
 def landing_settings(lake_root: str, bootstrap_servers: str):
-    """Landing settings for the test topics: the broker's consumer config and the test PII key."""
+    """Landing settings for the test topics: the broker's consumer config, the test PII key, and the Iceberg catalog
+    the environment names (`ICEBERG_CATALOG_URI`, `ICEBERG_REST_URI`), else the embedded one."""
+    from kafka_lake.iceberg_catalog import IcebergCatalogConfig
     from kafka_lake.kafka_log import consumer_config
-    from kafka_lake.settings import LandingSettings
+    from kafka_lake.settings import LandingSettings, PlatformSettings
     from tests.conftest import PII_TEST_KEY
 
-    return LandingSettings(lake_root=lake_root, kafka_config=consumer_config(bootstrap_servers), pii_key=PII_TEST_KEY.encode())
+    iceberg = IcebergCatalogConfig.from_settings(replace(PlatformSettings.from_env(), lake_root=lake_root))
+    return LandingSettings(lake_root=lake_root, kafka_config=consumer_config(bootstrap_servers), pii_key=PII_TEST_KEY.encode(),
+                           iceberg_catalog=iceberg)
 
 
 def topic_with_traffic(broker, catalog_dir: Path, partitions: int = PARTITIONS, **topic_options) -> tuple[TopicSpec, Traffic]:

@@ -92,8 +92,8 @@ def _app(catalog: SqlCatalog) -> Starlette:
 class RestCatalogServer:
     """Serves a SQL catalog (SQLite at `database`) over the REST protocol until stopped."""
 
-    def __init__(self, database: str):
-        self.port = free_port()
+    def __init__(self, database: str, port: int | None = None):
+        self.port = port or free_port()
         self.uri = f"http://127.0.0.1:{self.port}"
         catalog = SqlCatalog("rest_backend", uri=f"sqlite:///{database}")
         self._server = uvicorn.Server(uvicorn.Config(_app(catalog), host="127.0.0.1", port=self.port, log_level="warning"))

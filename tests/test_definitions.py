@@ -199,3 +199,23 @@ def test_the_dagster_cli_materializes_a_partition_range_each_hour_with_its_own_m
             metadata = record.asset_materialization.metadata
             assert metadata["rows"].value == manifest.counts.rows == len(traffic.in_hours([manifest.kafka_hour.start]).rows())
             assert metadata["offset_ranges"].value == {str(p.partition): [p.start, p.end] for p in manifest.partitions}
+
+
+def test_with_table_format_iceberg_every_topic_is_an_iceberg_table_whose_assets_check_the_table(monkeypatch):
+    """`TABLE_FORMAT=iceberg` as the code location loads it: the same asset keys, partitions and jobs as the Hive
+    layout; the table assets carry the `iceberg` kind, and landing and registration check the table."""
+    monkeypatch.setenv("SCHEMA_CATALOG_DIR", str(REPO / "schema_catalog"))
+    monkeypatch.setenv("TABLE_FORMAT", "iceberg")
+    from platform_assets.definitions import load_definitions
+
+    graph = load_definitions().resolve_asset_graph()
+    hive = describe_definitions(REPO / "schema_catalog")
+    assert sorted(k.to_user_string() for k in graph.get_all_asset_keys()) == sorted(k for k in hive if "/" in k)
+    for name in hive:
+        if not name.startswith(("raw/", "catalog/", "compacted/", "retention/")):
+            continue
+        node = graph.get(AssetKey(name.split("/")))
+        checks = {check.name for check in node.check_keys}
+        assert ("iceberg" in node.kinds) == (not name.startswith("raw/")), name
+        if name.startswith(("raw/", "catalog/")):
+            assert "table_matches_landing" in checks and "catalog_matches_storage" not in checks, (name, checks)

@@ -154,3 +154,22 @@ def test_given_s3_refusing_every_write_then_the_run_fails_naming_the_object_and_
     assert sum(pauses[-3:]) > sum(pauses[:3]), f"no backoff between attempts: {pauses}"
     assert gave_up_after < 120
     assert ManifestStore(LakeStorage(lake), topic.database, topic.table).landed_hours() == []
+
+
+def test_given_transient_s3_errors_then_an_iceberg_hour_is_committed_once(broker, s3_server, tmp_path, monkeypatch):
+    """Every write's first attempt answers 503 SlowDown, the table's own metadata files (written by pyiceberg
+    through the lake's S3 client) included; the Iceberg catalog is SQLite beside the test."""
+    monkeypatch.setenv("ICEBERG_CATALOG_URI", f"sqlite:///{tmp_path}/iceberg_catalog.db")
+    topic, traffic = topic_with_traffic(broker, tmp_path / "catalog", table_format="iceberg")
+    lake = f"s3://lake/faults-{uuid.uuid4().hex[:12]}"
+    settings = landing_settings(lake, broker.bootstrap_servers)
+    with S3FaultProxy(s3_server.endpoint_url, _first_attempt_of_every_write) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint_url)
+        [result] = land(topic, [HOUR], settings, land_inline)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint_url)
+
+    assert result.table_commit["iceberg_snapshot_id"]
+    failed = [unquote(path) for _, path in proxy.log.failed]
+    assert all(proxy.log.forwarded[key] >= 1 for key in proxy.log.failed), "a failed write was never retried"
+    assert any(path.endswith(".metadata.json") for path in failed) and any(path.endswith(".avro") for path in failed), failed
+    assert_exactly_once(LakeStorage(lake), topic, traffic.in_hours([HOURS[1]]).produced)

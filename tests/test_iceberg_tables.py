@@ -41,7 +41,9 @@ from kafka_lake.manifests import HourManifest, ManifestStore
 from kafka_lake.storage import LakeStorage
 from kafka_lake.table_state import partition_of_path
 from tests.conftest import PII_TEST_KEY
-from tests.landing_fixtures import RAW_HOURS, landing_settings, pseudonym, topic_with_traffic
+from kafka_lake.iceberg_tables import IcebergTables
+from kafka_lake.table_formats import HourCommitted, TableAccess
+from tests.landing_fixtures import RAW_HOURS, in_this_process, land, landing_settings, pseudonym, topic_with_traffic
 from tests.test_log_boundaries import land_in_process
 
 NOW = RAW_HOURS[-1] + timedelta(hours=2)
@@ -49,28 +51,31 @@ KEYS = ["_kafka_partition", "_kafka_offset"]
 
 
 class Lake:
-    """A topic landed by the real landing, its manifests, and its Iceberg table."""
+    """An Iceberg topic landed by the real landing (which commits each hour to its table), its manifests, and its
+    table."""
 
     def __init__(self, broker, tmp_path, lake_root: str, config: IcebergCatalogConfig | None = None):
-        self.topic, self.traffic = topic_with_traffic(broker, tmp_path / "catalog")
-        self.settings = landing_settings(lake_root, broker.bootstrap_servers)
+        self.topic, self.traffic = topic_with_traffic(broker, tmp_path / "catalog", table_format="iceberg")
         self.storage = LakeStorage(lake_root)
         sql_uri = f"sqlite:///{tmp_path}/iceberg_catalog.db" if self.storage.is_s3 else None
-        self.catalog = open_catalog(config or IcebergCatalogConfig(lake_root, sql_uri=sql_uri))
+        self.config = config or IcebergCatalogConfig(lake_root, sql_uri=sql_uri)
+        self.settings = dataclasses.replace(landing_settings(lake_root, broker.bootstrap_servers), iceberg_catalog=self.config)
+        self.catalog = open_catalog(self.config)
         self.manifests = ManifestStore(self.storage, self.topic.database, self.topic.table)
         self.commits = []
         self.table = ensure_table(self.catalog, self.topic, table_location(self.storage, self.topic.database, self.topic.table))
 
     def land(self, hours=RAW_HOURS) -> list[HourManifest]:
-        """Lands the hours and commits each to the table, as the landing commit will: previous manifest first."""
-        committed = []
-        for hour in hours:
-            previous = self.manifests.read(KafkaHour(hour))
-            [result] = land_in_process(self.topic, self.settings, [hour], NOW)
-            self.commits.append(commit_landed_hour(self.table.refresh(), self.storage, result.manifest, previous))
-            committed.append(result.manifest)
+        """Lands the hours; the landing commits each to the table."""
+        results = land_in_process(self.topic, self.settings, hours, NOW)
+        self.commits += [result.table_commit for result in results]
         self.table = self.table.refresh()
-        return committed
+        return [result.manifest for result in results]
+
+    def land_uncommitted(self, hours) -> list[HourManifest]:
+        """Lands the hours as a run that died after writing each manifest, before its Iceberg commit."""
+        stops = _StopsBeforeTheTableCommit(TableAccess(self.storage, self.config))
+        return [r.manifest for r in land(self.topic, hours, self.settings, in_this_process, now=NOW, tables=stops)]
 
     def landed_rows(self) -> pa.Table:
         """Every row of the landed files the manifests own, with the placement columns of their folders."""
@@ -86,6 +91,13 @@ class Lake:
                               .append_column("date", pa.array([values["date"]] * rows.num_rows))
                               .append_column("hour", pa.array([values["hour"]] * rows.num_rows)))
         return _sorted(pa.concat_tables(tables))
+
+
+class _StopsBeforeTheTableCommit(IcebergTables):
+    """The Iceberg table format of a landing process that dies right after each manifest: the commit never runs."""
+
+    def commit_hour(self, topic, manifest, previous, attempt):
+        return HourCommitted()
 
 
 def _sorted(rows: pa.Table) -> pa.Table:
@@ -209,7 +221,7 @@ def test_relanding_an_hour_replaces_what_its_earlier_landing_committed_compacted
     table = local_lake.table
     latest = table.current_snapshot()
     assert latest.summary.operation.value == "overwrite" and latest.summary[KAFKA_HOUR] == relanded.hour
-    assert local_lake.commits[-1].files_rewritten and not local_lake.commits[-1].files_removed  # all compacted
+    assert local_lake.commits[-1]["iceberg_files_rewritten"] and not local_lake.commits[-1]["iceberg_files_removed"]  # all compacted
     assert _keys(pyiceberg_rows(table)) == _keys(expected) == _keys(duckdb_rows(table))
     assert duckdb_rows(table).equals(values_before)  # the compacted files rewritten without the hour kept their values
     check = landed_hour_matches_table(table, local_lake.storage, relanded)
@@ -221,15 +233,15 @@ def test_a_landing_that_stopped_before_its_commit_is_named_by_the_check_and_comp
     the hour, the check says so, and committing the manifest (what the next landing or registration run does)
     completes it without landing again."""
     local_lake.land(RAW_HOURS[:1])
-    [uncommitted] = land_in_process(local_lake.topic, local_lake.settings, [RAW_HOURS[1]], NOW)
+    [uncommitted] = local_lake.land_uncommitted([RAW_HOURS[1]])
     table = local_lake.table.refresh()
 
-    check = landed_hour_matches_table(table, local_lake.storage, uncommitted.manifest)
+    check = landed_hour_matches_table(table, local_lake.storage, uncommitted)
     assert not check.passed and "no commit of hour" in check.description
 
-    commit_landed_hour(table, local_lake.storage, uncommitted.manifest, uncommitted.manifest)
+    commit_landed_hour(table, local_lake.storage, uncommitted, uncommitted)
 
-    assert landed_hour_matches_table(table.refresh(), local_lake.storage, uncommitted.manifest).passed
+    assert landed_hour_matches_table(table.refresh(), local_lake.storage, uncommitted).passed
 
 
 def test_a_file_a_relanding_rewrote_in_place_with_other_content_is_read_with_its_new_content(local_lake):
@@ -299,14 +311,14 @@ def test_two_commits_of_the_same_hour_planned_at_once_never_both_land(local_lake
     commit validation (rows of H were added since it planned) instead of adding H's rows twice."""
     manifests = local_lake.land(RAW_HOURS[:1])
     stale = local_lake.catalog.load_table((local_lake.topic.database, local_lake.topic.table))  # a run that planned here
-    [second] = land_in_process(local_lake.topic, local_lake.settings, [RAW_HOURS[1]], NOW)
-    commit_landed_hour(local_lake.table.refresh(), local_lake.storage, second.manifest, None)
+    [second] = local_lake.land_uncommitted([RAW_HOURS[1]])
+    commit_landed_hour(local_lake.table.refresh(), local_lake.storage, second, None)
 
     with pytest.raises((ValidationException, CommitFailedException)):
-        commit_landed_hour(stale, local_lake.storage, second.manifest, None)
+        commit_landed_hour(stale, local_lake.storage, second, None)
 
     table = local_lake.table.refresh()
-    assert landed_hour_matches_table(table, local_lake.storage, second.manifest).passed
+    assert landed_hour_matches_table(table, local_lake.storage, second).passed
     assert landed_hour_matches_table(table, local_lake.storage, manifests[0]).passed
 
 
@@ -315,14 +327,13 @@ def test_a_commit_racing_another_hours_commit_lands_both(local_lake):
     committed is retried by pyiceberg on the new table and lands, rather than failing on an unrelated commit."""
     local_lake.land(RAW_HOURS[:1])
     stale = local_lake.catalog.load_table((local_lake.topic.database, local_lake.topic.table))
-    [one] = land_in_process(local_lake.topic, local_lake.settings, [RAW_HOURS[1]], NOW)
-    [two] = land_in_process(local_lake.topic, local_lake.settings, [RAW_HOURS[2]], NOW)
-    commit_landed_hour(local_lake.table.refresh(), local_lake.storage, one.manifest, None)
+    one, two = local_lake.land_uncommitted(RAW_HOURS[1:3])
+    commit_landed_hour(local_lake.table.refresh(), local_lake.storage, one, None)
 
-    commit_landed_hour(stale, local_lake.storage, two.manifest, None)
+    commit_landed_hour(stale, local_lake.storage, two, None)
 
     table = local_lake.table.refresh()
-    for manifest in (one.manifest, two.manifest):
+    for manifest in (one, two):
         check = landed_hour_matches_table(table, local_lake.storage, manifest)
         assert check.passed, check.description
 
