@@ -47,7 +47,7 @@ class HiveTables:
     compaction_check = "row_set_unchanged"
     registration_check = "catalog_matches_storage"
     retention_check = "nothing_expired_remains"
-    landing_check = None
+    landing_check: str | None = None
 
     def __init__(self, access: TableAccess):
         self.access = access

@@ -58,7 +58,7 @@ class IcebergCatalogConfig:
 
     def describe(self) -> str:
         """As safe to show in the UI and in logs."""
-        if self.kind == "rest":
+        if self.rest_uri:
             return f"REST catalog {url_without_credentials(self.rest_uri)}"
         if self.kind == "glue":
             return "Glue Data Catalog"

@@ -38,7 +38,7 @@ from kafka_lake.iceberg_files import (
 from kafka_lake.landing_checks import CheckOutcome
 from kafka_lake.manifests import HourManifest, LandedFile
 from kafka_lake.storage import LakeStorage
-from kafka_lake.table_partition import TablePartition, partition_of_path
+from kafka_lake.table_partition import TablePartition, partition_of_data_file
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ def _commit_once(table: Table, storage: LakeStorage, manifest: HourManifest, pre
     started = time.monotonic()
     ranges = hour_offsets(manifest)
     landed = hour_data_files(manifest)
-    placements = {partition_of_path(f.path) for f in landed} | _earlier_placements(table, manifest, previous)
+    placements = {partition_of_data_file(f.path) for f in landed} | _earlier_placements(table, manifest, previous)
     scope = And(placements_filter(placements), offsets_filter(ranges))
     existing = files_matching(table, scope) if table.current_snapshot() is not None else []
     whole = [f for f in existing if all_rows_within(table, f, ranges)]
@@ -171,7 +171,7 @@ def _same_files(live: list[DataFile], landed: list[DataFile]) -> bool:
 
 
 def _summary(manifest: HourManifest) -> dict[str, str]:
-    written = sorted({partition_of_path(f.path) for f in hour_data_files(manifest)})
+    written = sorted({partition_of_data_file(f.path) for f in hour_data_files(manifest)})
     return {
         ACTION: "land",
         KAFKA_HOUR: manifest.hour,
@@ -186,7 +186,7 @@ def _summary(manifest: HourManifest) -> dict[str, str]:
 def _earlier_placements(table: Table, manifest: HourManifest, previous: HourManifest | None) -> set[TablePartition]:
     """Where rows of earlier landings of the hour can be: the previous manifest's placement hours and those every
     commit of the hour still in the table's history recorded. Compaction and erasure keep rows in their placement."""
-    placements = {partition_of_path(f.path) for f in hour_data_files(previous)} if previous else set()
+    placements = {partition_of_data_file(f.path) for f in hour_data_files(previous)} if previous else set()
     return {p for p in placements if p is not None} | recorded_placements(hour_commits(table, manifest.hour))
 
 
@@ -195,7 +195,7 @@ def recorded_placements(snapshots: Iterable[Snapshot]) -> set[TablePartition]:
     found = set()
     for snapshot in snapshots:
         recorded = snapshot.summary.additional_properties.get(PLACEMENTS, "") if snapshot.summary else ""
-        found |= {partition_of_path(text + "/") for text in recorded.split(",") if text}
+        found |= {partition_of_data_file(text + "/") for text in recorded.split(",") if text}
     return {p for p in found if p is not None}
 
 
@@ -210,7 +210,8 @@ def landed_hour_matches_table(table: Table, storage: LakeStorage, manifest: Hour
     """The table holds what the hour's manifest landed: its latest landing commit of the hour added exactly the
     manifest's data files (paths and row counts), and the current snapshot holds the manifest's rows in the hour's
     offset ranges, each once (compacted hours included); fewer only after an expiry or erasure committed since."""
-    problems, metadata = [], {"kafka_hour": manifest.hour}
+    problems: list[str] = []
+    metadata: dict[str, str | int] = {"kafka_hour": manifest.hour}
     commits = hour_commits(table, manifest.hour)
     expected = {f.path: f.rows for f in hour_data_files(manifest)}
     latest = commits[-1] if commits else None
@@ -251,7 +252,7 @@ def landed_hour_matches_table(table: Table, storage: LakeStorage, manifest: Hour
 def _rows_held(table: Table, manifest: HourManifest) -> pa.Table:
     """The (partition, offset) of every row the current snapshot holds in the hour's offset ranges."""
     offsets = offsets_filter(hour_offsets(manifest))
-    placements = {partition_of_path(f.path) for f in hour_data_files(manifest)} | _earlier_placements(table, manifest, None)
+    placements = {partition_of_data_file(f.path) for f in hour_data_files(manifest)} | _earlier_placements(table, manifest, None)
     files = files_matching(table, And(placements_filter(placements), offsets)) if table.current_snapshot() else []
     return read_rows(table, files, offsets, columns=("_kafka_partition", "_kafka_offset"))
 

@@ -204,7 +204,7 @@ def remove_unheld_files(table: Table, storage: LakeStorage, paths: Iterable[str]
 
 def held_files(table: Table, storage: LakeStorage) -> set[str]:
     """The lake paths of every file a snapshot of the table reaches: data files, manifests, manifest lists."""
-    return {lake_relative_path(storage, uri) for uri in _reachable(table, table.snapshots())} - {None}
+    return {path for uri in _reachable(table, table.snapshots()) if (path := lake_relative_path(storage, uri)) is not None}
 
 
 def _reachable(table: Table, snapshots: Iterable[Snapshot]) -> set[str]:

@@ -71,7 +71,7 @@ class IcebergTables:
     compaction_check = "row_set_unchanged"
     registration_check = "table_matches_landing"
     retention_check = "nothing_expired_remains"
-    landing_check = "table_matches_landing"
+    landing_check: str | None = "table_matches_landing"
 
     def __init__(self, access: TableAccess):
         self.access = access
@@ -138,7 +138,7 @@ class IcebergTables:
         orphans = remove_orphans(self.storage, topic, manifest, dead_letters)
         finished = [f.path for f in replaced_files(previous, manifest, kinds=("data",))]
         orphans += remove_unheld_files(table, self.storage, finished)
-        placements = ({partition_of_path(path) for path in mine + finished} - {None}) | recorded_placements(
+        placements = {p for p in map(partition_of_path, mine + finished) if p is not None} | recorded_placements(
             hour_commits(table, manifest.hour))
         in_ranges = files_in_hour_ranges(self.storage, topic, manifest, [
             p.raw_directory(topic.database, topic.table) for p in sorted(placements)])
@@ -158,7 +158,8 @@ class IcebergTables:
         done = [compact_placement_hour(table.refresh(), self.storage, TablePartition(v.version, hour))
                 for v in topic.schema_versions]
         rewritten = [c for c in done if c.snapshot_id is not None]
-        outcomes = [compaction_kept_rows(table.refresh(), c.snapshot_id) for c in rewritten]
+        outcomes = [compaction_kept_rows(table.refresh(), snapshot_id)
+                    for snapshot_id in (c.snapshot_id for c in rewritten) if snapshot_id is not None]
         rows = sum(c.rows for c in done)
         check = CheckOutcome(
             all(o.passed for o in outcomes),
@@ -253,11 +254,12 @@ class IcebergTables:
                 "expire", topic.topic, stamp, expired_rows, tuple(map(str, expiry.partitions if expiry else ())),
                 tuple(dead_letters) + tuple(self._lake_paths(expiry.files_removed if expiry else ())),
                 detail=expiry_detail(topic, now) + snapshots + self._leaves_storage(topic, now))))
-        erased_rows, erased_partitions = 0, ()
-        requests = read_erasure_requests(self.storage) if topic.subject_field else []
-        if requests:
+        erased_rows, erased_partitions = 0, tuple[TablePartition, ...]()
+        subject_column = topic.subject_column
+        requests = read_erasure_requests(self.storage) if subject_column is not None else []
+        if subject_column is not None and requests:
             subjects = subjects_to_match(topic, requests, pii_key)
-            erasure = erase_subjects(table.refresh(), self.storage, ".".join(topic.subject_column), subjects)
+            erasure = erase_subjects(table.refresh(), self.storage, ".".join(subject_column), subjects)
             if erasure.snapshot_ids:
                 erased_rows, erased_partitions = erasure.rows, erasure.partitions
                 audits.append(write_audit(self.storage, topic, AuditEntry(

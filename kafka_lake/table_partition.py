@@ -45,6 +45,14 @@ class TablePartition:
         return layout.partition_directory(self.schema_version, self.hour)
 
 
+def partition_of_data_file(path: str) -> TablePartition:
+    """The table partition of a landed or compacted data file's path, which always names one."""
+    partition = partition_of_path(path)
+    if partition is None:
+        raise ValueError(f"{path} is not in a schema_version=/date=/hour= folder")
+    return partition
+
+
 def partition_of_path(path: str) -> TablePartition | None:
     match = _SCHEMA_VERSION_IN_PATH.search(path)
     hour = layout.hour_of_path(path)
