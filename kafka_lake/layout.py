@@ -13,6 +13,8 @@ from kafka_lake.hours import KafkaHour
 
 DEAD_LETTERS_PREFIX = "_dead_letters"
 MANIFESTS_PREFIX = "_manifests"
+# The topics the archive rule has taken on (`archive.ArchivedTopics`).
+ARCHIVED_TOPICS_PATH = "_archive/topics.json"
 # The table's partition columns, which live in the path (`schema_version=1/date=2026-11-01/hour=13`), and the type a
 # table catalog declares for each.
 PARTITION_COLUMN_TYPES = {"schema_version": "int", "date": "string", "hour": "string"}

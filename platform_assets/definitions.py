@@ -4,9 +4,14 @@
 A broken catalog entry costs only its own topic: it is shown as rejected, and every other topic loads.
 """
 
+import logging
+from pathlib import Path
+
 from dagster import DefaultScheduleStatus, Definitions, ScheduleDefinition
 
-from kafka_lake.catalog import TopicCatalog, load_catalog
+from kafka_lake.archive import ArchivedTopics
+from kafka_lake.catalog import ARCHIVE_FILE, TopicCatalog, load_catalog
+from kafka_lake.storage import LakeStorage
 from kafka_lake.settings import PlatformSettings
 from platform_assets.assets import raw_landing_asset
 from platform_assets.catalog_assets import catalog_asset
@@ -19,6 +24,8 @@ from platform_assets.sensors import platform_sensors
 from resources import (
     AlertWebhookResource, KafkaResource, LakeStorageResource, PiiKeyResource, SchemaRegistryResource, TableCatalogResource, spark_resource,
 )
+
+log = logging.getLogger(__name__)
 
 
 def build_definitions(catalog: TopicCatalog, settings: PlatformSettings) -> Definitions:
@@ -57,7 +64,18 @@ def platform_resources(settings: PlatformSettings) -> dict:
 
 def load_definitions() -> Definitions:
     settings = PlatformSettings.from_env()
-    return build_definitions(load_catalog(settings.schema_catalog_dir, tolerant=True), settings)
+    return build_definitions(load_platform_catalog(settings), settings)
+
+
+def load_platform_catalog(settings: PlatformSettings) -> TopicCatalog:
+    """The catalog with the topics its archive rule took on, as the lake records them: each a raw table."""
+    archived: list[str] = []
+    if (Path(settings.schema_catalog_dir) / ARCHIVE_FILE).exists():
+        try:
+            archived = ArchivedTopics(LakeStorage(settings.lake_root)).names()
+        except (OSError, ValueError) as error:  # the lake away: every catalogued table still loads
+            log.error("the archived topics could not be read, so their tables are not loaded this time: %s", error)
+    return load_catalog(settings.schema_catalog_dir, tolerant=True, archived_topics=archived)
 
 
 defs = load_definitions()

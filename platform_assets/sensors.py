@@ -27,6 +27,7 @@ from dagster import (
 )
 
 from kafka_lake import automation
+from kafka_lake.archive import ArchivedTopics, topics_to_archive
 from kafka_lake.catalog import TopicCatalog, TopicSpec
 from kafka_lake.cluster import KafkaCluster
 from kafka_lake.hours import KafkaHour
@@ -309,16 +310,22 @@ def lag_observation(topic: TopicSpec, lags: list[automation.PartitionLag], newes
 
 
 def missing_topics_sensor(catalog: TopicCatalog, running: bool = True):
-    catalog_topics = [t.topic for t in catalog.topics]
-
     @sensor(
         name="topics_missing_from_catalog",
-        description="Reports Kafka topics on the cluster that no catalog entry lands (add them under schema_catalog/).",
+        description="Archives new topics the catalog's archive rule takes (they appear as raw tables after the code "
+        "location reloads), and reports Kafka topics on the cluster that no catalog entry lands (add them under "
+        "schema_catalog/).",
         minimum_interval_seconds=600,
         default_status=_status(running),
     )
-    def topics_missing_from_catalog(context: SensorEvaluationContext, kafka: KafkaResource, alerts: AlertWebhookResource):
-        missing = automation.topics_missing_from_catalog(KafkaCluster(kafka.consumer_config()).topics(), catalog_topics)
+    def topics_missing_from_catalog(context: SensorEvaluationContext, kafka: KafkaResource, lake: LakeStorageResource,
+                                    alerts: AlertWebhookResource):
+        on_cluster = KafkaCluster(kafka.consumer_config()).topics()
+        archived = ArchivedTopics(lake.storage()).add(topics_to_archive(on_cluster, catalog), _now())
+        if archived:
+            context.log.info(f"archiving {len(archived)} new topic(s) as raw tables of {catalog.archive.database}, "
+                             f"landed once the code location reloads: {', '.join(archived)}")
+        missing = automation.topics_missing_from_catalog(on_cluster, catalog)
         reported = set(json.loads(context.cursor)) if context.cursor else set()
         new = [name for name in missing if name not in reported]
         if new:
@@ -329,6 +336,8 @@ def missing_topics_sensor(catalog: TopicCatalog, running: bool = True):
         shown = new + [name for name in missing if name not in new]
         summary = (f"{len(missing)} topic(s) missing from the catalog ({len(new)} new): {', '.join(shown[:50])}"
                    f"{' …' if len(shown) > 50 else ''}" if missing else "every topic on the cluster is in the catalog")
+        if archived:
+            summary = f"{len(archived)} new topic(s) archived (reload the code location to land them); {summary}"
         return SensorResult(skip_reason=SkipReason(summary), cursor=json.dumps(missing))
 
     return topics_missing_from_catalog

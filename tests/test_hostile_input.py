@@ -102,12 +102,15 @@ def replaced(document, path: tuple, value, delete: bool):
 SAMPLE_DOCUMENT = yaml.safe_load((SAMPLE / "topic.yaml").read_text())
 SAMPLE_SCHEMA = json.loads((SAMPLE / "v1.avsc").read_text())
 # The sample with the optional keys it does not use, so their values are fuzzed too.
-FUZZED_DOCUMENT = {**SAMPLE_DOCUMENT, "rename": {"referrer": "referred_by", "url": "page_url"}, "recursive_records": "json"}
+FUZZED_DOCUMENT = {**SAMPLE_DOCUMENT, "rename": {"referrer": "referred_by", "url": "page_url"}, "recursive_records": "json",
+                   "format": "avro", "route": {"field": "url", "in": ["/home", "/cart"]}, "keep_tombstones": False,
+                   "table_format": "hive"}
 
 
 # The defaults of the optional keys the fuzzed document uses, as SPEC and the README's table of keys state them.
 DOCUMENTED_DEFAULTS = {"retention_days": None, "pii_fields": [], "subject_field": None, "freshness_minutes": None,
-                       "max_rows_per_task": 1_000_000, "rename": {}}
+                       "max_rows_per_task": 1_000_000, "rename": {}, "format": "avro", "route": None,
+                       "keep_tombstones": False, "table_format": None}
 
 
 def as_written(topic: TopicSpec) -> dict:
@@ -120,7 +123,10 @@ def as_written(topic: TopicSpec) -> dict:
                             for v in topic.schema_versions],
         "retention_days": topic.retention_days, "pii_fields": [".".join(path) for path in topic.pii_fields],
         "subject_field": topic.subject_field, "freshness_minutes": topic.freshness_minutes,
-        "max_rows_per_task": topic.max_rows_per_task, "rename": dict(topic.rename),
+        "max_rows_per_task": topic.max_rows_per_task, "rename": dict(topic.rename), "format": topic.format,
+        "route": None if topic.route is None else {"field": topic.route.field_text, **(
+            {"equals": topic.route.values[0]} if topic.route.written_as_equals else {"in": list(topic.route.values)})},
+        "keep_tombstones": topic.keep_tombstones, "table_format": topic.table_format,
     }
 
 
@@ -159,8 +165,8 @@ def assert_means_what_it_says(document: dict, topic: TopicSpec) -> None:
         if stated is None:
             assert key in DOCUMENTED_DEFAULTS, f"required key {key!r} is absent or null, yet the entry loaded"
             assert same(DOCUMENTED_DEFAULTS[key], loaded), f"absent {key!r} loaded as {loaded!r}, not its default"
-        elif key in ("time_partitioning", "schema_versions"):
-            stated = without_nulls(stated) if key == "time_partitioning" else [without_nulls(v) for v in stated]
+        elif key in ("time_partitioning", "schema_versions", "route"):
+            stated = [without_nulls(v) for v in stated] if key == "schema_versions" else without_nulls(stated)
             assert same(stated, loaded), f"{key} says {stated!r} but loaded as {loaded!r}"
         else:
             assert same(stated, loaded), f"{key} says {stated!r} but loaded as {loaded!r}"

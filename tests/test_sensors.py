@@ -17,12 +17,14 @@ from dagster import (
     materialize,
 )
 
-from kafka_lake.catalog import TopicCatalog
+from kafka_lake.catalog import TopicCatalog, archived_table_name
 from kafka_lake.hours import KafkaHour, to_millis
 from kafka_lake.manifests import HourManifest, LandedFile, ManifestStore, PartitionLanding
+from kafka_lake.settings import PlatformSettings
 from kafka_lake.storage import LakeStorage
 from platform_assets import sensors
 from platform_assets.checks import freshness_check
+from platform_assets.definitions import load_platform_catalog
 from platform_assets.keys import asset_key, raw_key
 from resources import AlertWebhookResource, KafkaResource, LakeStorageResource
 from tests.landing_fixtures import unique_topic_name, write_test_topic
@@ -244,11 +246,12 @@ def test_lag_is_observed_per_partition_in_records_and_time(broker, topic, instan
     assert metadata["lag_records"] == 3
 
 
-def test_topics_on_the_cluster_missing_from_the_catalog_are_reported_once(broker, topic, instance, webhook):
+def test_topics_on_the_cluster_missing_from_the_catalog_are_reported_once(broker, topic, instance, webhook, tmp_path):
     stray = unique_topic_name().replace("e2e.orders", "e2e.stray")
     broker.create_topic(stray, 1)
     sensor = sensors.missing_topics_sensor(TopicCatalog((topic,)))
-    resources = dict(kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers), alerts=AlertWebhookResource())
+    resources = dict(kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers),
+                     lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=AlertWebhookResource())
     first = tick(sensor, instance, **resources)
     assert stray in first.skip_reason.skip_message and topic.topic not in first.skip_reason.skip_message
     assert any(stray in alert["text"] for alert in webhook)
@@ -256,6 +259,34 @@ def test_topics_on_the_cluster_missing_from_the_catalog_are_reported_once(broker
     second = tick(sensor, instance, first.cursor, **resources)
     assert "(0 new)" in second.skip_reason.skip_message and stray in json.loads(second.cursor)
     assert len(webhook) == alerts, "a topic already reported is not alerted again"
+
+
+def test_new_topics_the_archive_rule_takes_are_archived_not_reported_and_load_as_raw_tables(broker, instance, webhook,
+                                                                                           tmp_path):
+    """Given an archive rule and a new matching topic on the cluster, when the sensor ticks, then the lake records it,
+    it is not reported missing, and the next load of the catalog makes it a raw table of its own."""
+    audit, stray = unique_topic_name().replace("e2e.orders", "audit"), unique_topic_name().replace("e2e.orders", "e2e.stray")
+    for name in (audit, stray):
+        broker.create_topic(name, 1)
+    catalog_dir = tmp_path / "catalog"
+    write_test_topic(catalog_dir, unique_topic_name())
+    (catalog_dir / "_archive.yaml").write_text('pattern: "audit[.].*"\nowner: team-platform\nstart_hour: "2026-11-01T00:00Z"\n')
+    settings = replace(PlatformSettings.from_env(), schema_catalog_dir=str(catalog_dir), lake_root=str(tmp_path / "lake"))
+    sensor = sensors.missing_topics_sensor(load_platform_catalog(settings))
+    resources = dict(kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers),
+                     lake=LakeStorageResource(root=settings.lake_root), alerts=AlertWebhookResource())
+
+    first = tick(sensor, instance, **resources)
+
+    assert first.skip_reason.skip_message.startswith("1 new topic(s) archived (reload the code location to land them)")
+    assert stray in first.skip_reason.skip_message and audit not in json.loads(first.cursor)
+    assert not any(audit in alert["text"] for alert in webhook)
+    reloaded = load_platform_catalog(settings)
+    [archived] = reloaded.tables_of(audit)
+    assert (archived.database, archived.table, archived.format, archived.archived) == (
+        "archive", archived_table_name(audit), "raw", True)
+    second = tick(sensors.missing_topics_sensor(reloaded), instance, first.cursor, **resources)
+    assert "archived" not in second.skip_reason.skip_message, "a topic is archived once"
 
 
 def test_a_failed_run_is_posted_with_its_error(instance, webhook, topic):
