@@ -26,6 +26,7 @@ from kafka_lake.avro_types import (
     type_name,
     unwrap_nullable,
 )
+from kafka_lake.connect_types import TIME_UNIT_OF, connect_name, with_connect_logical_types
 from kafka_lake.layout import KAFKA_COLUMN_PREFIX, PARTITION_COLUMNS, is_lake_column
 from kafka_lake.topic_yaml import (
     RECORD_NAME,
@@ -444,6 +445,9 @@ def _topic_spec(entry: TopicYaml, database: str, table: str, folder: Path, where
     _check_recursion(entry.recursive_records, versions, where)
     _check_rename(entry.rename, versions, where)
     time_field = _check_time_partitioning(entry.time_partitioning, versions, where)
+    time_unit = entry.time_partitioning.unit if entry.time_partitioning is not None else None
+    if time_field is not None and time_unit is None:  # Debezium's NanoTimestamp says its unit itself
+        time_unit = TIME_UNIT_OF.get(connect_name(unwrap_nullable(field_type_at(versions[-1].schema, time_field))))
     pii_fields = tuple(tuple(p.split(".")) for p in entry.pii_fields)
     for pii in pii_fields:
         _check_field_path(versions, pii, f"pii_fields entry {'.'.join(pii)!r}", where, json_allowed=True)
@@ -473,7 +477,7 @@ def _topic_spec(entry: TopicYaml, database: str, table: str, folder: Path, where
         target_file_mb=entry.target_file_mb,
         dead_letter_retention_days=entry.dead_letter_retention_days,
         rename=tuple(sorted(entry.rename.items())),
-        time_unit=entry.time_partitioning.unit if entry.time_partitioning is not None else None,
+        time_unit=time_unit,
         source_file=where,
         format=entry.format,
         route=route,
@@ -641,6 +645,7 @@ def _parse_schema_file(schema_path: Path) -> tuple[dict, Any, tuple[str, ...]]:
     shape = schema_shape(schema, MAX_SCHEMA_DEPTH)
     if shape.problem:
         raise CatalogError(f"{schema_path}: {shape.problem}")
+    schema = with_connect_logical_types(schema)
     try:
         parsed = fastavro.parse_schema(schema)
     except Exception as error:  # fastavro raises several types for bad schemas
