@@ -114,6 +114,13 @@ class ArrowMapping:
         return columns
 
 
+# A raw table (`format: raw`): the value's bytes as they are, then the Kafka columns, in `schema_version=0`.
+RAW_SCHEMA_VERSION = 0
+RAW_MAPPING = ArrowMapping(
+    pa.schema([pa.field("value", pa.binary()), *KAFKA_COLUMNS], metadata={SCHEMA_VERSION_METADATA: str(RAW_SCHEMA_VERSION)}),
+    (None,), ("value",))
+
+
 def arrow_schema_for(version: SchemaVersion, pii_fields: tuple[tuple[str, ...], ...],
                      rename: Mapping[str, str] | None = None) -> pa.Schema:
     """The lake table schema of a version: its top-level fields (named by `rename` where it says), then the Kafka

@@ -28,7 +28,7 @@ from kafka_lake.kafka_log import KafkaLog
 from kafka_lake.kafka_records import kafka_timestamps
 from kafka_lake.manifests import LandedFile
 from kafka_lake.parquet_output import ParquetOutput, dictionary_columns, statistics_columns
-from kafka_lake.schema_resolution import CatalogSchemas, RegistrySchemas
+from kafka_lake.schema_resolution import schemas_for
 from kafka_lake.settings import LandingSettings
 from kafka_lake.slices import OffsetSlice
 from kafka_lake.storage import LakeStorage
@@ -202,7 +202,7 @@ def _land(task: SliceTask) -> SliceReport:
     topic, piece = task.topic, task.slice
     settings = task.settings
     storage = LakeStorage(settings.lake_root)
-    schemas = RegistrySchemas(topic, settings.schema_registry_url) if settings.schema_registry_url else CatalogSchemas(topic)
+    schemas = schemas_for(topic, settings.schema_registry_url)
     decoder = BatchDecoder(topic, schemas, settings.pii_key, kafka_hour=task.hour)
     encryption = DeadLetterEncryption(settings.dead_letter_key) if settings.dead_letter_key else None
     files = PlacementFiles(storage, topic, piece.partition, settings.max_open_files)
