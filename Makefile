@@ -10,7 +10,7 @@ export PYTHONUNBUFFERED := 1
 # Spark binds the driver to loopback unless told otherwise: local runs never leave the machine.
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: setup check-java instance check-test-tools check-catalog demo test test-faults ui broker stop clean bench bench-sensors
+.PHONY: setup check-java instance check-test-tools check-catalog demo test test-fast test-faults ui broker stop clean bench bench-sensors
 
 setup: $(STAMP) check-java instance
 
@@ -54,6 +54,10 @@ demo: setup
 
 test: setup check-test-tools
 	$(PY) -m pytest -q -m "not faults"
+
+# The tests that need no broker, S3 server, Spark, Glue or subprocess (markers set in tests/conftest.py): under a minute.
+test-fast: setup
+	$(PY) -m pytest -q -m "not services and not faults and not ui"
 
 # The fault suite (docs/RELIABILITY.md): kills, concurrent runs, stopped broker and S3 server, expired
 # offsets, a recreated topic, added partitions; each scenario ends with the exactly-once check. ~4 min.

@@ -215,7 +215,7 @@ def platform_landing(spark, bootstrap: str, topic, hours, lake_root: str) -> tup
         started, used = time.monotonic(), cpu_seconds()
         results = list(land_hours(topic, [KafkaHour(hour) for hour in hours], settings,
                                   SlicesOnSpark(spark, topic.topic), now=hours[-1] + timedelta(hours=3)))
-        records = sum(p.records for result in results for p in result.manifest.partitions)
+        records = sum(result.manifest.counts.records for result in results)
         whole = Measured("(c) platform landing on Spark local[2], end to end", records, time.monotonic() - started,
                          f"{len(hours)} hours in one run: planning + tasks + commits", cpu_seconds() - used)
     return whole, memory.peak_kb
@@ -247,7 +247,7 @@ def one_slice(bootstrap: str, kafka_topic: str, records: int, lake_root: str, fi
     task = SliceTask(topic, KafkaHour(datetime.fromisoformat(first_hour)), OffsetSlice(0, 0, records),
                      LandingSettings(lake_root, consumer_config(bootstrap), pii_key=PII_KEY))
     report = land_slice(task)
-    assert report.records == records, report
+    assert report.counts.records == records, report
 
 
 # --- the run ------------------------------------------------------------------------------------------------

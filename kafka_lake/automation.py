@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Callable, Iterable
 
-from kafka_lake import layout
 from kafka_lake.catalog import TopicCatalog, TopicSpec, is_internal_topic
 from kafka_lake.compaction import missing_raw_hours, raw_hours_that_feed
 from kafka_lake.hours import ONE_HOUR, KafkaHour, floor_hour, to_millis
@@ -105,8 +104,7 @@ def consecutive_runs(hours: Iterable[KafkaHour], longest: int) -> list[list[Kafk
 
 def placement_hours(manifest: HourManifest) -> list[KafkaHour]:
     """The placement hours the landed hour wrote data into (late events reach older hours)."""
-    hours = {layout.hour_of_path(f.path) for f in manifest.files if f.kind == "data"}
-    return sorted(KafkaHour(h) for h in hours if h is not None)
+    return sorted({KafkaHour(f.placement_hour) for f in manifest.files if f.kind == "data"})
 
 
 def due_for_compaction(
@@ -158,6 +156,14 @@ def freshness(topic: TopicSpec, is_landed: Callable[[KafkaHour], bool], now: dat
         f"{topic.topic} is {late:.0f} min late: {gap}, each due {topic.freshness_minutes} min after its end; {newest}",
         due, late, missing,
     )
+
+
+def freshness_alert(topic: TopicSpec, before: bool | None, now: Freshness) -> str | None:
+    """The alert a freshness evaluation calls for, given whether the one before passed (None: no evaluation before):
+    a failure when it starts failing (also the first time), a recovery when it passes again, else nothing."""
+    if before is None and now.passed or before == now.passed:
+        return None
+    return f"[{'RECOVERED' if now.passed else 'FAILED'}] freshness of {topic.topic}: {now.description}"
 
 
 # --- Lag --------------------------------------------------------------------------------------

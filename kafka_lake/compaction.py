@@ -20,19 +20,12 @@ import pyarrow.parquet as pq
 
 from kafka_lake import layout
 from kafka_lake.catalog import TopicSpec
-from kafka_lake.hours import FIRST_HOUR, LAST_HOUR, ONE_HOUR, KafkaHour
+from kafka_lake.hours import FIRST_HOUR, LAST_HOUR, ONE_HOUR, KafkaHour, hour_key
 from kafka_lake.manifests import ManifestStore
 from kafka_lake.parquet_output import ParquetOutput
 from kafka_lake.storage import LakeStorage
-from kafka_lake.table_state import (
-    CompactedFile,
-    CompactionManifest,
-    TablePartition,
-    compacted_directory,
-    compaction_manifest_path,
-    partition_of_path,
-    read_compaction,
-)
+from kafka_lake.compaction_manifest import CompactedFile, CompactionManifest, read_compaction
+from kafka_lake.table_partition import TablePartition, partition_of_path
 
 KEY_COLUMNS = ["_kafka_partition", "_kafka_offset"]
 
@@ -156,7 +149,7 @@ def _compacted_partitions(storage: LakeStorage, topic: TopicSpec, hour: datetime
     found = set()
     for version in topic.schema_versions:
         partition = TablePartition(version.version, hour)
-        if storage.exists(compaction_manifest_path(topic.database, topic.table, partition)):
+        if storage.exists(partition.compaction_manifest_path(topic.database, topic.table)):
             found.add(partition)
     return found
 
@@ -165,7 +158,7 @@ def compact_partition(task: CompactionTask) -> CompactionReport:
     """Writes the new generation of one partition; the Spark task body. Commits nothing."""
     started = time.monotonic()
     storage = LakeStorage(task.lake_root)
-    directory = compacted_directory(task.topic.database, task.topic.table, task.partition, task.generation)
+    directory = task.partition.compacted_directory(task.topic.database, task.topic.table, task.generation)
     for leftover in storage.list_files(directory):  # a crashed attempt at this same generation
         storage.delete(leftover.path)
     schema = _sources_schema(storage, task.sources)
@@ -274,16 +267,16 @@ def commit_compaction(storage: LakeStorage, report: CompactionReport) -> Compact
         database=task.topic.database,
         table=task.topic.table,
         schema_version=task.partition.schema_version,
-        hour=f"{task.partition.date}-{task.partition.hour_of_day}",
+        hour=hour_key(task.partition.hour),
         generation=task.generation,
-        location=compacted_directory(task.topic.database, task.topic.table, task.partition, task.generation),
+        location=task.partition.compacted_directory(task.topic.database, task.topic.table, task.generation),
         files=report.files,
         sources=task.sources,
         rows=report.rows,
         offsets_checksum=report.offsets_checksum,
         compacted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
-    storage.write_bytes(compaction_manifest_path(task.topic.database, task.topic.table, task.partition), manifest.to_json())
+    storage.write_bytes(task.partition.compaction_manifest_path(task.topic.database, task.topic.table), manifest.to_json())
     return manifest
 
 

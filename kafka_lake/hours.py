@@ -29,6 +29,19 @@ def to_millis(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
+def hour_key(hour: datetime) -> str:
+    """The one string form of an hour, Kafka or placement, wherever the platform writes one: Dagster's hourly
+    partition key `YYYY-MM-DD-HH:00` in UTC (the year in four digits also before 1000, where `%Y` gives fewer)."""
+    return f"{hour.year:04d}-{hour:%m-%d-%H}:00"
+
+
+def hour_of_key(key: str) -> datetime:
+    try:
+        return datetime.strptime(key, PARTITION_KEY_FORMAT).replace(tzinfo=timezone.utc)
+    except ValueError:
+        raise ValueError(f"{key!r} is not an hour like 2026-11-01-13:00") from None
+
+
 @dataclass(frozen=True, order=True)
 class KafkaHour:
     """An hour of Kafka time: the records whose Kafka timestamp falls in [start, end)."""
@@ -41,11 +54,7 @@ class KafkaHour:
 
     @classmethod
     def from_partition_key(cls, key: str) -> "KafkaHour":
-        try:
-            moment = datetime.strptime(key, PARTITION_KEY_FORMAT)
-        except ValueError:
-            raise ValueError(f"partition key {key!r} is not an hour like 2026-11-01-13:00") from None
-        return cls(moment.replace(tzinfo=timezone.utc))
+        return cls(hour_of_key(key))
 
     @classmethod
     def containing(cls, moment: datetime) -> "KafkaHour":
@@ -65,7 +74,7 @@ class KafkaHour:
 
     @property
     def partition_key(self) -> str:
-        return self.start.strftime(PARTITION_KEY_FORMAT)
+        return hour_key(self.start)
 
     def previous(self) -> "KafkaHour":
         return KafkaHour(self.start - ONE_HOUR)

@@ -20,8 +20,9 @@ from kafka_lake.catalog import TopicSpec
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka_log import BOUNDARY_WINDOW, KafkaLog
 from kafka_lake.landing_checks import BoundaryRecords, CheckOutcome, boundaries_confirmed
+from kafka_lake.landing_counts import LandingCounts
 from kafka_lake.manifests import HourManifest, ManifestStore, PartitionLanding
-from kafka_lake.retention import AuditEntry, write_audit
+from kafka_lake.audit import AuditEntry, write_audit
 from kafka_lake.settings import LandingSettings
 from kafka_lake.slice_landing import SliceReport, SliceTask
 from kafka_lake.slices import BY_TIME, PartitionBounds, fixed_by_neighbours, plan_hour, split_slices
@@ -173,22 +174,8 @@ def build_manifest(
         parts = by_partition.get(bound.partition, [])
         if check_reports:
             _check_reports_tile(topic, hour, bound, parts)
-        minimums = [r.min_timestamp_ms for r in parts if r.min_timestamp_ms is not None]
-        maximums = [r.max_timestamp_ms for r in parts if r.max_timestamp_ms is not None]
-        partitions.append(
-            PartitionLanding(
-                partition=bound.partition,
-                start=bound.start,
-                end=bound.end,
-                records=sum(r.records for r in parts),
-                rows=sum(r.rows for r in parts),
-                dead_letters=sum(r.dead_letters for r in parts),
-                tombstones=sum(r.tombstones for r in parts),
-                late_events=sum(r.late_events for r in parts),
-                min_timestamp_ms=min(minimums, default=None),
-                max_timestamp_ms=max(maximums, default=None),
-            )
-        )
+        partitions.append(PartitionLanding(bound.partition, bound.start, bound.end,
+                                           LandingCounts.total(r.counts for r in parts)))
     versions: Counter = Counter()
     causes: Counter = Counter()
     for report in reports:

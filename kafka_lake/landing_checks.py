@@ -69,28 +69,29 @@ def counts_balance(manifest: HourManifest) -> CheckOutcome:
     """rows + dead letters + tombstones = records read, and no more records than offsets, per partition."""
     problems, gaps = [], 0
     for landed in manifest.partitions:
-        accounted = landed.rows + landed.dead_letters + landed.tombstones
-        if accounted != landed.records:
+        counts = landed.counts
+        if counts.accounted != counts.records:
             problems.append(
-                f"partition {landed.partition} [{landed.start}, {landed.end}): {landed.rows} rows + "
-                f"{landed.dead_letters} dead letters + {landed.tombstones} tombstones ≠ {landed.records} records read"
+                f"partition {landed.partition} [{landed.start}, {landed.end}): {counts.rows} rows + "
+                f"{counts.dead_letters} dead letters + {counts.tombstones} tombstones ≠ {counts.records} records read"
             )
-        if landed.records > landed.offsets:
-            problems.append(f"partition {landed.partition}: {landed.records} records read from {landed.offsets} offsets")
-        gaps += landed.offsets - landed.records
-    totals = manifest.totals()
-    metadata = {key: totals[key] for key in ("offsets", "records", "rows", "dead_letters", "tombstones")}
+        if counts.records > landed.offsets:
+            problems.append(f"partition {landed.partition}: {counts.records} records read from {landed.offsets} offsets")
+        gaps += landed.offsets - counts.records
+    counts = manifest.counts
+    metadata = {"offsets": manifest.offsets, "records": counts.records, "rows": counts.rows,
+                "dead_letters": counts.dead_letters, "tombstones": counts.tombstones}
     metadata["offset_gaps"] = gaps  # transaction markers or compacted-away offsets, not records
     if problems:
         return CheckOutcome(False, "; ".join(problems), metadata)
-    return CheckOutcome(True, f"{totals['records']} records = rows + dead letters + tombstones", metadata)
+    return CheckOutcome(True, f"{counts.records} records = rows + dead letters + tombstones", metadata)
 
 
 def dead_letter_rate(manifest: HourManifest, threshold: float) -> CheckOutcome:
-    totals = manifest.totals()
-    read = totals["records"] - totals["tombstones"]
-    rate = totals["dead_letters"] / read if read else 0.0
-    metadata = {"dead_letters": totals["dead_letters"], "rate": round(rate, 6), "threshold": threshold}
+    counts = manifest.counts
+    read = counts.records - counts.tombstones
+    rate = counts.dead_letters / read if read else 0.0
+    metadata = {"dead_letters": counts.dead_letters, "rate": round(rate, 6), "threshold": threshold}
     causes = ", ".join(f"{cause}: {count}" for cause, count in manifest.dead_letter_causes.items())
     if rate > threshold:
         return CheckOutcome(False, f"dead-letter rate {rate:.2%} is above {threshold:.2%} ({causes})", metadata)

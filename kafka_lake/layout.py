@@ -15,6 +15,8 @@ DEAD_LETTERS_PREFIX = "_dead_letters"
 MANIFESTS_PREFIX = "_manifests"
 # The topics the archive rule has taken on (`archive.ArchivedTopics`).
 ARCHIVED_TOPICS_PATH = "_archive/topics.json"
+AUDIT_PREFIX = "_audit"
+ERASURE_REQUESTS_PREFIX = "_erasure_requests"
 # The table's partition columns, which live in the path (`schema_version=1/date=2026-11-01/hour=13`), and the type a
 # table catalog declares for each.
 PARTITION_COLUMN_TYPES = {"schema_version": "int", "date": "string", "hour": "string"}
@@ -69,6 +71,37 @@ def dead_letter_prefix(database: str, table: str) -> str:
 
 def dead_letter_directory(database: str, table: str, kafka_hour: datetime) -> str:
     return f"{dead_letter_prefix(database, table)}/{hour_directory(kafka_hour)}"
+
+
+def partition_directory(schema_version: int, hour: datetime) -> str:
+    """`schema_version=…/date=…/hour=…`: a table partition, relative to the table's folder."""
+    return f"schema_version={schema_version}/{hour_directory(hour)}"
+
+
+def compacted_directory(database: str, table: str, schema_version: int, hour: datetime, generation: int) -> str:
+    """A compaction generation: a hidden folder inside the partition, so readers of the raw folder never see it, and
+    the catalog switches a partition to it in one metastore update."""
+    return f"{data_directory(database, table, schema_version, hour)}/_compacted_{generation:06d}"
+
+
+def compaction_manifest_path(database: str, table: str, schema_version: int, hour: datetime) -> str:
+    return (f"{manifest_prefix(database, table)}/_compaction/schema_version={schema_version}/"
+            f"hour={date_text(hour)}-{hour:%H}.json")
+
+
+def audit_prefix(database: str, table: str) -> str:
+    return f"{AUDIT_PREFIX}/{database}/{table}"
+
+
+def audit_path(database: str, table: str, stamp: str, action: str, token: str) -> str:
+    """One immutable entry: named by when, what, and a token that keeps two entries of one second apart."""
+    return f"{audit_prefix(database, table)}/{stamp}-{action}-{token}.json"
+
+
+def erasure_request_id(path: str) -> str | None:
+    """`_erasure_requests/<id>.json` → `<id>`; None for any other file."""
+    name = path.rsplit("/", 1)[-1]
+    return name[: -len(".json")] if path.startswith(f"{ERASURE_REQUESTS_PREFIX}/") and name.endswith(".json") else None
 
 
 def manifest_prefix(database: str, table: str) -> str:

@@ -6,15 +6,15 @@ Files that no manifest names are not part of the table.
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Iterable
 
 from kafka_lake import layout
-from kafka_lake.hours import KafkaHour
+from kafka_lake.documents import DocumentCodec
+from kafka_lake.hours import KafkaHour, hour_key, hour_of_key
+from kafka_lake.landing_counts import LandingCounts
 from kafka_lake.storage import LakeStorage
-
-MANIFEST_FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -26,23 +26,21 @@ class LandedFile:
     rows: int
     bytes: int
     schema_version: int | None  # None for dead letters
-    hour: str  # the placement hour's `date=…/hour=…`
+    hour: str  # the placement hour (a dead letter's: its Kafka hour), in the one string form of an hour
+
+    @property
+    def placement_hour(self) -> datetime:
+        return hour_of_key(self.hour)
 
 
 @dataclass(frozen=True)
 class PartitionLanding:
-    """What one Kafka partition contributed to a landed hour."""
+    """What one Kafka partition contributed to a landed hour: its offsets [start, end) and what became of them."""
 
     partition: int
     start: int
     end: int
-    records: int = 0
-    rows: int = 0
-    dead_letters: int = 0
-    tombstones: int = 0
-    late_events: int = 0
-    min_timestamp_ms: int | None = None
-    max_timestamp_ms: int | None = None
+    counts: LandingCounts = LandingCounts()
 
     @property
     def offsets(self) -> int:
@@ -82,35 +80,40 @@ class HourManifest:
         loss = self.accepted_losses.get(str(partition))
         return None if loss is None else (loss[0], loss[1])
 
-    def totals(self) -> dict[str, int]:
-        return {
-            "offsets": sum(p.offsets for p in self.partitions),
-            "records": sum(p.records for p in self.partitions),
-            "rows": sum(p.rows for p in self.partitions),
-            "dead_letters": sum(p.dead_letters for p in self.partitions),
-            "tombstones": sum(p.tombstones for p in self.partitions),
-            "late_events": sum(p.late_events for p in self.partitions),
-            "files": len(self.files),
-            "bytes": sum(f.bytes for f in self.files),
-        }
+    @property
+    def counts(self) -> LandingCounts:
+        return LandingCounts.total(p.counts for p in self.partitions)
+
+    @property
+    def offsets(self) -> int:
+        return sum(p.offsets for p in self.partitions)
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.bytes for f in self.files)
 
     def to_json(self) -> bytes:
-        document = asdict(self)
-        document["format"] = MANIFEST_FORMAT
-        return json.dumps(document, indent=1, sort_keys=True).encode()
+        return HOUR_MANIFEST.to_json(self)
 
     @classmethod
     def from_json(cls, data: bytes, where: str = "") -> "HourManifest":
-        try:
-            document = json.loads(data)
-            if document.pop("format", None) != MANIFEST_FORMAT:
-                raise ValueError(f"unsupported manifest format (expected {MANIFEST_FORMAT})")
-            document["partitions"] = tuple(PartitionLanding(**p) for p in document["partitions"])
-            document["files"] = tuple(LandedFile(**f) for f in document["files"])
-            document["new_partitions"] = tuple(document.get("new_partitions", ()))
-            return cls(**document)
-        except (ValueError, KeyError, TypeError) as error:
-            raise ValueError(f"manifest {where} cannot be read: {error}") from None
+        return HOUR_MANIFEST.from_json(data, where)
+
+
+def _format_2(document: dict) -> dict:
+    """Format 1 wrote a partition's counts beside its offsets, and a file's hour as `date=…/hour=…`; format 2 keeps
+    the counts as one value, and every hour in the one string form of an hour."""
+    names = ("records", "rows", "dead_letters", "tombstones", "late_events", "min_timestamp_ms", "max_timestamp_ms")
+    for partition in document.get("partitions", []):
+        partition["counts"] = {name: partition.pop(name) for name in names if name in partition}
+    for file in document.get("files", []):
+        hour = layout.hour_of_path(f"{file.get('hour')}/")
+        if hour is not None:
+            file["hour"] = hour_key(hour)
+    return document
+
+
+HOUR_MANIFEST = DocumentCodec(HourManifest, "manifest", version=2, upgrades={1: _format_2})
 
 
 class ManifestStore:

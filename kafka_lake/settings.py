@@ -93,10 +93,9 @@ def check_client_properties(client_properties: dict[str, str]) -> None:
         )
 
 
-def pii_key_from_env(environ: dict | None = None) -> bytes | None:
-    env = os.environ if environ is None else environ
-    value = env.get("PII_HMAC_KEY")
-    return value.encode() if value else None
+def is_set(name: str, environ: dict | None = None) -> bool:
+    """Whether the environment sets the variable to something (an empty value counts as unset)."""
+    return bool((os.environ if environ is None else environ).get(name))
 
 
 def _on_or_off(value: str | None, name: str, default: bool) -> bool:

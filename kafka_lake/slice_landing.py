@@ -23,9 +23,10 @@ from kafka_lake.catalog import TopicSpec
 from kafka_lake.dead_letters import DeadLetterEncryption
 from kafka_lake.decoded_batch import DEAD_LETTER_SCHEMA, DecodedBatch
 from kafka_lake.decoding import BatchDecoder
-from kafka_lake.hours import KafkaHour
+from kafka_lake.hours import KafkaHour, hour_key
 from kafka_lake.kafka_log import KafkaLog
 from kafka_lake.kafka_records import kafka_timestamps
+from kafka_lake.landing_counts import LandingCounts
 from kafka_lake.manifests import LandedFile
 from kafka_lake.parquet_output import ParquetOutput, dictionary_columns, statistics_columns
 from kafka_lake.schema_resolution import schemas_for
@@ -51,16 +52,10 @@ class SliceTask:
 @dataclass(frozen=True)
 class SliceReport:
     slice: OffsetSlice
-    records: int
-    rows: int
-    dead_letters: int
-    tombstones: int
-    late_events: int
+    counts: LandingCounts
     files: tuple[LandedFile, ...]
     schema_versions: dict[int, int]
     dead_letter_causes: dict[str, int]
-    min_timestamp_ms: int | None
-    max_timestamp_ms: int | None
     duration_s: float
 
 
@@ -97,7 +92,7 @@ class PlacementFiles:
             name = layout.data_file_name(self._topic.topic, self._partition, first_offset)
             kind = "data" if schema_version is not None else "dead_letter"
             current = _OpenFile(self._storage, f"{directory}/{name}", kind, self._partition, first_offset,
-                                schema_version, layout.hour_directory(hour))
+                                schema_version, hour_key(hour))
             self._open[key] = current
         self._open.move_to_end(key)
         current.add(table)
@@ -232,46 +227,33 @@ def _land(task: SliceTask) -> SliceReport:
         raise
     return SliceReport(
         slice=piece,
-        records=totals.records,
-        rows=totals.rows,
-        dead_letters=totals.dead_letters,
-        tombstones=totals.tombstones,
-        late_events=totals.late_events,
+        counts=totals.counts,
         files=tuple(written),
         schema_versions=dict(totals.schema_versions),
         dead_letter_causes=dict(totals.dead_letter_causes),
-        min_timestamp_ms=totals.min_timestamp_ms,
-        max_timestamp_ms=totals.max_timestamp_ms,
         duration_s=time.monotonic() - started,
     )
 
 
 @dataclass
 class _Totals:
-    records: int = 0
-    rows: int = 0
-    dead_letters: int = 0
-    tombstones: int = 0
-    late_events: int = 0
+    counts: LandingCounts = LandingCounts()
     schema_versions: Counter = field(default_factory=Counter)
     dead_letter_causes: Counter = field(default_factory=Counter)
-    min_timestamp_ms: int | None = None
-    max_timestamp_ms: int | None = None
 
     def add(self, batch: DecodedBatch, timestamps_ms: Sequence[int], hour: KafkaHour) -> None:
-        self.records += batch.records
-        self.tombstones += batch.tombstones
         self.dead_letter_causes.update(batch.dead_letter_causes)
-        self.dead_letters += sum(table.num_rows for table in batch.dead_letters.values())
+        rows = late = 0
         for placement, table in batch.rows.items():
-            self.rows += table.num_rows
+            rows += table.num_rows
             self.schema_versions[placement.schema_version] += table.num_rows
             if placement.hour < hour.start:
-                self.late_events += table.num_rows
+                late += table.num_rows
         # Over the timestamps that name a time: -1 ("none") or the year 10000 would make the report's range absurd.
         placed = kafka_timestamps(timestamps_ms).drop_null()
-        if not len(placed):
-            return
-        low, high = (value.value for value in pc.min_max(placed).values())
-        self.min_timestamp_ms = low if self.min_timestamp_ms is None else min(self.min_timestamp_ms, low)
-        self.max_timestamp_ms = high if self.max_timestamp_ms is None else max(self.max_timestamp_ms, high)
+        low, high = (value.value for value in pc.min_max(placed).values()) if len(placed) else (None, None)
+        self.counts += LandingCounts(
+            records=batch.records, rows=rows, tombstones=batch.tombstones, late_events=late,
+            dead_letters=sum(table.num_rows for table in batch.dead_letters.values()),
+            min_timestamp_ms=low, max_timestamp_ms=high,
+        )

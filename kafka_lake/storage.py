@@ -24,11 +24,16 @@ class StoredFile:
 
 def s3_filesystem_from_env() -> pafs.S3FileSystem:
     """An S3 client configured from the standard AWS_* variables, `AWS_ENDPOINT_URL` honoured."""
-    options: dict = {
-        "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=8),
-        "connect_timeout": 5,
-        "request_timeout": 60,
-    }
+    return pafs.S3FileSystem(
+        retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=8), connect_timeout=5, request_timeout=60,
+        **s3_options_from_env(),
+    )
+
+
+def s3_options_from_env() -> dict:
+    """Endpoint, scheme, region and credentials of the lake's S3, from the standard AWS_* variables: what every S3
+    client of the platform (pyarrow's, DuckDB's) is given."""
+    options: dict = {}
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     if endpoint:
         parsed = urlparse(endpoint)
@@ -42,7 +47,7 @@ def s3_filesystem_from_env() -> pafs.S3FileSystem:
         options["secret_key"] = os.environ["AWS_SECRET_ACCESS_KEY"]
         if os.environ.get("AWS_SESSION_TOKEN"):
             options["session_token"] = os.environ["AWS_SESSION_TOKEN"]
-    return pafs.S3FileSystem(**options)
+    return options
 
 
 class LakeStorage:

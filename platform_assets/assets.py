@@ -153,35 +153,35 @@ def _latest_materialization(context: AssetExecutionContext, topic: TopicSpec, ho
 
 
 def _summary_line(topic: TopicSpec, result: LandingResult) -> str:
-    totals = result.manifest.totals()
+    manifest, counts = result.manifest, result.manifest.counts
     return (
-        f"{topic.topic} {result.manifest.hour}: {totals['rows']} rows, {totals['dead_letters']} dead letters, "
-        f"{totals['tombstones']} tombstones, {totals['late_events']} late, {totals['files']} files from "
-        f"{totals['offsets']} offsets in {result.slices} slice(s)"
+        f"{topic.topic} {manifest.hour}: {counts.rows} rows, {counts.dead_letters} dead letters, "
+        f"{counts.tombstones} tombstones, {counts.late_events} late, {len(manifest.files)} files from "
+        f"{manifest.offsets} offsets in {result.slices} slice(s)"
     )
 
 
 def raw_metadata(lake: LakeStorageResource, result: LandingResult) -> dict:
     manifest = result.manifest
-    totals = manifest.totals()
+    counts = manifest.counts
     rows = ["| partition | start | end | records | rows | dead letters | tombstones | late | start from | end from |",
             "|---|---|---|---|---|---|---|---|---|---|"]
     for p in manifest.partitions:
         how = manifest.boundaries.get(str(p.partition), {})
         rows.append(
-            f"| {p.partition} | {p.start} | {p.end} | {p.records} | {p.rows} | {p.dead_letters} | {p.tombstones} "
-            f"| {p.late_events} | {how.get('start_from', '')} | {how.get('end_from', '')} |"
+            f"| {p.partition} | {p.start} | {p.end} | {p.counts.records} | {p.counts.rows} | {p.counts.dead_letters} "
+            f"| {p.counts.tombstones} | {p.counts.late_events} | {how.get('start_from', '')} | {how.get('end_from', '')} |"
         )
     return {
-        "dagster/row_count": totals["rows"],
-        "rows": totals["rows"],
-        "records_read": totals["records"],
-        "offsets": totals["offsets"],
-        "dead_letters": totals["dead_letters"],
-        "tombstones": totals["tombstones"],
-        "late_events": totals["late_events"],
-        "files": totals["files"],
-        "bytes": totals["bytes"],
+        "dagster/row_count": counts.rows,
+        "rows": counts.rows,
+        "records_read": counts.records,
+        "offsets": manifest.offsets,
+        "dead_letters": counts.dead_letters,
+        "tombstones": counts.tombstones,
+        "late_events": counts.late_events,
+        "files": len(manifest.files),
+        "bytes": manifest.bytes,
         "slices": result.slices,
         "duration_s": manifest.duration_s,
         "schema_versions": MetadataValue.json(manifest.schema_versions),
@@ -199,8 +199,8 @@ def dead_letter_metadata(lake: LakeStorageResource, result: LandingResult) -> di
     manifest = result.manifest
     files = [f for f in manifest.files if f.kind == "dead_letter"]
     return {
-        "dagster/row_count": manifest.totals()["dead_letters"],
-        "dead_letters": manifest.totals()["dead_letters"],
+        "dagster/row_count": manifest.counts.dead_letters,
+        "dead_letters": manifest.counts.dead_letters,
         "causes": MetadataValue.json(manifest.dead_letter_causes),
         "files": len(files),
         "paths": MetadataValue.json([lake.storage().uri(f.path) for f in files][:50]),

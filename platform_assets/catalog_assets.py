@@ -20,7 +20,8 @@ from dagster_pyspark import LazyPySparkResource
 
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.hours import KafkaHour
-from kafka_lake.table_catalog import ReconcileReport, TableChange, partition_differences, reconcile, storage_partition_uris
+from kafka_lake.catalog_reconciliation import ReconcileReport, partition_differences, reconcile, storage_partition_uris
+from kafka_lake.table_catalog import TableChange
 from kafka_lake.table_schema import TableDefinition
 from kafka_lake.table_state import storage_partitions
 from platform_assets.failures import failures_explained

@@ -22,7 +22,8 @@ from platform_assets.jobs import retention_job, topic_jobs
 from platform_assets.retention_assets import retention_asset
 from platform_assets.sensors import platform_sensors
 from resources import (
-    AlertWebhookResource, KafkaResource, LakeStorageResource, PiiKeyResource, SchemaRegistryResource, TableCatalogResource, spark_resource,
+    AlertWebhookResource, KafkaResource, LakeStorageResource, PiiKeyResource, SchemaRegistryResource, TableCatalogResource,
+    secret_from_env, spark_resource,
 )
 
 log = logging.getLogger(__name__)
@@ -56,8 +57,9 @@ def platform_resources(settings: PlatformSettings) -> dict:
         "kafka": KafkaResource(bootstrap_servers=settings.kafka_bootstrap_servers),
         "lake": LakeStorageResource(root=settings.lake_root),
         "schema_registry": SchemaRegistryResource.for_url(settings.schema_registry_url),
-        "pii": PiiKeyResource(),
-        "alerts": AlertWebhookResource(),
+        "pii": PiiKeyResource(hmac_key=secret_from_env("PII_HMAC_KEY"),
+                              dead_letter_key_base64=secret_from_env("DEAD_LETTER_KEY")),
+        "alerts": AlertWebhookResource(webhook_url=secret_from_env("ALERT_WEBHOOK_URL")),
         "table_catalog": TableCatalogResource(kind=settings.table_catalog, hive_metastore_uri=settings.hive_metastore_uri),
     }
 

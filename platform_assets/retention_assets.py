@@ -14,9 +14,9 @@ from dagster import (
 from dagster_pyspark import LazyPySparkResource
 
 from kafka_lake.catalog import TopicSpec
-from kafka_lake.hours import ONE_HOUR
 from kafka_lake.pii import pseudonymizer_for
-from kafka_lake.retention import apply_retention, retention_cutoff
+from kafka_lake.expiry import is_expired, retention_cutoff
+from kafka_lake.retention import apply_retention
 from kafka_lake.table_state import storage_partitions
 from platform_assets.failures import failures_explained
 from platform_assets.keys import asset_key, layer_attributes
@@ -75,7 +75,7 @@ def retention_asset(topic: TopicSpec, embedded_metastore: bool = True):
             })
             cutoff = retention_cutoff(topic, now)
             left = [str(p) for p in storage_partitions(storage, topic.database, topic.table)
-                    if cutoff is not None and p.hour + ONE_HOUR <= cutoff]
+                    if is_expired(p.hour, cutoff)]
             yield AssetCheckResult(
                 check_name=NOTHING_EXPIRED_REMAINS,
                 passed=not left,

@@ -241,11 +241,9 @@ def health_sensor(catalog: TopicCatalog, running: bool = True):
                 if shown[topic.topic].differs_from(evaluation):
                     events.append(evaluation)  # a change, or a run or a landing made the shown state stale
                 context.log.info(f"{topic.topic}: freshness {'passed' if result.passed else 'FAILED'}: {result.description}")
-                if previous is not None and previous["passed"] != result.passed:
-                    alerts.send(f"[{'RECOVERED' if result.passed else 'FAILED'}] freshness of {topic.topic}: "
-                                f"{result.description}", context.log)
-                elif previous is None and not result.passed:
-                    alerts.send(f"[FAILED] freshness of {topic.topic}: {result.description}", context.log)
+                alert = automation.freshness_alert(topic, previous["passed"] if previous else None, result)
+                if alert:
+                    alerts.send(alert, context.log)
                 state[topic.topic] = {"passed": result.passed, "due": str(result.due_hour)}
             if topic.topic in tails:
                 manifest = ManifestStore(storage, topic.database, topic.table).read(newest) if newest else None

@@ -11,9 +11,11 @@ from dagster import TableColumn, TableSchema
 from kafka_lake import layout
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.storage import LakeStorage
-from kafka_lake.table_catalog import TableCatalog, publish
+from kafka_lake.catalog_reconciliation import publish
+from kafka_lake.table_catalog import TableCatalog
 from kafka_lake.table_schema import PARTITION_KEYS, TableDefinition, TableSchemaError, table_columns, table_definition
-from kafka_lake.table_state import CompactionManifest, TablePartition
+from kafka_lake.compaction_manifest import CompactionManifest
+from kafka_lake.table_partition import TablePartition
 
 
 def column_schema(topic: TopicSpec, partition_columns: bool) -> TableSchema | None:

@@ -1,18 +1,24 @@
 """Where alerts go: the run's log always, and a webhook (Slack-compatible JSON `{"text": …}`) when
-`ALERT_WEBHOOK_URL` is set. The URL is read at use time: webhook URLs carry their own secret."""
+`ALERT_WEBHOOK_URL` is set. Webhook URLs carry their own secret: the resource is configured from a `dagster.EnvVar`,
+so the UI shows the variable's name, and the URL stays out of its repr."""
 
 import json
 import logging
-import os
 import urllib.error
 import urllib.request
 
+from typing import Optional
+
 from dagster import ConfigurableResource
+from pydantic import Field
+
+from resources.secrets import resolved
 
 log = logging.getLogger(__name__)
 
 
 class AlertWebhookResource(ConfigurableResource):
+    webhook_url: Optional[str] = Field(default=None, repr=False, description="ALERT_WEBHOOK_URL: where alerts are posted")
     timeout_s: float = 5.0
 
     def send(self, text: str, tick_log: logging.Logger | None = None) -> bool:
@@ -21,7 +27,7 @@ class AlertWebhookResource(ConfigurableResource):
         log.warning("ALERT %s", text)
         if tick_log is not None:
             tick_log.warning(f"ALERT {text}")
-        url = os.environ.get("ALERT_WEBHOOK_URL")
+        url = resolved(self.webhook_url)
         if not url:
             return False
         request = urllib.request.Request(

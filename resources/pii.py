@@ -1,17 +1,25 @@
-"""The secrets that protect personal data, read from the environment when a run needs them:
-`PII_HMAC_KEY` pseudonymizes `pii_fields`, `DEAD_LETTER_KEY` encrypts the values of dead letters.
-
-Never part of resource config, metadata or logs.
+"""The secrets that protect personal data: `PII_HMAC_KEY` pseudonymizes `pii_fields`, `DEAD_LETTER_KEY` encrypts the
+values of dead letters. Configured from `dagster.EnvVar`s (`platform_assets.definitions`), so the UI shows the
+variables' names, never their values; kept out of reprs, metadata and logs.
 """
 
-from dagster import ConfigurableResource
+from typing import Optional
 
-from kafka_lake.settings import dead_letter_key_from_env, pii_key_from_env
+from dagster import ConfigurableResource
+from pydantic import Field
+
+from kafka_lake.settings import dead_letter_key_from_env
+from resources.secrets import resolved
 
 
 class PiiKeyResource(ConfigurableResource):
+    hmac_key: Optional[str] = Field(default=None, repr=False, description="PII_HMAC_KEY: the key of the pseudonyms")
+    dead_letter_key_base64: Optional[str] = Field(
+        default=None, repr=False, description="DEAD_LETTER_KEY: base64 of 32 bytes encrypting dead-letter values")
+
     def key(self) -> bytes | None:
-        return pii_key_from_env()
+        key = resolved(self.hmac_key)
+        return key.encode() if key else None
 
     def dead_letter_key(self) -> bytes | None:
-        return dead_letter_key_from_env()
+        return dead_letter_key_from_env({"DEAD_LETTER_KEY": resolved(self.dead_letter_key_base64) or ""})

@@ -8,7 +8,8 @@ from typing import Callable, Optional
 
 from dagster import ConfigurableResource
 
-from kafka_lake.table_catalog import GlueCatalog, TableCatalog
+from kafka_lake.table_catalog import TableCatalog
+from table_catalogs.glue import GlueCatalog
 
 CATALOG_KINDS = ("hive", "glue")
 
@@ -23,7 +24,7 @@ class TableCatalogResource(ConfigurableResource):
         if self.kind == "glue":
             return GlueCatalog(region=self.glue_region)
         if self.kind == "hive":
-            from spark_jobs.hive_catalog import HiveCatalog
+            from table_catalogs.hive import HiveCatalog
 
             return HiveCatalog(spark_session(), metastore_uri=self.hive_metastore_uri)
         raise ValueError(f"TABLE_CATALOG is {self.kind!r}; it must be one of {', '.join(CATALOG_KINDS)}")

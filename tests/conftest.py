@@ -67,6 +67,34 @@ def spark(s3_server, tmp_path_factory):
     session.stop()
 
 
+@pytest.fixture(scope="module")
+def glue_endpoint(s3_server):
+    """moto's Glue (its server mode: no Glue runs on this machine) on a loopback port, reached the way production
+    reaches Glue: boto3 with AWS_ENDPOINT_URL_GLUE; credentials and region from the S3 server's environment. moto keeps
+    one backend per process, so its state is reset first: each test module starts with an empty Glue."""
+    import urllib.request
+
+    from moto.server import ThreadedMotoServer
+
+    from dev_services.ports import free_port
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=10).close()
+    saved = os.environ.get("AWS_ENDPOINT_URL_GLUE")
+    os.environ["AWS_ENDPOINT_URL_GLUE"] = endpoint
+    try:
+        yield endpoint
+    finally:
+        server.stop()
+        if saved is None:
+            os.environ.pop("AWS_ENDPOINT_URL_GLUE", None)
+        else:
+            os.environ["AWS_ENDPOINT_URL_GLUE"] = saved
+
+
 @pytest.fixture
 def no_test_table_in_hive(spark):
     """The embedded metastore lives for the whole session and every test topic is table e2e.orders:
@@ -117,3 +145,24 @@ def landed(request, broker, spark, tmp_path, lake_root):
                                pii_key=PII_TEST_KEY.encode())
     land_on_spark(topic, settings, spark, RAW_HOURS)
     return topic, traffic, settings, LakeStorage(lake_root)
+
+
+# What each shared component's fixture marks a test with, so that `-m` selects by what a test needs.
+SERVICE_MARKERS = {"broker": "kafka", "mock_cluster": "kafka", "s3_server": "s3", "own_s3": "s3", "spark": "spark",
+                   "glue_endpoint": "glue"}
+# Parameters that choose a component the test then starts (a lake on S3, the Hive or Glue catalog).
+PARAM_MARKERS = {"s3": "s3", "hive": "spark", "glue": "glue"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks each test with the components it uses, read from the fixtures it requests (directly or through other
+    fixtures) and from the parameters that choose one; any of them also marks it `services`. `make test-fast` runs the rest."""
+    for item in items:
+        needs = {marker for fixture, marker in SERVICE_MARKERS.items() if fixture in item.fixturenames}
+        params = item.callspec.params.values() if getattr(item, "callspec", None) is not None else ()
+        needs |= {PARAM_MARKERS[p] for p in params if isinstance(p, str) and p in PARAM_MARKERS}
+        needs |= {name for name in ("kafka", "s3", "spark", "glue", "ui", "faults") if item.get_closest_marker(name)}
+        for name in sorted(needs):
+            item.add_marker(name)
+        if needs or item.get_closest_marker("services"):
+            item.add_marker("services")

@@ -61,7 +61,7 @@ def assert_exactly_once(storage: LakeStorage, topic: TopicSpec, expected: list[P
 
     tombstones = Counter()
     for manifest in manifests:
-        tombstones.update({landed.partition: landed.tombstones for landed in manifest.partitions})
+        tombstones.update({landed.partition: landed.counts.tombstones for landed in manifest.partitions})
     wanted_tombstones = Counter(p.partition for p in kept.values() if p.kind == "tombstone")
     assert +tombstones == +wanted_tombstones, f"tombstones counted per partition {dict(tombstones)} ≠ produced {dict(wanted_tombstones)}"
 

@@ -7,6 +7,7 @@ platform itself carries no fault-injection hooks; the test side (`run_landing`) 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -147,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for key in args.hours.split(","):
             [result] = land(topic, [KafkaHour.from_partition_key(key)], settings, run_slices, run_id=f"driver-{os.getpid()}")
-            landed[key] = result.manifest.totals()
+            landed[key] = dataclasses.asdict(result.manifest.counts)
     except Exception as error:  # the test reads the cause from the last line
         print(json.dumps({"landed": landed, "error": f"{type(error).__name__}: {error}"}))
         return 1

@@ -110,9 +110,12 @@ def test_an_hour_is_not_due_while_a_raw_hour_that_feeds_it_is_missing(page_views
 
 def test_placement_hours_are_read_from_the_data_files_of_a_manifest():
     files = (
-        LandedFile("shop/page_views/schema_version=1/date=2026-11-21/hour=10/t+0+0.parquet", "data", 0, 0, 5, 9, 1, ""),
-        LandedFile("shop/page_views/schema_version=2/date=2026-11-21/hour=07/t+0+5.parquet", "data", 0, 5, 1, 9, 2, ""),
-        LandedFile("_dead_letters/shop/page_views/date=2026-11-21/hour=10/t+0+6.parquet", "dead_letter", 0, 6, 1, 9, None, ""),
+        LandedFile("shop/page_views/schema_version=1/date=2026-11-21/hour=10/t+0+0.parquet", "data", 0, 0, 5, 9, 1,
+                   "2026-11-21-10:00"),
+        LandedFile("shop/page_views/schema_version=2/date=2026-11-21/hour=07/t+0+5.parquet", "data", 0, 5, 1, 9, 2,
+                   "2026-11-21-07:00"),
+        LandedFile("_dead_letters/shop/page_views/date=2026-11-21/hour=10/t+0+6.parquet", "dead_letter", 0, 6, 1, 9, None,
+                   "2026-11-21-10:00"),
     )
     manifest = HourManifest("shop", "page_views", "shop.page_views", H.partition_key, (), files, "")
     assert automation.placement_hours(manifest) == [KafkaHour(datetime(2026, 11, 21, 7, tzinfo=timezone.utc)), H]
@@ -168,3 +171,15 @@ def test_topics_missing_from_the_catalog_leave_out_internal_topics_and_those_the
     with_archive = load_catalog(tmp_path / "catalog")
     assert automation.topics_missing_from_catalog(cluster, with_archive) == ["shop.orders"]
     assert topics_to_archive(cluster, with_archive) == ["audit.logins"]
+
+
+@pytest.mark.parametrize("before, passed, alert", [
+    (None, False, "[FAILED]"), (None, True, None), (True, False, "[FAILED]"), (False, True, "[RECOVERED]"),
+    (False, False, None), (True, True, None),
+])
+def test_freshness_alerts_on_its_first_failure_and_on_each_change(page_views, before, passed, alert):
+    result = automation.Freshness(passed, "the description", H, 0.0 if passed else 42.0, 0 if passed else 1)
+
+    said = automation.freshness_alert(page_views, before, result)
+
+    assert said == (None if alert is None else f"{alert} freshness of {page_views.topic}: the description")

@@ -23,7 +23,8 @@ from kafka_lake.dead_letters import (
     decrypt_value,
     is_encrypted,
 )
-from kafka_lake.retention import apply_retention, read_audit
+from kafka_lake.audit import read_audit
+from kafka_lake.retention import apply_retention
 from kafka_lake.storage import LakeStorage
 from tests.conftest import REPO
 

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafka_lake.arrow_mapping import MAX_JSON_DEPTH, arrow_mapping_for, arrow_schema_for, column_comment
-from kafka_lake.catalog import CatalogError, SchemaVersion, TopicSpec, load_catalog, load_topic
+from kafka_lake.catalog import CatalogError, TopicSpec, load_catalog, load_topic
 from kafka_lake.decoded_batch import DEAD_LETTER_SCHEMA, DecodedBatch, Placement
 from kafka_lake.decoding import BatchDecoder
 from kafka_lake.event_time import parse_event_time

@@ -24,6 +24,9 @@ from tests.dagster_servers import VENV_BIN, asset_keys, graphql, loaded_location
 LOCATION = "kafka_lake"
 LANDING_POOL = "landing/shop/page_views"
 
+# A PostgreSQL server and the image's code server and webserver, as subprocesses.
+pytestmark = pytest.mark.services
+
 
 @pytest.fixture(scope="module")
 def postgres():

@@ -27,6 +27,8 @@ from dev_services.tansu import PID_FILE_NAME, TansuBroker, running_broker, stop_
 from kafka_lake.catalog import load_catalog
 from kafka_lake.framing import FramingError, split_confluent
 
+# Starts the broker, the S3 server and the demo as a user does.
+pytestmark = pytest.mark.services
 REPO = Path(__file__).resolve().parents[1]
 UTC = timezone.utc
 DEMO_HOURS = [datetime(2026, 11, 2, 9, tzinfo=UTC), datetime(2026, 11, 2, 10, tzinfo=UTC)]

@@ -21,7 +21,7 @@ from kafka_lake.hours import KafkaHour, to_millis
 from kafka_lake.kafka_log import KafkaLog, consumer_config
 from kafka_lake.landing_checks import slices_contiguous
 from kafka_lake.manifests import ManifestStore
-from kafka_lake.retention import read_audit
+from kafka_lake.audit import read_audit
 from kafka_lake.settings import PlatformSettings
 from kafka_lake.slices import HourNotClosed, OffsetsLost
 from kafka_lake.storage import LakeStorage

@@ -663,7 +663,7 @@ def test_given_a_schema_file_outside_the_topic_folder_when_loaded_then_it_is_ref
 @pytest.mark.parametrize("identifier", ["a b", "a`b", "a;DROP TABLE t", "a'b", "a.b", "", "\uff41", "a\nb", "a\n"])
 def test_given_a_name_no_identifier_when_quoted_for_hive_ddl_then_it_is_refused(identifier):
     pytest.importorskip("pyspark")  # the Hive back end lives in the Spark shell
-    from spark_jobs.hive_catalog import quote
+    from table_catalogs.hive import quote
 
     with pytest.raises(ValueError, match="not a plain identifier"):
         quote(identifier)
@@ -673,7 +673,7 @@ def test_given_a_name_no_identifier_when_quoted_for_hive_ddl_then_it_is_refused(
 @pytest.mark.spark
 @pytest.mark.parametrize("text", ["it's", "a\\'; DROP TABLE x; --", "back\\slash", "s3a://lake/a b/é", "\\\\'", "'", "\\"])
 def test_given_a_hostile_string_literal_when_spark_sql_reads_it_then_it_is_exactly_that_text(spark, text):
-    from spark_jobs.hive_catalog import sql_string
+    from table_catalogs.hive import sql_string
 
     assert spark.sql(f"SELECT {sql_string(text)} AS value").collect()[0]["value"] == text
 
@@ -716,7 +716,7 @@ task = pickle.loads(sys.stdin.buffer.read())
 before = int(open("/proc/self/statm").read().split()[1]) * 4096
 report = land_slice(task)
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"rows": report.rows, "dead_letters": report.dead_letters, "growth": peak - before,
+print(json.dumps({"rows": report.counts.rows, "dead_letters": report.counts.dead_letters, "growth": peak - before,
                   "causes": report.dead_letter_causes}))
 """
 

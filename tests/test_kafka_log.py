@@ -165,7 +165,7 @@ def test_given_a_record_after_the_hour_on_every_partition_then_the_hour_is_close
 
     assert [(t.slice.start, t.slice.end) for t in planned] == [(0, 2)]
     [landed] = result.manifest.partitions
-    assert (landed.start, landed.end, landed.records, landed.dead_letters) == (0, 2, 2, 2)  # b"v" is no Avro
+    assert (landed.start, landed.end, landed.counts.records, landed.counts.dead_letters) == (0, 2, 2, 2)  # b"v" is no Avro
 
 
 def produce_many(bootstrap: str, topic: str, count: int) -> None:

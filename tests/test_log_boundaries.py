@@ -138,7 +138,7 @@ def test_given_a_commit_marker_at_the_log_end_and_a_broker_answering_none_then_t
     [result] = land_in_process(topic, landing_settings(lake, mock_cluster), [H], now=H + timedelta(hours=2))
 
     landed = result.manifest.partition(0)
-    assert (landed.start, landed.rows) == (0, 20)
+    assert (landed.start, landed.counts.rows) == (0, 20)
     assert landed.end == committed[-1].offset + 2  # the commit marker is inside the hour: no offset is left between hours
     assert_exactly_once(LakeStorage(lake), topic, committed)
 
@@ -157,7 +157,7 @@ def test_given_an_out_of_order_tail_and_a_broker_answering_none_then_the_records
     [result] = land_in_process(topic, landing_settings(lake, mock_cluster), [H], now=H + timedelta(hours=2))
 
     landed = result.manifest.partition(0)
-    assert (landed.start, landed.end, landed.rows) == (0, 16, 16)
+    assert (landed.start, landed.end, landed.counts.rows) == (0, 16, 16)
     assert_exactly_once(LakeStorage(lake), topic, in_hour + straggler)
 
 
@@ -204,7 +204,7 @@ def test_given_two_thousand_records_in_one_flush_then_three_closed_hours_land_ev
 
     results = land_in_process(topic, landing_settings(lake, broker.bootstrap_servers), hours, now=hours[-1] + timedelta(hours=2))
 
-    assert sum(r.manifest.totals()["rows"] for r in results) == 2000
+    assert sum(r.manifest.counts.rows for r in results) == 2000
     assert results[-1].manifest.partition(0).end == 2000
     assert f"the broker reported {reported}" in results[-1].manifest.boundaries["0"]["end_from"]
     assert_exactly_once(LakeStorage(lake), topic, produced)
@@ -246,9 +246,9 @@ def test_given_committed_aborted_and_interleaved_transactions_with_markers_at_ho
     boundary = results[0].manifest.partition(0).end
     assert boundary == results[1].manifest.partition(0).start
     assert first[-1].offset < boundary <= aborted[0].offset  # the commit marker between them belongs to either hour
-    totals = [result.manifest.totals() for result in results]
-    assert all(t["records"] == t["rows"] for t in totals)
-    assert sum(t["offsets"] for t in totals) > sum(t["records"] for t in totals)  # markers: offsets, not records
+    counts = [result.manifest.counts for result in results]
+    assert all(c.records == c.rows for c in counts)
+    assert sum(r.manifest.offsets for r in results) > sum(c.records for c in counts)  # markers: offsets, not records
 
 
 def test_given_a_transaction_left_open_over_a_closed_hour_then_the_hour_ends_at_the_last_stable_offset_and_the_next_takes_the_rest(
@@ -267,7 +267,7 @@ def test_given_a_transaction_left_open_over_a_closed_hour_then_the_hour_ends_at_
     [first] = land_in_process(topic, settings, [H], now=H + timedelta(hours=1, minutes=15))
 
     landed = first.manifest.partition(0)
-    assert (landed.start, landed.end, landed.rows) == (0, held[0].offset, 5)
+    assert (landed.start, landed.end, landed.counts.rows) == (0, held[0].offset, 5)
     assert first.manifest.open_transactions == {"0": [held[0].offset, held[-1].offset + 1]}
     assert "transaction still open" in first.manifest.boundaries["0"]["end_from"]
 
@@ -277,7 +277,7 @@ def test_given_a_transaction_left_open_over_a_closed_hour_then_the_hour_ends_at_
     [second] = land_in_process(topic, settings, [H + timedelta(hours=1)], now=H + timedelta(hours=2, minutes=30))
 
     assert second.manifest.partition(0).start == held[0].offset
-    assert second.manifest.partition(0).rows == 3 and second.manifest.totals()["late_events"] == 3
+    assert second.manifest.partition(0).counts.rows == 3 and second.manifest.counts.late_events == 3
     assert_exactly_once(LakeStorage(lake), topic, before + held)
 
 
@@ -313,7 +313,7 @@ def test_given_an_hour_landed_from_a_wrongly_accepted_boundary_then_boundaries_c
 
     assert passed.passed, passed.description
     assert "partition(s) 0 (start and end)" in passed.description
-    assert (bad.manifest.partition(0).start, bad.manifest.totals()["rows"]) == (committed[-1].offset + 2, 0)
+    assert (bad.manifest.partition(0).start, bad.manifest.counts.rows) == (committed[-1].offset + 2, 0)
     assert not failed.passed
     assert "12 record(s) before the hour's start" in failed.description and "first at offset 0" in failed.description
 

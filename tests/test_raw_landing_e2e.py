@@ -16,6 +16,7 @@ from dagster import AssetKey, DagsterInstance, materialize
 from kafka_lake import layout
 from kafka_lake.hours import KafkaHour
 from kafka_lake.landing import land_hours
+from kafka_lake.landing_counts import LandingCounts
 from kafka_lake.manifests import ManifestStore
 from kafka_lake.settings import PlatformSettings
 from kafka_lake.slice_landing import land_slice
@@ -113,13 +114,11 @@ def test_every_good_record_lands_exactly_once_in_its_hour_with_its_values(landed
     assert set(EXPECTED_CAUSE.values()) <= {r.row["error"].split(":")[0] for r in dead}
 
     manifests = ManifestStore(storage, topic.database, topic.table)
-    totals = Counter()
-    for manifest in manifests.all():
-        totals.update(manifest.totals())
-    assert totals["tombstones"] == sum(1 for p in landed.produced if p.kind == "tombstone")
-    assert totals["late_events"] == sum(1 for p in landed.rows() if placement_of(p)[1] < layout.hour_directory(
+    counts = LandingCounts.total(manifest.counts for manifest in manifests.all())
+    assert counts.tombstones == sum(1 for p in landed.produced if p.kind == "tombstone")
+    assert counts.late_events == sum(1 for p in landed.rows() if placement_of(p)[1] < layout.hour_directory(
         datetime.fromtimestamp(p.timestamp_ms / 1000, tz=timezone.utc).replace(minute=0, second=0, microsecond=0)))
-    assert totals["late_events"] > 0
+    assert counts.late_events > 0
     owned = {f.path for m in manifests.all() for f in m.files}
     on_disk = {f.path for prefix in (layout.table_prefix("e2e", "orders"), layout.dead_letter_prefix("e2e", "orders"))
                for f in storage.list_files(prefix)}

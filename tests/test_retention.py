@@ -8,7 +8,9 @@ from collections import Counter
 from datetime import datetime, timezone
 
 from kafka_lake import layout
-from kafka_lake.retention import ERASURE_REQUESTS_PREFIX, apply_retention, read_audit
+from kafka_lake.audit import read_audit
+from kafka_lake.layout import ERASURE_REQUESTS_PREFIX
+from kafka_lake.retention import apply_retention
 from kafka_lake.table_state import storage_partitions
 from spark_jobs.compaction_job import run_compactions_on_spark
 from tests.conftest import PII_TEST_KEY

@@ -160,13 +160,14 @@ def test_given_renamed_fields_wide_decimals_and_a_recursive_record_then_they_lan
     with a Debezium MySQL DECIMAL(65,30) and a record that contains itself, produced to the broker."""
     from decimal import Decimal
 
-    from kafka_lake.retention import ERASURE_REQUESTS_PREFIX, apply_retention
+    from kafka_lake.layout import ERASURE_REQUESTS_PREFIX
+    from kafka_lake.retention import apply_retention
     from kafka_lake.settings import PlatformSettings
-    from kafka_lake.table_catalog import reconcile
+    from kafka_lake.catalog_reconciliation import reconcile
     from kafka_lake.table_schema import table_definition
     from kafka_lake.table_state import storage_partitions
     from spark_jobs.compaction_job import run_compactions_on_spark
-    from spark_jobs.hive_catalog import HiveCatalog
+    from table_catalogs.hive import HiveCatalog
     from tests.conftest import PII_TEST_KEY
     from tests.landing_fixtures import pseudonym
     from tests.test_raw_landing_e2e import materialize_hours
@@ -321,8 +322,8 @@ def test_given_kafka_timestamps_that_name_no_hour_then_the_hour_lands_and_its_ch
             assert lake_row.row["_kafka_timestamp"] == expected
     for manifest in ManifestStore(storage, topic.database, topic.table).all():
         for part in manifest.partitions:
-            assert HOURS[0] <= datetime.fromtimestamp(part.min_timestamp_ms / 1000, tz=UTC) < HOURS[2]
-            assert HOURS[0] <= datetime.fromtimestamp(part.max_timestamp_ms / 1000, tz=UTC) < HOURS[2]
+            assert HOURS[0] <= datetime.fromtimestamp(part.counts.min_timestamp_ms / 1000, tz=UTC) < HOURS[2]
+            assert HOURS[0] <= datetime.fromtimestamp(part.counts.max_timestamp_ms / 1000, tz=UTC) < HOURS[2]
 
 
 # --- Kafka headers --------------------------------------------------------------------------------------------

@@ -19,12 +19,14 @@ from dagster import (
 
 from kafka_lake.catalog import TopicCatalog, archived_table_name
 from kafka_lake.hours import KafkaHour, to_millis
+from kafka_lake.cluster import KafkaCluster
+from kafka_lake.landing_counts import LandingCounts
 from kafka_lake.manifests import HourManifest, LandedFile, ManifestStore, PartitionLanding
 from kafka_lake.settings import PlatformSettings
 from kafka_lake.storage import LakeStorage
 from platform_assets import sensors
 from platform_assets.checks import freshness_check
-from platform_assets.definitions import load_platform_catalog
+from platform_assets.definitions import load_platform_catalog, platform_resources
 from platform_assets.keys import asset_key, raw_key
 from resources import AlertWebhookResource, KafkaResource, LakeStorageResource
 from tests.landing_fixtures import unique_topic_name, write_test_topic
@@ -69,9 +71,14 @@ def webhook(monkeypatch):
 
     server = HTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    # As the code location configures it: from ALERT_WEBHOOK_URL, through a dagster.EnvVar.
     monkeypatch.setenv("ALERT_WEBHOOK_URL", f"http://127.0.0.1:{server.server_port}/hooks/alerts")
     yield received
     server.shutdown()
+
+
+def alerts_resource() -> AlertWebhookResource:
+    return platform_resources(PlatformSettings())["alerts"]
 
 
 def produce_at(broker, topic_name: str, partition: int, moment: datetime) -> None:
@@ -150,8 +157,8 @@ def write_manifest(storage: LakeStorage, topic, hour: KafkaHour, placement: Kafk
     path = (f"{topic.database}/{topic.table}/schema_version=1/date={placement.start:%Y-%m-%d}/"
             f"hour={placement.start:%H}/{topic.topic}+0+{hour.start_ms}.parquet")
     ManifestStore(storage, topic.database, topic.table).write(HourManifest(
-        topic.database, topic.table, topic.topic, hour.partition_key, (PartitionLanding(0, 0, 1, 1, 1),),
-        (LandedFile(path, "data", 0, 0, 1, 10, 1, ""),), "2026-11-20T12:00:00Z",
+        topic.database, topic.table, topic.topic, hour.partition_key, (PartitionLanding(0, 0, 1, LandingCounts(records=1, rows=1)),),
+        (LandedFile(path, "data", 0, 0, 1, 10, 1, placement.partition_key),), "2026-11-20T12:00:00Z",
     ))
 
 
@@ -205,7 +212,7 @@ def test_landings_make_compaction_and_then_registration_follow_late_data_include
 def test_freshness_fails_with_how_late_alerts_and_recovers(broker, topic, instance, clock, webhook, tmp_path):
     sensor = sensors.health_sensor(TopicCatalog((topic,)))
     resources = dict(kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers),
-                     lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=AlertWebhookResource())
+                     lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=alerts_resource())
     instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=H.previous().partition_key))
     clock(H.end + timedelta(minutes=75))  # H was due 15 minutes ago
 
@@ -237,7 +244,7 @@ def test_lag_is_observed_per_partition_in_records_and_time(broker, topic, instan
     clock(H.end + timedelta(hours=1))
     sensor = sensors.health_sensor(TopicCatalog((topic,)))
     result = tick(sensor, instance, kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers),
-                  lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=AlertWebhookResource())
+                  lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=alerts_resource())
     [observation] = [e for e in result.asset_events if type(e).__name__ == "AssetObservation"]
     metadata = {k: v.value for k, v in observation.metadata.items()}
     assert metadata["lag_records_p0"] == 3, "four records produced, one landed"
@@ -247,13 +254,16 @@ def test_lag_is_observed_per_partition_in_records_and_time(broker, topic, instan
 
 
 def test_topics_on_the_cluster_missing_from_the_catalog_are_reported_once(broker, topic, instance, webhook, tmp_path):
+    # The broker is shared by the whole suite, so other tests' topics are on it too: they were reported before.
+    kafka = KafkaResource(bootstrap_servers=broker.bootstrap_servers)
+    reported_before = json.dumps(sorted(set(KafkaCluster(kafka.consumer_config()).topics()) - {topic.topic}))
     stray = unique_topic_name().replace("e2e.orders", "e2e.stray")
     broker.create_topic(stray, 1)
     sensor = sensors.missing_topics_sensor(TopicCatalog((topic,)))
-    resources = dict(kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers),
-                     lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=AlertWebhookResource())
-    first = tick(sensor, instance, **resources)
-    assert stray in first.skip_reason.skip_message and topic.topic not in first.skip_reason.skip_message
+    resources = dict(kafka=kafka, lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=alerts_resource())
+    first = tick(sensor, instance, reported_before, **resources)
+    assert "(1 new): " + stray in first.skip_reason.skip_message, "the new topic is named first"
+    assert topic.topic not in json.loads(first.cursor)
     assert any(stray in alert["text"] for alert in webhook)
     alerts = len(webhook)
     second = tick(sensor, instance, first.cursor, **resources)
@@ -274,7 +284,7 @@ def test_new_topics_the_archive_rule_takes_are_archived_not_reported_and_load_as
     settings = replace(PlatformSettings.from_env(), schema_catalog_dir=str(catalog_dir), lake_root=str(tmp_path / "lake"))
     sensor = sensors.missing_topics_sensor(load_platform_catalog(settings))
     resources = dict(kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers),
-                     lake=LakeStorageResource(root=settings.lake_root), alerts=AlertWebhookResource())
+                     lake=LakeStorageResource(root=settings.lake_root), alerts=alerts_resource())
 
     first = tick(sensor, instance, **resources)
 
@@ -299,7 +309,7 @@ def test_a_failed_run_is_posted_with_its_error(instance, webhook, topic):
         sensor_name="alert_on_failed_runs", dagster_instance=instance, dagster_run=result.dagster_run,
         dagster_event=result.get_run_failure_event(),
     ).for_run_failure()
-    sensors.failed_runs_sensor(TopicCatalog((topic,)))(context, alerts=AlertWebhookResource())
+    sensors.failed_runs_sensor(TopicCatalog((topic,)))(context, alerts=alerts_resource())
     [alert] = webhook
     assert alert["text"].startswith(f"[FAILED] run {result.dagster_run.run_id[:8]} of ")
     assert "RuntimeError: hour 2026-11-20-10:00 is not closed" in alert["text"], "the step's error, not just its name"
@@ -325,7 +335,7 @@ def test_freshness_shown_stale_by_a_run_is_recorded_again(broker, topic, instanc
     the next tick records the state again, though the state itself did not change."""
     sensor = sensors.health_sensor(TopicCatalog((topic,)))
     resources = dict(kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers),
-                     lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=AlertWebhookResource())
+                     lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=alerts_resource())
     instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=H.partition_key))
     clock(H.end + timedelta(minutes=30))
     before = tick(sensor, instance, **resources)
@@ -348,7 +358,7 @@ def test_a_landing_shows_freshness_against_the_new_materialization(broker, topic
     followed by a new record of the (unchanged) state, pointing at it."""
     sensor = sensors.health_sensor(TopicCatalog((topic,)))
     resources = dict(kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers),
-                     lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=AlertWebhookResource())
+                     lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=alerts_resource())
     instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=H.partition_key))
     clock(H.end + timedelta(minutes=30))
     before = tick(sensor, instance, **resources)
@@ -377,7 +387,7 @@ def test_a_failed_landing_that_planned_freshness_leaves_it_evaluated_not_executi
         dagster_event=result.get_run_failure_event(),
     ).for_run_failure()
 
-    sensors.failed_runs_sensor(TopicCatalog((topic,)))(context, alerts=AlertWebhookResource())
+    sensors.failed_runs_sensor(TopicCatalog((topic,)))(context, alerts=alerts_resource())
 
     latest = instance.event_log_storage.get_latest_asset_check_execution_by_key([check])[check]
     assert latest.status.value in ("SUCCEEDED", "FAILED") and latest.run_id != result.run_id

@@ -52,5 +52,5 @@ def test_a_standalone_cluster_lands_the_same_rows_as_local_mode(broker, spark, t
 
     assert len({path.parent.parent.parent.name for path in executor_logs}) == 2, "both workers ran executors"
     [manifest] = ManifestStore(LakeStorage(cluster_lake), topic.database, topic.table).all()
-    assert manifest.totals()["rows"] > 0
+    assert manifest.counts.rows > 0
     assert lake_snapshot(LakeStorage(cluster_lake), topic) == lake_snapshot(LakeStorage(local_lake), topic)

@@ -13,7 +13,6 @@ import datetime as dt
 import hashlib
 import io
 import json
-import os
 import uuid
 import zlib
 from decimal import Decimal
@@ -24,25 +23,22 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance, materialize
 
-from dev_services.ports import free_port
 from kafka_lake.arrow_mapping import arrow_mapping_for
 from kafka_lake.catalog import CatalogError, TopicSpec, load_catalog, load_topic
-from kafka_lake.hours import KafkaHour
+from kafka_lake.hours import KafkaHour, hour_key
 from kafka_lake.kafka_records import KAFKA_HEADERS_TYPE
 from kafka_lake.settings import PlatformSettings
 from kafka_lake.storage import LakeStorage
-from kafka_lake.table_catalog import GlueCatalog, TableCatalogError, reconcile, storage_partition_uris
+from kafka_lake.catalog_reconciliation import reconcile, storage_partition_uris
+from kafka_lake.table_catalog import TableCatalogError
+from table_catalogs.glue import GlueCatalog
 from kafka_lake.table_schema import TableSchemaError, parse_hive_type, table_columns, table_definition
-from kafka_lake.table_state import (
-    CompactionManifest,
-    TablePartition,
-    compacted_directory,
-    compaction_manifest_path,
-    storage_partitions,
-)
+from kafka_lake.compaction_manifest import CompactionManifest
+from kafka_lake.table_partition import TablePartition
+from kafka_lake.table_state import storage_partitions
 from platform_assets.catalog_assets import catalog_asset
 from platform_assets.definitions import platform_resources
-from spark_jobs.hive_catalog import HiveCatalog, from_hive_location, to_hive_location
+from table_catalogs.hive import HiveCatalog, from_hive_location, to_hive_location
 from tests.conftest import REPO
 from tests.landing_fixtures import HOURS, PARTITIONS, build_traffic, produce, read_lake, unique_topic_name, write_test_topic
 from tests.test_raw_landing_e2e import materialize_hours
@@ -202,24 +198,8 @@ def test_hive_locations_use_s3a_and_read_back_as_the_lake_uri():
 # --- Real catalogs ----------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def glue(s3_server):
-    """moto's Glue on a loopback port, reached the way production reaches Glue: boto3 with AWS_ENDPOINT_URL_GLUE.
-    (Credentials and region come from the S3 server's environment; moto accepts any.)"""
-    from moto.server import ThreadedMotoServer
-
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    saved = os.environ.get("AWS_ENDPOINT_URL_GLUE")
-    os.environ["AWS_ENDPOINT_URL_GLUE"] = f"http://127.0.0.1:{port}"
-    try:
-        yield GlueCatalog()
-    finally:
-        server.stop()
-        if saved is None:
-            os.environ.pop("AWS_ENDPOINT_URL_GLUE", None)
-        else:
-            os.environ["AWS_ENDPOINT_URL_GLUE"] = saved
+def glue(glue_endpoint):
+    return GlueCatalog()
 
 
 @pytest.fixture(scope="module")
@@ -394,16 +374,16 @@ def remove_partition_files(storage: LakeStorage, partition: TablePartition) -> N
 
 def publish_a_generation(storage: LakeStorage, partition: TablePartition) -> str:
     """What compaction leaves behind: the partition's rows in a hidden generation folder, committed by manifest."""
-    location = compacted_directory("e2e", "orders", partition, 1)
+    location = partition.compacted_directory("e2e", "orders", 1)
     sources = [f.path for f in storage.list_files(partition.raw_directory("e2e", "orders")) if f.path.endswith(".parquet")]
     for source in sources:
         storage.write_bytes(f"{location}/{source.rsplit('/', 1)[1]}", storage.read_bytes(source))
     manifest = CompactionManifest(
-        database="e2e", table="orders", schema_version=partition.schema_version, hour=f"{partition.hour:%Y-%m-%d-%H}",
+        database="e2e", table="orders", schema_version=partition.schema_version, hour=hour_key(partition.hour),
         generation=1, location=location, files=(), sources=tuple(sources), rows=0, offsets_checksum="",
         compacted_at="2026-11-01T15:00:00Z",
     )
-    storage.write_bytes(compaction_manifest_path("e2e", "orders", partition), manifest.to_json())
+    storage.write_bytes(partition.compaction_manifest_path("e2e", "orders"), manifest.to_json())
     return location
 
 

@@ -138,7 +138,7 @@ def screenshot(page, name: str) -> None:
 
 def landed_rows(state: Path, topic) -> dict[str, int]:
     storage = LakeStorage(str(state / ".lake" / "warehouse"))
-    return {m.kafka_hour.partition_key: m.totals()["rows"] for m in ManifestStore(storage, topic.database, topic.table).all()}
+    return {m.kafka_hour.partition_key: m.counts.rows for m in ManifestStore(storage, topic.database, topic.table).all()}
 
 
 def rows_shown_for(page, url: str, topic, hour: str) -> str:

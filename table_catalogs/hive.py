@@ -1,5 +1,6 @@
 """The Hive metastore as a `TableCatalog`, through a SparkSession with Hive support: the embedded
-Derby metastore by default, or the one at `HIVE_METASTORE_URI`.
+Derby metastore by default, or the one at `HIVE_METASTORE_URI`. It carries out the plan of a table change
+(`kafka_lake.table_catalog.plan_table_change`) in the metastore's own terms.
 """
 
 from __future__ import annotations
@@ -13,17 +14,9 @@ from typing import Collection, Mapping
 from pyspark.sql import SparkSession
 
 from kafka_lake.layout import date_text
-from kafka_lake.table_catalog import (
-    TableCatalogError,
-    TableChange,
-    batches,
-    check_partition_keys,
-    column_changes,
-    normalize_location,
-    partition_from_values,
-)
-from kafka_lake.table_schema import Column, TableDefinition, merge_with_catalog, parse_hive_type
-from kafka_lake.table_state import TablePartition
+from kafka_lake.table_catalog import TableCatalogError, TableChange, batches, normalize_location, partition_from_values, plan_table_change
+from kafka_lake.table_schema import Column, TableDefinition, parse_hive_type
+from kafka_lake.table_partition import TablePartition
 
 log = logging.getLogger(__name__)
 
@@ -118,12 +111,12 @@ class HiveCatalog:
                 f"{definition.name} exists in the Hive metastore as a {metadata.tableType().name()} table, not EXTERNAL; "
                 f"dropping its partitions would delete lake files: rename or drop it"
             )
-        check_partition_keys(
-            definition, ((f.name(), f.dataType().catalogString()) for f in metadata.partitionSchema().fields())
+        plan = plan_table_change(
+            definition, tuple(map(_column_of, metadata.dataSchema().fields())),
+            ((f.name(), f.dataType().catalogString()) for f in metadata.partitionSchema().fields()),
+            from_hive_location(metadata.location().toString()),
         )
-        current = tuple(map(_column_of, metadata.dataSchema().fields()))
-        columns = merge_with_catalog(current, definition)
-        added, widened = column_changes(current, columns)
+        columns, added, widened = plan.columns, plan.added, plan.widened
         if widened:
             # Spark SQL's ALTER TABLE … CHANGE COLUMN refuses type changes on Hive tables, and ADD COLUMNS
             # cannot reach inside a struct: the session catalog replaces the column list in one update.
@@ -133,14 +126,12 @@ class HiveCatalog:
         elif added:
             new = ", ".join(_column_ddl(c) for c in columns if c.name in added)
             self._sql(f"ALTER TABLE {table} ADD COLUMNS ({new})", definition)
-        relocated = from_hive_location(metadata.location().toString()) != normalize_location(definition.location)
-        if relocated:
+        if plan.relocated:
             self._sql(f"ALTER TABLE {table} SET LOCATION {sql_string(to_hive_location(definition.location))}", definition)
         if added or widened:
             self._sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({self._properties(definition)})", definition)
             self.spark.catalog.refreshTable(f"{definition.database}.{definition.table}")
-        return TableChange(created=created, added_columns=() if created else added, widened_columns=widened,
-                           relocated_table=relocated and not created)
+        return plan.applied(created)
 
     def table_columns(self, definition: TableDefinition) -> tuple[Column, ...] | None:
         metadata = self._metadata(definition)

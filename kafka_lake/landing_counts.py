@@ -1,0 +1,46 @@
+"""What a landing did with the records it read, as one value that adds: a batch's counts, a slice's, a Kafka
+partition's in an hour and the hour's are each the sum of the ones below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+
+@dataclass(frozen=True)
+class LandingCounts:
+    """rows + dead letters + tombstones = records read; late events are rows placed in an hour before the Kafka hour
+    landed; the timestamps span the records' Kafka timestamps that name a time."""
+
+    records: int = 0
+    rows: int = 0
+    dead_letters: int = 0
+    tombstones: int = 0
+    late_events: int = 0
+    min_timestamp_ms: int | None = None
+    max_timestamp_ms: int | None = None
+
+    def __add__(self, other: "LandingCounts") -> "LandingCounts":
+        return LandingCounts(
+            records=self.records + other.records,
+            rows=self.rows + other.rows,
+            dead_letters=self.dead_letters + other.dead_letters,
+            tombstones=self.tombstones + other.tombstones,
+            late_events=self.late_events + other.late_events,
+            min_timestamp_ms=_either(min, self.min_timestamp_ms, other.min_timestamp_ms),
+            max_timestamp_ms=_either(max, self.max_timestamp_ms, other.max_timestamp_ms),
+        )
+
+    @classmethod
+    def total(cls, counts: Iterable["LandingCounts"]) -> "LandingCounts":
+        return sum(counts, cls())
+
+    @property
+    def accounted(self) -> int:
+        """The records this landing put somewhere: as rows, dead letters or tombstones."""
+        return self.rows + self.dead_letters + self.tombstones
+
+
+def _either(pick, a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else pick(a, b)

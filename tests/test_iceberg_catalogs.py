@@ -1,0 +1,154 @@
+"""The Iceberg table of a topic in each catalog, and its schema through the topic catalog's versions.
+
+The SQL catalog is real (SQLite); Glue is moto's server standing in for Glue, as for the Hive layout's Glue back
+end (no Glue runs here); the REST catalog is a stand-in server speaking the REST protocol over a SQL catalog
+(`tests/rest_catalog_server.py`: no REST catalog server installs from PyPI here), reached by pyiceberg's real client.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+
+import pytest
+
+from kafka_lake.iceberg_catalog import IcebergCatalogConfig, IcebergCatalogError, open_catalog, table_location
+from kafka_lake.iceberg_commits import landed_hour_matches_table
+from kafka_lake.iceberg_schema import IcebergSchemaError, ensure_table, table_schema
+from kafka_lake.storage import LakeStorage
+from tests.landing_fixtures import RAW_HOURS
+from tests.rest_catalog_server import RestCatalogServer
+from tests.test_iceberg_tables import Lake, _keys, duckdb_rows, pyiceberg_rows, topic_deleted_after
+from tests.test_table_catalog import record, write_topic
+
+V1 = record("Reading", [
+    ("sensor", "string"), ("count", "int"), ("ratio", "float"),
+    ("place", record("Place", [("x", "int")])),
+])
+V2 = record("Reading", [
+    ("sensor", "string"), ("count", "long"), ("ratio", "double"),
+    ("place", record("Place", [("x", "int"), ("label", ["null", "string"])])),
+    ("unit", ["null", "string"]),
+])
+
+
+def columns(schema) -> list[tuple[str, str]]:
+    return [(name, type(schema.find_type(name)).__name__) for name in schema.column_names]
+
+
+def ids(schema) -> dict[str, int]:
+    return {name: schema.find_field(name).field_id for name in schema.column_names}
+
+
+def mapped_names(fields, prefix: str = "") -> dict[str, int]:
+    """The name mapping's names (dotted) and the field ids readers give columns of files without ids."""
+    found = {}
+    for field in fields:
+        for name in field.names:
+            found[prefix + name] = field.field_id
+            found.update(mapped_names(field.fields, f"{prefix}{name}."))
+    return found
+
+
+def test_given_a_new_version_then_the_table_evolves_by_schema_updates_keeping_every_field_id(tmp_path):
+    lake = str(tmp_path / "lake")
+    storage = LakeStorage(lake)
+    catalog = open_catalog(IcebergCatalogConfig(lake))
+    first = write_topic(tmp_path / "v1", "sensors", "readings", [V1])
+    created = ensure_table(catalog, first, table_location(storage, "sensors", "readings"))
+    both = write_topic(tmp_path / "v2", "sensors", "readings", [V1, V2])
+
+    evolved = ensure_table(catalog, both, table_location(storage, "sensors", "readings"))
+
+    before, after = ids(created.schema()), ids(evolved.schema())
+    assert {name: after[name] for name in before} == before
+    assert set(after) - set(before) == {"unit", "place.label"}
+    schema = evolved.schema()
+    assert (str(schema.find_type("count")), str(schema.find_type("ratio"))) == ("long", "double")
+    top = [f.name for f in schema.fields]
+    assert top.index("unit") == top.index("_kafka_topic") - 1 and top[-3:] == ["schema_version", "date", "hour"]
+    mapped = mapped_names(evolved.name_mapping().root)
+    assert mapped["unit"] == after["unit"] and mapped["place.label"] == after["place.label"]
+    # What the catalog loader validates is what the table becomes: the same columns, in order, of the same types.
+    assert columns(table_schema(both)) == columns(schema)
+    assert ensure_table(catalog, both, table_location(storage, "sensors", "readings")).metadata.current_schema_id \
+        == evolved.metadata.current_schema_id  # nothing to change the second time
+
+
+def test_a_change_iceberg_cannot_express_fails_naming_the_file_and_the_field(tmp_path):
+    """int → double is a widening the topic catalog and the Hive layout take (Spark reads int32 as double); Iceberg
+    has no such promotion, so the topic cannot be an Iceberg table."""
+    count_as_double = record("Reading", [("sensor", "string"), ("count", "double"), ("ratio", "float"),
+                                         ("place", record("Place", [("x", "int")]))])
+    topic = write_topic(tmp_path, "sensors", "readings", [V1, count_as_double])
+    with pytest.raises(IcebergSchemaError) as refused:
+        table_schema(topic)
+    assert "v2.avsc" in str(refused.value) and "count" in str(refused.value) and "topic.yaml" in str(refused.value)
+
+
+@pytest.mark.parametrize("field_type, why", [
+    ({"type": "int", "logicalType": "time-millis"}, "time-millis"),
+    ("null", "always null"),
+])
+def test_a_type_iceberg_readers_cannot_read_as_landed_fails_naming_the_field(tmp_path, field_type, why):
+    topic = write_topic(tmp_path, "sensors", "readings", [record("Reading", [("sensor", "string"), ("odd", field_type)])])
+    with pytest.raises(IcebergSchemaError) as refused:
+        table_schema(topic)
+    assert "'odd'" in str(refused.value) and why in str(refused.value) and "v1.avsc" in str(refused.value)
+
+
+def test_a_table_of_that_name_that_is_not_the_topics_is_refused_not_changed(tmp_path):
+    lake = str(tmp_path / "lake")
+    storage = LakeStorage(lake)
+    catalog = open_catalog(IcebergCatalogConfig(lake))
+    topic = write_topic(tmp_path, "sensors", "readings", [V1])
+    ensure_table(catalog, topic, table_location(storage, "sensors", "readings"))
+
+    with pytest.raises(IcebergSchemaError, match="lies at .* not .*elsewhere"):
+        ensure_table(catalog, topic, table_location(storage, "sensors", "elsewhere"))
+
+
+def test_the_embedded_catalog_is_refused_on_an_s3_lake_unless_a_database_is_named():
+    with pytest.raises(IcebergCatalogError, match="ICEBERG_CATALOG_URI"):
+        open_catalog(IcebergCatalogConfig("s3://lake/prefix"))
+    config = IcebergCatalogConfig("s3://lake/prefix", sql_uri="postgresql+psycopg2://u:secret@db/iceberg")
+    assert config.kind == "sql" and "secret" not in config.describe()
+
+
+def test_two_iceberg_catalogs_named_at_once_are_refused_naming_both():
+    with pytest.raises(IcebergCatalogError, match="ICEBERG_REST_URI and TABLE_CATALOG=glue"):
+        open_catalog(IcebergCatalogConfig("s3://lake/prefix", table_catalog="glue", rest_uri="http://127.0.0.1:1"))
+
+
+def land_and_read(lake: Lake) -> None:
+    manifests = lake.land(RAW_HOURS)
+    reloaded = lake.catalog.load_table((lake.topic.database, lake.topic.table))
+    expected = lake.landed_rows()
+    assert _keys(pyiceberg_rows(reloaded)) == _keys(expected) == _keys(duckdb_rows(reloaded))
+    assert all(landed_hour_matches_table(reloaded, lake.storage, m).passed for m in manifests)
+
+
+def test_in_glue_the_landed_hours_commit_and_read_back(broker, tmp_path, glue_endpoint):
+    lake_root = f"s3://lake/{uuid.uuid4().hex[:12]}"
+    lake = Lake(broker, tmp_path, lake_root, IcebergCatalogConfig(lake_root, table_catalog="glue"))
+    # moto keeps one Glue per process, which the Hive layout's Glue tests share: the table goes after the test.
+    with topic_deleted_after(broker, lake), contextlib.closing(_Dropped(lake)):
+        assert type(lake.catalog).__name__ == "GlueCatalog"
+        land_and_read(lake)
+
+
+def test_in_a_rest_catalog_the_landed_hours_commit_and_read_back(broker, tmp_path):
+    with RestCatalogServer(str(tmp_path / "rest_backend.db")) as server:
+        lake_root = str(tmp_path / "lake")
+        lake = Lake(broker, tmp_path, lake_root, IcebergCatalogConfig(lake_root, rest_uri=server.uri))
+        with topic_deleted_after(broker, lake):
+            assert type(lake.catalog).__name__ == "RestCatalog"
+            land_and_read(lake)
+
+
+class _Dropped:
+    def __init__(self, lake: Lake):
+        self.lake = lake
+
+    def close(self) -> None:
+        self.lake.catalog.drop_table((self.lake.topic.database, self.lake.topic.table))
