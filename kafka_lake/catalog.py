@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable, Literal
@@ -99,6 +99,15 @@ class Route:
 
 
 @dataclass(frozen=True)
+class RoutedSibling:
+    """Another routed table of the same topic: its name, its route, and the schema ids its versions answer to."""
+
+    name: str
+    route: Route
+    registry_ids: frozenset[int]
+
+
+@dataclass(frozen=True)
 class TopicSpec:
     """One table of the catalog and the Kafka topic it lands: everything the platform needs to land it. Several
     tables may land one topic (`route`, or copies placed otherwise)."""
@@ -133,6 +142,10 @@ class TopicSpec:
     keep_tombstones: bool = False
     table_format: Literal["hive", "iceberg"] | None = None  # None: the platform's TABLE_FORMAT
     archived: bool = False  # made by the archive rule, not by a folder of its own
+    # The other routed tables of the topic (set by `load_catalog`): a record one of them takes is theirs, one that
+    # none takes is unrouted, and lands in the topic's unrouted dead letters through the first routed table alone.
+    routed_siblings: tuple["RoutedSibling", ...] = ()
+    lands_unrouted: bool = True
 
     @property
     def placement(self) -> tuple:
@@ -246,7 +259,7 @@ def load_catalog(directory: str | Path, tolerant: bool = False, archived_topics:
                 raise refused[0].error
             topics += archived
         _check_clashes(topics)
-        return TopicCatalog(topics=tuple(topics), directory=str(root), archive=archive)
+        return TopicCatalog(topics=_with_routed_siblings(topics), directory=str(root), archive=archive)
     topics, broken = [], []
     for path in paths:
         try:
@@ -269,8 +282,27 @@ def load_catalog(directory: str | Path, tolerant: bool = False, archived_topics:
                for spec, error in _check_clashes(topics, tolerant=True)]
     rejected = {(b.path, b.database, b.table) for b in broken}
     kept = tuple(spec for spec in topics if (spec.source_file, spec.database, spec.table) not in rejected)
-    return TopicCatalog(topics=kept, directory=str(root), broken=tuple(sorted(broken, key=lambda b: (b.path, b.table))),
-                        archive=archive)
+    return TopicCatalog(topics=_with_routed_siblings(kept), directory=str(root),
+                        broken=tuple(sorted(broken, key=lambda b: (b.path, b.table))), archive=archive)
+
+
+def _with_routed_siblings(topics: Iterable[TopicSpec]) -> tuple[TopicSpec, ...]:
+    """Each routed table told the other routed tables of its topic; the first by name lands the unrouted records."""
+    topics = tuple(topics)
+    routed: dict[str, list[TopicSpec]] = {}
+    for spec in sorted(topics, key=lambda t: t.name):
+        if spec.route is not None:
+            routed.setdefault(spec.topic, []).append(spec)
+
+    def told(spec: TopicSpec) -> TopicSpec:
+        group = routed.get(spec.topic, [])
+        if spec.route is None or len(group) < 2:
+            return spec
+        siblings = tuple(RoutedSibling(other.name, other.route, frozenset(
+            v.registry_id for v in other.schema_versions if v.registry_id is not None)) for other in group if other is not spec)
+        return replace(spec, routed_siblings=siblings, lands_unrouted=group[0] is spec)
+
+    return tuple(told(spec) for spec in topics)
 
 
 def _check_clashes(topics: list[TopicSpec], tolerant: bool = False) -> list[tuple[TopicSpec, CatalogError]]:

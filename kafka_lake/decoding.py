@@ -30,6 +30,7 @@ from kafka_lake.kafka_records import KafkaBatch, KafkaColumns, KafkaRecord, name
 from kafka_lake.pii import ColumnPseudonymizer, pseudonymizer_for
 from kafka_lake.placement import HOUR_MS, TimePlacement, split_by_hour
 from kafka_lake.record_decoding import AvroRecords, DecodedValue, decode_records
+from kafka_lake.routing import TopicRouter
 from kafka_lake.schema_resolution import SchemaResolver
 
 
@@ -84,6 +85,7 @@ class BatchDecoder:
         self._columnar = columnar
         self._by_schema_id: dict[int, VersionDecoding | str] = {}  # a decoding, or why the id is unknown
         self._by_version: dict[int, VersionDecoding] = {}
+        self._router = TopicRouter(topic, schemas.version_for) if topic.route is not None else None
 
     @property
     def decoding_paths(self) -> dict[int, str]:
@@ -95,6 +97,25 @@ class BatchDecoder:
         if self._topic.format == "raw":
             return self._decode_raw(batch)
         framed = FramedValues(pa.array(batch.values, pa.binary()), plain_json=self._topic.format == "json")
+        if self._router is None:
+            return self._decode_framed(batch, framed)
+        routing = self._router.route(batch, framed)
+        if len(routing.mine) == len(batch):
+            decoded = self._decode_framed(batch, framed)
+        else:
+            mine = batch.take(routing.mine)
+            decoded = self._decode_framed(mine, FramedValues(pa.array(mine.values, pa.binary()),
+                                                             plain_json=self._topic.format == "json"))
+        unrouted: dict[datetime, list[Rejected]] = defaultdict(list)
+        for index, why in routing.unrouted:
+            record = batch.record(index)
+            unrouted[self._placement.dead_letter_hour(record)].append(Rejected(record, "unrouted", f"unrouted: {why}"))
+        decoded.records = len(batch)
+        decoded.routed_away = routing.routed_away
+        decoded.unrouted = {hour: dead_letter_table(self._topic.topic, letters) for hour, letters in unrouted.items()}
+        return decoded
+
+    def _decode_framed(self, batch: KafkaBatch, framed: FramedValues) -> DecodedBatch:
         kafka = KafkaColumns(self._topic.topic, batch)
         placed: dict[Placement, list[pa.Table]] = defaultdict(list)
         by_record: list[int] = list(np.flatnonzero(framed.needs_record_path))

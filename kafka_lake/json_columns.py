@@ -118,6 +118,24 @@ class _JsonLines:
         return self.data[self.line_starts[first]:self.line_starts[stop]]
 
 
+def read_json_field(framed: FramedValues, indices: np.ndarray, path: tuple[str, ...], leaf: pa.DataType
+                    ) -> tuple[list[tuple[int, object]], list[int]]:
+    """(record index, value) of the field at `path` of the JSON objects at `indices` (one framing), read as `leaf` (None:
+    absent or null), and the records the reader would not vouch for, which the caller reads record by record."""
+    read_type = leaf
+    for step in reversed(path):
+        read_type = pa.struct([pa.field(step, read_type)])
+    lines = _JsonLines(framed, indices)
+    left: list[int] = list(lines.refused)
+    found: list[tuple[int, object]] = []
+    for part, read in _read_isolating(lines, pa.schema([pa.field("v", read_type)]), left):
+        column = read.column(0)
+        for step in path:
+            column = pc.struct_field(column, step)
+        found.extend(zip((int(i) for i in part), column.to_pylist()))
+    return found, [int(i) for i in left]
+
+
 def _utf8(payloads: pa.BinaryArray) -> np.ndarray:
     """Which payloads are UTF-8 text: the reader lets broken UTF-8 inside a JSON string through, which the record path
     refuses. Only a payload with a byte past ASCII is decoded to tell."""

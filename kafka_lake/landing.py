@@ -224,12 +224,20 @@ def _remove_replaced_files(storage: LakeStorage, previous: HourManifest | None, 
     return removed
 
 
+def layout_prefixes(topic: TopicSpec) -> tuple[str, ...]:
+    """Where a table's landings write: its folder, its dead letters, and its topic's unrouted dead letters if it is
+    the routed table that lands them."""
+    unrouted = (layout.unrouted_prefix(topic.topic),) if topic.route is not None and topic.lands_unrouted else ()
+    return (layout.table_prefix(topic.database, topic.table), layout.dead_letter_prefix(topic.database, topic.table),
+            *unrouted)
+
+
 def remove_orphans(storage: LakeStorage, topic: TopicSpec, manifest: HourManifest) -> list[str]:
     """Deletes files written for this hour's offset ranges that the manifest does not own (crashed attempts)."""
     owned = {f.path for f in manifest.files}
     ranges = {p.partition: (p.start, p.end) for p in manifest.partitions}
     removed = []
-    for prefix in (layout.table_prefix(topic.database, topic.table), layout.dead_letter_prefix(topic.database, topic.table)):
+    for prefix in layout_prefixes(topic):
         for stored in storage.list_files(prefix):
             name = layout.parse_data_file_name(stored.path)
             if name is None or name.topic != topic.topic or stored.path in owned:

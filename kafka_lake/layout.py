@@ -73,6 +73,15 @@ def dead_letter_directory(database: str, table: str, kafka_hour: datetime) -> st
     return f"{dead_letter_prefix(database, table)}/{hour_directory(kafka_hour)}"
 
 
+def unrouted_prefix(topic: str) -> str:
+    """The dead letters of a routed topic that no table takes, kept once per topic whichever tables land it."""
+    return f"{DEAD_LETTERS_PREFIX}/_unrouted/{topic}"
+
+
+def unrouted_directory(topic: str, kafka_hour: datetime) -> str:
+    return f"{unrouted_prefix(topic)}/{hour_directory(kafka_hour)}"
+
+
 def partition_directory(schema_version: int, hour: datetime) -> str:
     """`schema_version=…/date=…/hour=…`: a table partition, relative to the table's folder."""
     return f"schema_version={schema_version}/{hour_directory(hour)}"

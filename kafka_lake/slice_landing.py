@@ -80,7 +80,9 @@ class PlacementFiles:
         self._open: OrderedDict[tuple, _OpenFile] = OrderedDict()
         self.closed: list[LandedFile] = []
 
-    def write(self, key: tuple, directory: str, table: pa.Table, schema_version: int | None, hour: datetime) -> None:
+    def write(self, key: tuple, directory: str, table: pa.Table, schema_version: int | None, hour: datetime,
+              kind: str = "data") -> None:
+        """Adds rows to the file of `key`; `kind` is the manifest's (`data`, `dead_letter`, `unrouted`)."""
         if table.num_rows == 0:
             return
         current = self._open.get(key)
@@ -90,7 +92,6 @@ class PlacementFiles:
                 self.closed.append(oldest.close())
             first_offset = table.column("_kafka_offset")[0].as_py()
             name = layout.data_file_name(self._topic.topic, self._partition, first_offset)
-            kind = "data" if schema_version is not None else "dead_letter"
             current = _OpenFile(self._storage, f"{directory}/{name}", kind, self._partition, first_offset,
                                 schema_version, hour_key(hour))
             self._open[key] = current
@@ -211,12 +212,14 @@ def _land(task: SliceTask) -> SliceReport:
                 for placement, table in batch.rows.items():
                     directory = layout.data_directory(topic.database, topic.table, placement.schema_version, placement.hour)
                     files.write(("data", placement), directory, table, placement.schema_version, placement.hour)
-                for hour, table in batch.dead_letters.items():
-                    directory = layout.dead_letter_directory(topic.database, topic.table, hour)
-                    table = table.cast(DEAD_LETTER_SCHEMA)
-                    if encryption is not None:
-                        table = encryption.encrypt_table(table)
-                    files.write(("dead", hour), directory, table, None, hour)
+                for kind, letters in (("dead_letter", batch.dead_letters), ("unrouted", batch.unrouted)):
+                    for hour, table in letters.items():
+                        directory = (layout.dead_letter_directory(topic.database, topic.table, hour) if kind == "dead_letter"
+                                     else layout.unrouted_directory(topic.topic, hour))
+                        table = table.cast(DEAD_LETTER_SCHEMA)
+                        if encryption is not None:
+                            table = encryption.encrypt_table(table)
+                        files.write((kind, hour), directory, table, None, hour, kind)
                 del batch, records
                 batches += 1
                 if batches % COLLECT_EVERY_BATCHES == 0:
@@ -255,5 +258,6 @@ class _Totals:
         self.counts += LandingCounts(
             records=batch.records, rows=rows, tombstones=batch.tombstones, late_events=late,
             dead_letters=sum(table.num_rows for table in batch.dead_letters.values()),
+            routed_away=batch.routed_away, unrouted=sum(table.num_rows for table in batch.unrouted.values()),
             min_timestamp_ms=low, max_timestamp_ms=high,
         )
