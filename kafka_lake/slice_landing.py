@@ -11,7 +11,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Iterator, Sequence
 
@@ -47,6 +47,8 @@ class SliceTask:
     hour: KafkaHour
     slice: OffsetSlice
     settings: LandingSettings
+    # The topic's other tables landing the same offsets of the hour: each batch read once, decoded for every table.
+    sharing: tuple[TopicSpec, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ class SliceReport:
     schema_versions: dict[int, int]
     dead_letter_causes: dict[str, int]
     duration_s: float
+    table: str = ""  # `database/table` landed
+    shared: tuple["SliceReport", ...] = ()  # the reports of the task's `sharing` tables, from the same read
 
 
 class PlacementFiles:
@@ -195,47 +199,61 @@ _collector_was_enabled = True
 
 def _land(task: SliceTask) -> SliceReport:
     started = time.monotonic()
-    topic, piece = task.topic, task.slice
-    settings = task.settings
+    piece, settings = task.slice, task.settings
     storage = LakeStorage(settings.lake_root)
-    schemas = schemas_for(topic, settings.schema_registry_url)
-    decoder = BatchDecoder(topic, schemas, settings.pii_key, kafka_hour=task.hour)
-    encryption = DeadLetterEncryption(settings.dead_letter_key) if settings.dead_letter_key else None
-    files = PlacementFiles(storage, topic, piece.partition, settings.max_open_files)
-    totals = _Totals()
+    tables = [_TableLanding(table, task, storage) for table in (task.topic, *task.sharing)]
     batches = 0
     try:
-        with KafkaLog(settings.kafka_config, topic.topic) as kafka_log:
+        with KafkaLog(settings.kafka_config, task.topic.topic) as kafka_log:
             for records in kafka_log.read_slice_batches(piece.partition, piece.start, piece.end, settings.batch_size):
-                batch = decoder.decode(records)
-                totals.add(batch, records.timestamps_ms, task.hour)
-                for placement, table in batch.rows.items():
-                    directory = layout.data_directory(topic.database, topic.table, placement.schema_version, placement.hour)
-                    files.write(("data", placement), directory, table, placement.schema_version, placement.hour)
-                for kind, letters in (("dead_letter", batch.dead_letters), ("unrouted", batch.unrouted)):
-                    for hour, table in letters.items():
-                        directory = (layout.dead_letter_directory(topic.database, topic.table, hour) if kind == "dead_letter"
-                                     else layout.unrouted_directory(topic.topic, hour))
-                        table = table.cast(DEAD_LETTER_SCHEMA)
-                        if encryption is not None:
-                            table = encryption.encrypt_table(table)
-                        files.write((kind, hour), directory, table, None, hour, kind)
-                del batch, records
+                for table in tables:
+                    table.add(records)
+                del records
                 batches += 1
                 if batches % COLLECT_EVERY_BATCHES == 0:
                     gc.collect()  # reference cycles the batches left, if any
-        written = files.close_all()
+        reports = [table.finish(time.monotonic() - started) for table in tables]
     except BaseException:
-        files.abort()
+        for table in tables:
+            table.files.abort()
         raise
-    return SliceReport(
-        slice=piece,
-        counts=totals.counts,
-        files=tuple(written),
-        schema_versions=dict(totals.schema_versions),
-        dead_letter_causes=dict(totals.dead_letter_causes),
-        duration_s=time.monotonic() - started,
-    )
+    return replace(reports[0], shared=tuple(reports[1:]))
+
+
+class _TableLanding:
+    """One table's share of a slice: its decoder, its open files and its counts."""
+
+    def __init__(self, topic: TopicSpec, task: SliceTask, storage: LakeStorage):
+        settings = task.settings
+        self.topic, self.slice, self.hour = topic, task.slice, task.hour
+        self.decoder = BatchDecoder(topic, schemas_for(topic, settings.schema_registry_url), settings.pii_key,
+                                    kafka_hour=task.hour)
+        self.encryption = DeadLetterEncryption(settings.dead_letter_key) if settings.dead_letter_key else None
+        self.files = PlacementFiles(storage, topic, task.slice.partition, settings.max_open_files)
+        self.totals = _Totals()
+
+    def add(self, records) -> None:
+        topic, files = self.topic, self.files
+        batch = self.decoder.decode(records)
+        self.totals.add(batch, records.timestamps_ms, self.hour)
+        for placement, table in batch.rows.items():
+            directory = layout.data_directory(topic.database, topic.table, placement.schema_version, placement.hour)
+            files.write(("data", placement), directory, table, placement.schema_version, placement.hour)
+        for kind, letters in (("dead_letter", batch.dead_letters), ("unrouted", batch.unrouted)):
+            for hour, table in letters.items():
+                directory = (layout.dead_letter_directory(topic.database, topic.table, hour) if kind == "dead_letter"
+                             else layout.unrouted_directory(topic.topic, hour))
+                table = table.cast(DEAD_LETTER_SCHEMA)
+                if self.encryption is not None:
+                    table = self.encryption.encrypt_table(table)
+                files.write((kind, hour), directory, table, None, hour, kind)
+
+    def finish(self, duration_s: float) -> SliceReport:
+        totals = self.totals
+        return SliceReport(slice=self.slice, counts=totals.counts, files=tuple(self.files.close_all()),
+                           schema_versions=dict(totals.schema_versions),
+                           dead_letter_causes=dict(totals.dead_letter_causes), duration_s=duration_s,
+                           table=self.topic.name)
 
 
 @dataclass

@@ -21,7 +21,8 @@ from kafka_lake.catalog import load_catalog
 from kafka_lake.hours import KafkaHour, to_millis
 from kafka_lake.manifests import ManifestStore
 from kafka_lake.storage import LakeStorage
-from tests.landing_fixtures import land_on_spark, landing_settings, read_lake
+from kafka_lake.kafka_log import KafkaLog
+from tests.landing_fixtures import in_this_process, land, land_on_spark, landing_settings, read_lake
 
 H = datetime(2026, 11, 1, 10, tzinfo=timezone.utc)
 HOURS = [H, H + timedelta(hours=1)]
@@ -110,22 +111,10 @@ def offsets_in(storage: LakeStorage, prefix: str) -> Counter:
     return Counter((row.row["_kafka_partition"], row.row["_kafka_offset"]) for row in read_lake(storage, prefix))
 
 
-def test_a_json_topic_routed_into_a_table_per_type_holds_every_offset_once_whatever_lands_first(routed_topic, spark):
-    """Given JSON events of two routed types, records no table takes, broken ones and tombstones, and a raw archive
-    of the same topic; when the tables land on Spark one after the other, the routed ones again in another order,
-    then every offset is a row of exactly one routed table, a dead letter, an unrouted record or a tombstone, and a
-    row of the archive too."""
-    catalog, kafka_topic, expected, settings = routed_topic
-    cart_open, cart_close, archive = (catalog.by_name(*name.split("/"))
-                                      for name in ("shop/cart_open", "shop/cart_close", "archive/events"))
-    storage = LakeStorage(settings.lake_root)
-
-    for table in (cart_open, archive, cart_close, cart_close, cart_open):
-        results = land_on_spark(table, settings, spark, HOURS)
-        for result in results:
-            counts = result.manifest.counts
-            assert counts.accounted == counts.records, (table.name, result.manifest.hour, counts)
-
+def assert_every_offset_once(storage: LakeStorage, catalog, kafka_topic: str, expected: dict) -> None:
+    """Every offset is a row of exactly one routed table, a dead letter, an unrouted record or a tombstone, and a row
+    of the archive too; the unrouted dead letters are the first routed table's."""
+    cart_open, cart_close = catalog.by_name("shop", "cart_open"), catalog.by_name("shop", "cart_close")
     found: dict[str, Counter] = {
         "shop/cart_open": offsets_in(storage, layout.table_prefix("shop", "cart_open")),
         "shop/cart_close": offsets_in(storage, layout.table_prefix("shop", "cart_close")),
@@ -144,12 +133,36 @@ def test_a_json_topic_routed_into_a_table_per_type_holds_every_offset_once_whate
     for table in (cart_open, cart_close):
         manifests = list(ManifestStore(storage, table.database, table.table).all())
         tombstones[table.name] = sum(m.counts.tombstones for m in manifests)
-    wanted_tombstones = sum(1 for (p, o), fate in expected.items() if fate == "tombstone")
+        for manifest in manifests:
+            assert manifest.counts.accounted == manifest.counts.records, (table.name, manifest.hour, manifest.counts)
+    wanted_tombstones = sum(1 for fate in expected.values() if fate == "tombstone")
     assert tombstones == Counter({"shop/cart_open": wanted_tombstones, "shop/cart_close": wanted_tombstones})
 
     owned = {f.path for m in ManifestStore(storage, "shop", "cart_close").all() for f in m.files if f.kind == "unrouted"}
     assert owned == {f.path for f in storage.list_files(layout.unrouted_prefix(kafka_topic))}, \
         "the first routed table owns the unrouted dead letters"
+
+    archived = offsets_in(storage, layout.table_prefix("archive", "events"))
+    assert set(archived) == set(every) and max(archived.values()) == 1, "the archive holds every value once"
+
+
+def test_a_json_topic_routed_into_a_table_per_type_holds_every_offset_once_whatever_lands_first(routed_topic, spark):
+    """Given JSON events of two routed types, records no table takes, broken ones and tombstones, and a raw archive
+    of the same topic; when the tables land on Spark one after the other, the routed ones again in another order,
+    then every offset is a row of exactly one routed table, a dead letter, an unrouted record or a tombstone, and a
+    row of the archive too."""
+    catalog, kafka_topic, expected, settings = routed_topic
+    cart_open, cart_close, archive = (catalog.by_name(*name.split("/"))
+                                      for name in ("shop/cart_open", "shop/cart_close", "archive/events"))
+    storage = LakeStorage(settings.lake_root)
+
+    for table in (cart_open, archive, cart_close, cart_close, cart_open):
+        results = land_on_spark(table, settings, spark, HOURS)
+        for result in results:
+            counts = result.manifest.counts
+            assert counts.accounted == counts.records, (table.name, result.manifest.hour, counts)
+
+    assert_every_offset_once(storage, catalog, kafka_topic, expected)
     unrouted = [row.row for row in read_lake(storage, layout.unrouted_prefix(kafka_topic))]
     assert any("no table of topic" in row["error"] and "'tap'" in row["error"] for row in unrouted)
     assert any("is not JSON" in row["error"] for row in unrouted)
@@ -160,8 +173,30 @@ def test_a_json_topic_routed_into_a_table_per_type_holds_every_offset_once_whate
     assert {row["cart_id"] for row in rows} == {"c1", "c3"}
     assert all(row["ts"].replace(tzinfo=timezone.utc) >= H for row in rows)
 
-    archived = offsets_in(storage, layout.table_prefix("archive", "events"))
-    assert set(archived) == set(every) and max(archived.values()) == 1, "the archive holds every value once"
     raw = {(r.row["_kafka_partition"], r.row["_kafka_offset"]): r for r in read_lake(storage, layout.table_prefix("archive", "events"))}
     assert all("/schema_version=0/" in row.path for row in raw.values())
     assert raw[next(iter(sorted(raw)))].row["value"].startswith(b'{"type": "cartOpen"')
+
+
+def test_tables_of_one_topic_landing_together_read_it_once_per_hour(routed_topic, monkeypatch):
+    """Given a topic of two routed tables and a raw archive; when the three land their hours together, then each
+    offset is fetched from Kafka once (the log reader's batches counted in this process, where the slices run), and
+    the lake is as if each had landed alone."""
+    catalog, kafka_topic, expected, settings = routed_topic
+    fetched = Counter()
+    reading = KafkaLog.read_slice_batches
+
+    def counted(self, partition, start, end, *args, **kwargs):
+        for batch in reading(self, partition, start, end, *args, **kwargs):
+            fetched.update(zip(batch.partitions, batch.offsets))
+            yield batch
+    monkeypatch.setattr(KafkaLog, "read_slice_batches", counted)
+    cart_open, cart_close, archive = (catalog.by_name(*name.split("/"))
+                                      for name in ("shop/cart_open", "shop/cart_close", "archive/events"))
+
+    results = land(cart_close, HOURS, settings, in_this_process, together=(cart_open, archive))
+
+    assert [(r.manifest.table, r.manifest.hour) for r in results] == [
+        (table, KafkaHour(hour).partition_key) for hour in HOURS for table in ("cart_close", "cart_open", "events")]
+    assert set(fetched) == set(expected) and max(fetched.values()) == 1, "each offset read once for three tables"
+    assert_every_offset_once(LakeStorage(settings.lake_root), catalog, kafka_topic, expected)
