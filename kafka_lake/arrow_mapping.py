@@ -28,7 +28,7 @@ from kafka_lake.avro_types import (
     resolve,
     type_name,
 )
-from kafka_lake.catalog import SchemaVersion
+from kafka_lake.catalog import RAW_SCHEMA_VERSION, SchemaVersion
 from kafka_lake.connect_types import (
     NANO_TIME,
     NANO_TIMESTAMP,
@@ -115,7 +115,6 @@ class ArrowMapping:
 
 
 # A raw table (`format: raw`): the value's bytes as they are, then the Kafka columns, in `schema_version=0`.
-RAW_SCHEMA_VERSION = 0
 RAW_MAPPING = ArrowMapping(
     pa.schema([pa.field("value", pa.binary()), *KAFKA_COLUMNS], metadata={SCHEMA_VERSION_METADATA: str(RAW_SCHEMA_VERSION)}),
     (None,), ("value",))

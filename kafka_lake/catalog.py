@@ -98,6 +98,10 @@ class Route:
         return f"{self.field_text} in [{', '.join(map(repr, self.values))}]"
 
 
+# A raw table's one schema version (`format: raw`: no schema files), in `schema_version=0`.
+RAW_SCHEMA_VERSION = 0
+
+
 @dataclass(frozen=True)
 class RoutedSibling:
     """Another routed table of the same topic: its name, its route, and the schema ids its versions answer to."""
@@ -151,6 +155,11 @@ class TopicSpec:
     def placement(self) -> tuple:
         """How the table lands its records: two copies of a topic with equal placements would hold the same rows."""
         return self.format, self.time_source, self.time_field, self.time_unit
+
+    @property
+    def version_numbers(self) -> tuple[int, ...]:
+        """The `schema_version=` values the table's partitions may have."""
+        return (RAW_SCHEMA_VERSION,) if self.format == "raw" else tuple(v.version for v in self.schema_versions)
 
     @property
     def name(self) -> str:

@@ -22,7 +22,9 @@ from kafka_lake.hours import KafkaHour, to_millis
 from kafka_lake.manifests import ManifestStore
 from kafka_lake.storage import LakeStorage
 from kafka_lake.kafka_log import KafkaLog
-from tests.landing_fixtures import in_this_process, land, land_on_spark, landing_settings, read_lake
+from kafka_lake.compaction import compact_hour, compact_partition
+from tests.landing_fixtures import (
+    in_this_process, land, land_on_spark, landing_settings, read_lake, rows_as_readers_see_them)
 
 H = datetime(2026, 11, 1, 10, tzinfo=timezone.utc)
 HOURS = [H, H + timedelta(hours=1)]
@@ -199,4 +201,11 @@ def test_tables_of_one_topic_landing_together_read_it_once_per_hour(routed_topic
     assert [(r.manifest.table, r.manifest.hour) for r in results] == [
         (table, KafkaHour(hour).partition_key) for hour in HOURS for table in ("cart_close", "cart_open", "events")]
     assert set(fetched) == set(expected) and max(fetched.values()) == 1, "each offset read once for three tables"
-    assert_every_offset_once(LakeStorage(settings.lake_root), catalog, kafka_topic, expected)
+    storage = LakeStorage(settings.lake_root)
+    assert_every_offset_once(storage, catalog, kafka_topic, expected)
+
+    # The raw archive compacts like any table: its one schema version's hour into one file, the same rows.
+    before = rows_as_readers_see_them(storage, archive)
+    compacted = compact_hour(archive, H, storage, lambda tasks: [compact_partition(t) for t in tasks], lambda m: None)
+    assert [(m.partition.schema_version, len(m.files)) for m in compacted.manifests] == [(0, 1)]
+    assert rows_as_readers_see_them(storage, archive) == before
