@@ -13,7 +13,7 @@ from kafka_lake.archive import ArchivedTopics
 from kafka_lake.catalog import ARCHIVE_FILE, TopicCatalog, load_catalog
 from kafka_lake.storage import LakeStorage
 from kafka_lake.settings import PlatformSettings
-from platform_assets.assets import raw_landing_asset
+from platform_assets.assets import landing_groups, raw_landing_asset
 from platform_assets.catalog_assets import catalog_asset
 from platform_assets.catalog_health import rejected_entries_metadata, rejected_entry_spec
 from platform_assets.checks import freshness_check
@@ -32,9 +32,12 @@ log = logging.getLogger(__name__)
 def build_definitions(catalog: TopicCatalog, settings: PlatformSettings) -> Definitions:
     return Definitions(
         assets=[
+            raw_landing_asset(group[0], embedded_metastore=settings.embedded_metastore, together=group[1:])
+            for group in landing_groups(catalog.topics)
+        ] + [
             factory(topic, embedded_metastore=settings.embedded_metastore)
             for topic in catalog.topics
-            for factory in (raw_landing_asset, compacted_asset, catalog_asset, retention_asset)
+            for factory in (compacted_asset, catalog_asset, retention_asset)
         ] + [rejected_entry_spec(entry) for entry in catalog.broken],
         asset_checks=[freshness_check(topic) for topic in catalog.topics if topic.freshness_minutes is not None],
         jobs=[job for topic in catalog.topics for job in topic_jobs(topic)],

@@ -16,6 +16,9 @@ from kafka_lake.catalog import load_catalog
 from kafka_lake.decoding import BatchDecoder
 from kafka_lake.framing import encode_confluent
 from kafka_lake.kafka_records import KafkaRecord
+from kafka_lake.landing_checks import counts_balance, dead_letter_rate
+from kafka_lake.landing_counts import LandingCounts
+from kafka_lake.manifests import HourManifest, PartitionLanding
 from kafka_lake.schema_resolution import CatalogSchemas
 
 KAFKA_MS = 1_793_538_000_000
@@ -99,3 +102,13 @@ def test_a_json_field_route_reads_alike_as_columns_and_record_by_record(tmp_path
     assert [(o, c) for o, c in orders.dead_letter_causes.items()] == [("undecodable_payload", 1)], "id 'x' fits no long"
     assert [o for o, _ in unrouted(orders)] == [2, 4]
     assert orders.routed_away == 1
+
+
+def test_the_dead_letter_rate_of_a_routed_table_counts_only_the_records_it_took():
+    """Given a routed table that took 2 of 10 records and could not decode one; then its rate is 50%, not 10%."""
+    counts = LandingCounts(records=10, rows=1, dead_letters=1, routed_away=7, unrouted=1)
+    manifest = HourManifest("shop", "orders", "shop.mixed", "2026-11-01-10:00", (PartitionLanding(0, 0, 10, counts),), (), "")
+
+    assert counts_balance(manifest).passed
+    outcome = dead_letter_rate(manifest, threshold=0.4)
+    assert not outcome.passed and outcome.metadata["rate"] == 0.5

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from dagster import DagsterInstance, materialize
 
 from kafka_lake import layout
 from kafka_lake.catalog import load_catalog
@@ -23,6 +24,9 @@ from kafka_lake.manifests import ManifestStore
 from kafka_lake.storage import LakeStorage
 from kafka_lake.kafka_log import KafkaLog
 from kafka_lake.compaction import compact_hour, compact_partition
+from kafka_lake.settings import PlatformSettings
+from platform_assets.assets import landing_groups, raw_landing_asset
+from platform_assets.definitions import platform_resources
 from tests.landing_fixtures import (
     in_this_process, land, land_on_spark, landing_settings, read_lake, rows_as_readers_see_them)
 
@@ -83,10 +87,11 @@ def routed_topic(broker, tmp_path, lake_root):
     kafka_topic = f"e2e.events.{uuid.uuid4().hex[:8]}"
     catalog_dir = tmp_path / "catalog"
     placed = {"source": "event_time", "field": "ts"}
+    # A third of each routed table's records are broken on purpose: the dead-letter rate check must pass anyway.
     write_entry(catalog_dir, "shop/cart_open", kafka_topic, CART_OPEN, OPEN_ID, format="json",
-                route={"field": "type", "equals": "cartOpen"}, time_partitioning=placed)
+                route={"field": "type", "equals": "cartOpen"}, time_partitioning=placed, dead_letter_rate_threshold=0.4)
     write_entry(catalog_dir, "shop/cart_close", kafka_topic, CART_CLOSE, CLOSE_ID, format="json",
-                route={"field": "type", "in": ["cartClose"]}, time_partitioning=placed)
+                route={"field": "type", "in": ["cartClose"]}, time_partitioning=placed, dead_letter_rate_threshold=0.4)
     write_entry(catalog_dir, "archive/events", kafka_topic, None, format="raw")
     catalog = load_catalog(catalog_dir)
     broker.create_topic(kafka_topic, PARTITIONS)
@@ -209,3 +214,26 @@ def test_tables_of_one_topic_landing_together_read_it_once_per_hour(routed_topic
     compacted = compact_hour(archive, H, storage, lambda tasks: [compact_partition(t) for t in tasks], lambda m: None)
     assert [(m.partition.schema_version, len(m.files)) for m in compacted.manifests] == [(0, 1)]
     assert rows_as_readers_see_them(storage, archive) == before
+
+
+def test_one_dagster_run_lands_every_table_of_a_topic_each_with_its_own_materialization_and_checks(routed_topic, spark):
+    """Given the routed topic's three tables, one asset in the code location; when a run selects all of them for
+    each hour, then every table gets its own materialization and passing landing checks per hour, and the lake
+    holds every offset once per placement copy."""
+    catalog, kafka_topic, expected, settings = routed_topic
+    [group] = [g for g in landing_groups(catalog.topics) if len(g) > 1]
+    asset = raw_landing_asset(group[0], together=group[1:])
+    platform = PlatformSettings(kafka_bootstrap_servers=settings.kafka_config["bootstrap.servers"],
+                                lake_root=settings.lake_root)
+
+    for hour in HOURS:
+        result = materialize([asset], partition_key=KafkaHour(hour).partition_key,
+                             resources=platform_resources(platform), instance=DagsterInstance.ephemeral())
+        assert result.success
+        landed = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+        assert landed >= {f"raw/{t.name}" for t in group}
+        checks = result.get_asset_check_evaluations()
+        assert len(checks) == 4 * len(group), checks
+        assert all(c.passed for c in checks), [(c.asset_key.to_user_string(), c.check_name, c.description) for c in checks if not c.passed]
+
+    assert_every_offset_once(LakeStorage(settings.lake_root), catalog, kafka_topic, expected)
