@@ -108,6 +108,24 @@ def test_each_tick_logs_per_topic_what_it_requested_and_why_the_next_hour_waits(
     assert [r.partition_key for r in result.run_requests] == [H.partition_key]
 
 
+def test_tables_of_one_topic_are_each_requested_from_where_they_left_off(broker, topic, instance, clock):
+    """Given two tables landing one Kafka topic (a copy placed by Kafka time), one landed an hour further than the
+    other; when the sensor ticks, then each table's job is requested from its own next hour."""
+    copy = replace(topic, database="copies", table="orders", time_source="kafka_time", time_field=None)
+    sensor = sensors.landing_sensor(TopicCatalog((topic, copy)))
+    clock(H.next().end + timedelta(minutes=12))  # H and H+1 closed by the clock
+    cursor = json.dumps({f"{topic.topic} {topic.name}": H.partition_key, f"{copy.topic} {copy.name}": H.next().partition_key})
+
+    result = tick(sensor, instance, cursor, kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers))
+
+    def hours_of(request):
+        return request.partition_key or (request.tags["dagster/asset_partition_range_start"],
+                                         request.tags["dagster/asset_partition_range_end"])
+    requested = sorted((r.job_name, hours_of(r)) for r in result.run_requests)
+    assert requested == [("landing__copies__orders", H.next().partition_key),
+                         ("landing__e2e__orders", (H.partition_key, H.next().partition_key))]
+
+
 def test_a_closed_hour_is_requested_once_every_partition_shows_a_record_after_it(broker, topic, instance, clock):
     sensor = sensors.landing_sensor(TopicCatalog((topic,)))
     kafka = KafkaResource(bootstrap_servers=broker.bootstrap_servers)
@@ -286,7 +304,9 @@ def test_new_topics_the_archive_rule_takes_are_archived_not_reported_and_load_as
     resources = dict(kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers),
                      lake=LakeStorageResource(root=settings.lake_root), alerts=alerts_resource())
 
-    first = tick(sensor, instance, **resources)
+    # The broker is shared by the whole suite, so other tests' topics are on it too: they were reported before.
+    reported_before = json.dumps(sorted(set(KafkaCluster(resources["kafka"].consumer_config()).topics()) - {stray, audit}))
+    first = tick(sensor, instance, reported_before, **resources)
 
     assert first.skip_reason.skip_message.startswith("1 new topic(s) archived (reload the code location to land them)")
     assert stray in first.skip_reason.skip_message and audit not in json.loads(first.cursor)

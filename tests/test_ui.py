@@ -162,13 +162,14 @@ def test_the_global_asset_graph_shows_every_topics_assets(browser_page, ui, demo
     url, _, _ = ui
     state, _ = demo_state
     catalog = load_catalog(state / DEMO_CATALOG_DIR)
-    groups = ",".join(f"global@global:{database}" for database in sorted({t.database for t in catalog.topics}))
     page = browser_page
-    page.goto(f"{url}/asset-groups?expanded={groups}")
-
-    missing = [asset_path(layer, every_topic) for every_topic in catalog.topics
-               for layer in (*LAYERS, "dead_letters") if not shown(graph_node_link(page, layer, every_topic))]
-    screenshot(page, "1-global-asset-graph.png")
+    missing = []
+    # One group expanded at a time: the graph draws only the nodes in view, and every group at once outgrows it.
+    for database in sorted({t.database for t in catalog.topics}):
+        page.goto(f"{url}/asset-groups?expanded=global@global:{database}")
+        missing += [asset_path(layer, every_topic) for every_topic in catalog.topics if every_topic.database == database
+                    for layer in (*LAYERS, "dead_letters") if not shown(graph_node_link(page, layer, every_topic))]
+        screenshot(page, f"1-global-asset-graph-{database}.png")
 
     assert not missing, f"assets not shown in the global asset graph: {missing}"
 
@@ -292,7 +293,8 @@ def test_a_sensor_started_from_the_ui_says_per_topic_what_it_judged_and_why(brow
     text = logs.inner_text()
 
     for every_topic in catalog.topics:
-        [line] = [line for line in text.splitlines() if line.startswith(f"{every_topic.topic}: requested")]
+        who = every_topic.topic if len(catalog.tables_of(every_topic.topic)) == 1 else f"{every_topic.topic} into {every_topic.name}"
+        [line] = [line for line in text.splitlines() if line.startswith(f"{who}: requested")]
         assert re.search(r"(not closed: .+|caught up \d+ hours)", line), line
         assert "(started " in line, line
     page.keyboard.press("Escape")
