@@ -115,6 +115,11 @@ def asset_path(layer: str, topic) -> str:
     return f"{layer}/{topic.database}/{topic.table}"
 
 
+def judged_as(catalog, table) -> str:
+    """How the landing sensor's tick names a table: by its Kafka topic, and the table where several land it."""
+    return table.topic if len(catalog.tables_of(table.topic)) == 1 else f"{table.topic} into {table.name}"
+
+
 def graph_node_link(page, layer: str, topic):
     """A node of the asset graph links to its asset's pages: its key is in the link."""
     return page.locator(f'foreignObject a[href^="/assets/{asset_path(layer, topic)}?"]').first
@@ -288,13 +293,12 @@ def test_a_sensor_started_from_the_ui_says_per_topic_what_it_judged_and_why(brow
              "the sensor's first tick", log_file)
     page.get_by_text("View logs").first.click()
     logs = page.get_by_role("dialog")
-    logs.get_by_text(re.compile(f"^{re.escape(catalog.topics[0].topic)}: requested")).first.wait_for()
+    logs.get_by_text(re.compile(f"^{re.escape(judged_as(catalog, catalog.topics[0]))}: requested")).first.wait_for()
     screenshot(page, "10-sensor-tick-logs.png")
     text = logs.inner_text()
 
     for every_topic in catalog.topics:
-        who = every_topic.topic if len(catalog.tables_of(every_topic.topic)) == 1 else f"{every_topic.topic} into {every_topic.name}"
-        [line] = [line for line in text.splitlines() if line.startswith(f"{who}: requested")]
+        [line] = [line for line in text.splitlines() if line.startswith(f"{judged_as(catalog, every_topic)}: requested")]
         assert re.search(r"(not closed: .+|caught up \d+ hours)", line), line
         assert "(started " in line, line
     page.keyboard.press("Escape")
