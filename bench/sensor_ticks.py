@@ -110,7 +110,7 @@ def main() -> int:
                 "per-partition tails (baseline)": timed(lambda: per_partition_tails(config, names, args.partitions), 1),
                 "land_closed_hours": timed(lambda: tick(landing, cursor, kafka=kafka)),
                 "topic_health": timed(lambda: tick(health, kafka=kafka, lake=lake, alerts=AlertWebhookResource())),
-                "topics_missing_from_catalog": timed(lambda: tick(missing, kafka=kafka, alerts=AlertWebhookResource())),
+                "topics_missing_from_catalog": timed(lambda: tick(missing, kafka=kafka, lake=lake, alerts=AlertWebhookResource())),
             }
     partitions = args.topics * args.partitions
     print(f"{args.topics} topics × {args.partitions} partitions = {partitions} partitions (set-up {setup:.1f}s)")

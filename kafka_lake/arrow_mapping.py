@@ -28,7 +28,16 @@ from kafka_lake.avro_types import (
     resolve,
     type_name,
 )
-from kafka_lake.catalog import SchemaVersion
+from kafka_lake.catalog import RAW_SCHEMA_VERSION, SchemaVersion
+from kafka_lake.connect_types import (
+    NANO_TIME,
+    NANO_TIMESTAMP,
+    VARIABLE_SCALE_DECIMAL,
+    ZONED_TIMESTAMP,
+    connect_name,
+    variable_scale_decimal_text,
+)
+from kafka_lake.event_time import parse_event_time
 from kafka_lake.kafka_records import KAFKA_COLUMNS
 
 # None means fastavro's value already is what Arrow takes, so the column skips conversion.
@@ -104,6 +113,12 @@ class ArrowMapping:
                 values = list(map(convert, values))
             columns.append(pa.array(values, type=column.type))
         return columns
+
+
+# A raw table (`format: raw`): the value's bytes as they are, then the Kafka columns, in `schema_version=0`.
+RAW_MAPPING = ArrowMapping(
+    pa.schema([pa.field("value", pa.binary()), *KAFKA_COLUMNS], metadata={SCHEMA_VERSION_METADATA: str(RAW_SCHEMA_VERSION)}),
+    (None,), ("value",))
 
 
 def arrow_schema_for(version: SchemaVersion, pii_fields: tuple[tuple[str, ...], ...],
@@ -195,6 +210,9 @@ class _Compiler:
         kind = type_name(node)
         if kind == "union":
             return self.union(node, pii)
+        connect = _CONNECT_COLUMNS.get((kind, connect_name(node)))
+        if connect is not None:
+            return connect
         if kind in ("record", "error"):
             names, mapped = self.record_fields(node, pii)
             fields = [pa.field(name, field.type) for name, field in zip(names, mapped)]
@@ -314,6 +332,17 @@ def _jsonable(value: Any, depth: int) -> Any:
     if kind in (datetime.datetime, datetime.date, datetime.time):
         return value.isoformat()
     return str(value)  # a uuid
+
+
+# Kafka Connect and Debezium types without an Avro twin (see `connect_types`), by (Avro type, connect.name).
+_CONNECT_COLUMNS = {
+    ("long", NANO_TIMESTAMP): _Mapped(pa.timestamp("us", tz="UTC"), lambda nanos: nanos // 1000),
+    ("long", NANO_TIME): _Mapped(pa.time64("us"), lambda nanos: nanos // 1000),
+    # RFC 3339 text with an offset, to UTC; the digits past the microsecond are cut.
+    ("string", ZONED_TIMESTAMP): _Mapped(pa.timestamp("us", tz="UTC"), parse_event_time),
+    ("record", VARIABLE_SCALE_DECIMAL): _Mapped(pa.string(), variable_scale_decimal_text, (
+        ("", "Debezium VariableScaleDecimal as its exact decimal text"),)),
+}
 
 
 def python_type_of(node: AvroType) -> type:

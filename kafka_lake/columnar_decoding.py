@@ -5,18 +5,15 @@ the path cannot vouch for is left to the record path.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
 
 from kafka_lake.columnar_mapping import ColumnarMapping
 from kafka_lake.decoded_batch import Placement
-from kafka_lake.event_time import EPOCH
 from kafka_lake.framing import FramedValues
 from kafka_lake.kafka_records import KafkaBatch, KafkaColumns
-from kafka_lake.placement import TimePlacement
+from kafka_lake.placement import TimePlacement, split_by_hour
 from kafka_lake.record_decoding import UNFIT_FOR_ARROW
 from kafka_lake.spliced_blocks import SplicedPayloads, container_header, decode_block_isolating
 
@@ -54,13 +51,8 @@ class AvroColumns:
             except UNFIT_FOR_ARROW:  # not expected: the record path then decides, record by record
                 left.extend(part)
                 continue
-            for hour, rows in _split_by_hour(table, hours):
+            for hour, rows in split_by_hour(table, hours):
                 placed[Placement(self._version, hour)].append(rows)
         return left
 
 
-def _split_by_hour(table: pa.Table, hours: np.ndarray) -> Iterator[tuple[datetime, pa.Table]]:
-    distinct = np.unique(hours)
-    for hour in distinct:
-        rows = table if len(distinct) == 1 else table.filter(pa.array(hours == hour))
-        yield EPOCH + timedelta(hours=int(hour)), rows

@@ -135,8 +135,8 @@ def committed_raw_files(
     are not committed. Manifests of the hours around H are read first, the rest only if needed."""
     on_disk = {
         stored.path
-        for version in topic.schema_versions
-        for stored in storage.list_files(layout.data_directory(topic.database, topic.table, version.version, hour))
+        for version in topic.version_numbers
+        for stored in storage.list_files(layout.data_directory(topic.database, topic.table, version, hour))
         if layout.parse_data_file_name(stored.path) is not None
     }
     window = set(raw_hours_that_feed(topic, hour)) | ({KafkaHour(hour - ONE_HOUR)} if hour > FIRST_HOUR else set())
@@ -153,8 +153,8 @@ def committed_raw_files(
 
 def _compacted_partitions(storage: LakeStorage, topic: TopicSpec, hour: datetime) -> set[TablePartition]:
     found = set()
-    for version in topic.schema_versions:
-        partition = TablePartition(version.version, hour)
+    for version in topic.version_numbers:
+        partition = TablePartition(version, hour)
         if storage.exists(partition.compaction_manifest_path(topic.database, topic.table)):
             found.add(partition)
     return found

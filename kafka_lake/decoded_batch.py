@@ -5,7 +5,7 @@ their raw bytes and why, and tombstones; every record in exactly one of them.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
@@ -30,7 +30,9 @@ class DecodedBatch:
     dead_letters: dict[datetime, pa.Table]  # by Kafka-time hour
     tombstones: int
     dead_letter_causes: Counter[str]
-    records: int  # the input's length: rows + dead letters + tombstones
+    records: int  # the input's length: rows + dead letters + tombstones + routed away + unrouted
+    routed_away: int = 0  # records of a routed topic that another table takes (or, for all but one, no table)
+    unrouted: dict[datetime, pa.Table] = field(default_factory=dict)  # records no table takes, by Kafka-time hour
 
     @property
     def rows_count(self) -> int:

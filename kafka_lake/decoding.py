@@ -2,8 +2,9 @@
 the one entry point, sends each schema version's records down its decode paths and gathers what they give.
 
 Every record lands in exactly one place: a row, a dead letter (with its raw bytes and why), or a tombstone. A decode
-path is anything with the shape of `RecordPath` or `ColumnarPath`, so another payload format brings its own paths
-for the same `ArrowMapping` beside the Avro ones (`record_decoding`, `columnar_decoding`).
+path is anything with the shape of `RecordPath` or `ColumnarPath`: each payload format brings its own paths for the
+same `ArrowMapping` (Avro: `record_decoding`, `columnar_decoding`; JSON: `json_records`, `json_columns`). A raw
+table decodes nothing: the value's bytes are its column.
 """
 
 from __future__ import annotations
@@ -16,24 +17,27 @@ from typing import Protocol, Sequence
 import numpy as np
 import pyarrow as pa
 
-from kafka_lake.arrow_mapping import ArrowMapping, arrow_mapping_for
+from kafka_lake.arrow_mapping import RAW_MAPPING, RAW_SCHEMA_VERSION, ArrowMapping, arrow_mapping_for
 from kafka_lake.catalog import SchemaVersion, TopicSpec
 from kafka_lake.columnar_decoding import AvroColumns
 from kafka_lake.columnar_mapping import NotColumnar, columnar_mapping_for
 from kafka_lake.decoded_batch import DecodedBatch, Placement, Rejected, Undecodable, dead_letter_table
-from kafka_lake.framing import FramedValues, FramingError, split_confluent
+from kafka_lake.framing import FramedValues, FramingError, split_confluent, split_json
+from kafka_lake.json_columns import JsonColumns, json_mapping_for
+from kafka_lake.json_records import JsonRecords
 from kafka_lake.hours import KafkaHour
-from kafka_lake.kafka_records import KafkaBatch, KafkaColumns, KafkaRecord
+from kafka_lake.kafka_records import KafkaBatch, KafkaColumns, KafkaRecord, names_an_hour
 from kafka_lake.pii import ColumnPseudonymizer, pseudonymizer_for
-from kafka_lake.placement import TimePlacement
+from kafka_lake.placement import HOUR_MS, TimePlacement, split_by_hour
 from kafka_lake.record_decoding import AvroRecords, DecodedValue, decode_records
+from kafka_lake.routing import TopicRouter
 from kafka_lake.schema_resolution import SchemaResolver
 
 
 class RecordPath(Protocol):
     """How one schema version's payloads are decoded one at a time, into the values its `ArrowMapping` takes."""
 
-    def read(self, payload: memoryview, schema_id: int) -> dict:
+    def read(self, payload: memoryview, schema_id: int | None) -> dict:
         """The payload's value; raises `Undecodable` saying what is wrong with the bytes."""
         ...
 
@@ -60,12 +64,14 @@ class VersionDecoding:
 
 
 class BatchDecoder:
-    """Decodes Confluent-framed Avro records of one topic; compile once, then `decode` batch after batch.
+    """Decodes the records of one table of a topic, in its format; compile once, then `decode` batch after batch.
 
-    Each schema version is decoded as columns where that is exactly right (the payloads of a batch spliced
-    into one Avro block for a native reader) and record by record with fastavro where it is not; the choice
-    is made per version from its schema, before any record (`decoding_paths`). A record the columnar path
-    cannot vouch for (a broken payload, a value fastavro reads otherwise) takes the fastavro path alone.
+    Each schema version is decoded as columns where that is exactly right (Avro: the payloads of a batch spliced
+    into one Avro block for a native reader; JSON: the batch's objects read by pyarrow's JSON reader) and record
+    by record where it is not (fastavro; Python's JSON parser); the choice is made per version from its schema,
+    before any record (`decoding_paths`). A record the columnar path cannot vouch for (a broken payload, a value
+    the record path reads otherwise) takes the record path alone. A plain JSON value (no Confluent header) is
+    read with the newest schema version.
     """
 
     def __init__(self, topic: TopicSpec, schemas: SchemaResolver, pii_key: bytes | None, columnar: bool = True,
@@ -79,6 +85,7 @@ class BatchDecoder:
         self._columnar = columnar
         self._by_schema_id: dict[int, VersionDecoding | str] = {}  # a decoding, or why the id is unknown
         self._by_version: dict[int, VersionDecoding] = {}
+        self._router = TopicRouter(topic, schemas.version_for) if topic.route is not None else None
 
     @property
     def decoding_paths(self) -> dict[int, str]:
@@ -87,7 +94,28 @@ class BatchDecoder:
 
     def decode(self, records: Sequence[KafkaRecord] | KafkaBatch) -> DecodedBatch:
         batch = (records if isinstance(records, KafkaBatch) else KafkaBatch.of(records)).in_log_order()
-        framed = FramedValues(pa.array(batch.values, pa.binary()))
+        if self._topic.format == "raw":
+            return self._decode_raw(batch)
+        framed = FramedValues(pa.array(batch.values, pa.binary()), plain_json=self._topic.format == "json")
+        if self._router is None:
+            return self._decode_framed(batch, framed)
+        routing = self._router.route(batch, framed)
+        if len(routing.mine) == len(batch):
+            decoded = self._decode_framed(batch, framed)
+        else:
+            mine = batch.take(routing.mine)
+            decoded = self._decode_framed(mine, FramedValues(pa.array(mine.values, pa.binary()),
+                                                             plain_json=self._topic.format == "json"))
+        unrouted: dict[datetime, list[Rejected]] = defaultdict(list)
+        for index, why in routing.unrouted:
+            record = batch.record(index)
+            unrouted[self._placement.dead_letter_hour(record)].append(Rejected(record, "unrouted", f"unrouted: {why}"))
+        decoded.records = len(batch)
+        decoded.routed_away = routing.routed_away
+        decoded.unrouted = {hour: dead_letter_table(self._topic.topic, letters) for hour, letters in unrouted.items()}
+        return decoded
+
+    def _decode_framed(self, batch: KafkaBatch, framed: FramedValues) -> DecodedBatch:
         kafka = KafkaColumns(self._topic.topic, batch)
         placed: dict[Placement, list[pa.Table]] = defaultdict(list)
         by_record: list[int] = list(np.flatnonzero(framed.needs_record_path))
@@ -104,10 +132,14 @@ class BatchDecoder:
 
         dead: dict[datetime, list[Rejected]] = defaultdict(list)
         self._decode_records(batch, sorted(by_record), placed, dead)
+        return self._gathered(batch, placed, dead, framed.tombstones)
+
+    def _gathered(self, batch: KafkaBatch, placed: dict[Placement, list[pa.Table]], dead: dict[datetime, list[Rejected]],
+                  tombstones: int) -> DecodedBatch:
         return DecodedBatch(
             rows={placement: _in_log_order(tables) for placement, tables in placed.items()},
             dead_letters={hour: dead_letter_table(self._topic.topic, letters) for hour, letters in dead.items()},
-            tombstones=framed.tombstones,
+            tombstones=tombstones,
             dead_letter_causes=Counter(letter.cause for letters in dead.values() for letter in letters),
             records=len(batch),
         )
@@ -117,17 +149,20 @@ class BatchDecoder:
         decode_records(self._topic.topic, batch, indices, self._read_value, self._placement, placed, dead)
 
     def _read_value(self, value: bytes) -> DecodedValue:
+        if self._topic.format == "raw":
+            return DecodedValue(RAW_SCHEMA_VERSION, RAW_MAPPING, {"value": value})
         try:
-            schema_id, payload = split_confluent(value)
+            schema_id, payload = (split_json if self._topic.format == "json" else split_confluent)(value)
         except FramingError as error:
             raise Undecodable(error.cause, str(error)) from None
         decoding = self._decoding_for(schema_id)
         return DecodedValue(decoding.version.version, decoding.mapping, decoding.records.read(payload, schema_id))
 
-    def _decoding_for(self, schema_id: int) -> VersionDecoding:
+    def _decoding_for(self, schema_id: int | None) -> VersionDecoding:
+        """The decoding of a schema id; of the newest version for a plain JSON value (None)."""
         found = self._by_schema_id.get(schema_id)
         if found is None:
-            version = self._schemas.version_for(schema_id)
+            version = self._topic.schema_versions[-1] if schema_id is None else self._schemas.version_for(schema_id)
             found = self._schemas.unknown_reason(schema_id) if version is None else self._version_decoding(version)
             self._by_schema_id[schema_id] = found
         if isinstance(found, str):
@@ -136,17 +171,42 @@ class BatchDecoder:
 
     def _version_decoding(self, version: SchemaVersion) -> VersionDecoding:
         if version.version not in self._by_version:
-            pii_fields = self._topic.pii_fields
-            mapping = arrow_mapping_for(version, pii_fields, self._pseudonymize, self._topic.columns_by_field)
-            columns, path = None, "fastavro: columnar decoding is switched off"
+            topic, pii_fields = self._topic, self._topic.pii_fields
+            mapping = arrow_mapping_for(version, pii_fields, self._pseudonymize, topic.columns_by_field)
+            record_path = "fastavro" if topic.format == "avro" else "record by record"
+            columns, path = None, f"{record_path}: columnar decoding is switched off"
             if self._columnar:
                 try:
-                    columnar = columnar_mapping_for(version, mapping, pii_fields, self._column_pseudonyms)
-                    columns, path = AvroColumns(version.version, columnar, self._placement), "columnar"
+                    if topic.format == "json":
+                        reading = json_mapping_for(version, mapping, pii_fields, self._column_pseudonyms, topic.time_field)
+                        columns = JsonColumns(version.version, reading, self._placement)
+                    else:
+                        columnar = columnar_mapping_for(version, mapping, pii_fields, self._column_pseudonyms)
+                        columns = AvroColumns(version.version, columnar, self._placement)
+                    path = "columnar"
                 except NotColumnar as reason:
-                    path = f"fastavro: {reason}"
-            self._by_version[version.version] = VersionDecoding(version, mapping, AvroRecords(version), columns, path)
+                    path = f"{record_path}: {reason}"
+            records = JsonRecords(version) if topic.format == "json" else AvroRecords(version)
+            self._by_version[version.version] = VersionDecoding(version, mapping, records, columns, path)
         return self._by_version[version.version]
+
+    def _decode_raw(self, batch: KafkaBatch) -> DecodedBatch:
+        """A raw table's rows: every value as it is, placed by Kafka time in `schema_version=0`; a value whose Kafka
+        timestamp names no hour is a dead letter kept in the Kafka hour landed."""
+        values = pa.array(batch.values, pa.binary())
+        present = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        timestamps = np.asarray(batch.timestamps_ms, dtype=np.int64)
+        placeable = present & names_an_hour(timestamps)
+        placed: dict[Placement, list[pa.Table]] = defaultdict(list)
+        rows = np.flatnonzero(placeable)
+        if len(rows):
+            table = pa.Table.from_arrays([values.take(pa.array(rows)), *KafkaColumns(self._topic.topic, batch).take(rows)],
+                                         schema=RAW_MAPPING.schema)
+            for hour, part in split_by_hour(table, timestamps[rows] // HOUR_MS):
+                placed[Placement(RAW_SCHEMA_VERSION, hour)].append(part)
+        dead: dict[datetime, list[Rejected]] = defaultdict(list)
+        self._decode_records(batch, list(np.flatnonzero(present & ~placeable)), placed, dead)
+        return self._gathered(batch, placed, dead, tombstones=int(len(values) - present.sum()))
 
 
 def _in_log_order(tables: list[pa.Table]) -> pa.Table:

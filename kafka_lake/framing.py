@@ -1,4 +1,5 @@
-"""Confluent wire framing: a zero magic byte, a 4-byte big-endian schema id, then Avro binary.
+"""Confluent wire framing: a zero magic byte, a 4-byte big-endian schema id, then Avro binary (or JSON text, from
+Confluent's JSON Schema serializer, where a JSON value may also come plain, without the header).
 
 The one place that knows the 5-byte header: of one value, of a batch's values read as columns, and for every
 producer we ship.
@@ -39,6 +40,16 @@ def split_confluent(value: bytes) -> tuple[int, memoryview]:
     return schema_id, memoryview(value)[HEADER_SIZE:]
 
 
+def split_json(value: bytes) -> tuple[int | None, memoryview]:
+    """(schema id, JSON payload) of a framed JSON value, or (None, the value) of a plain one: JSON text never starts
+    with a zero byte."""
+    if value[:1] != b"\x00":
+        return None, memoryview(value)
+    if len(value) < HEADER_SIZE:
+        raise FramingError("undecodable_payload", f"value is {len(value)} bytes, shorter than the 5-byte header")
+    return split_confluent(value)
+
+
 def encode_confluent(schema_id: int, parsed_schema: Any, record: dict) -> bytes:
     """Frames one record the way Confluent's Avro serializer does."""
     out = io.BytesIO()
@@ -48,9 +59,10 @@ def encode_confluent(schema_id: int, parsed_schema: Any, record: dict) -> bytes:
 
 
 class FramedValues:
-    """The Confluent header of every value of a batch, read as columns: which schema id, or the record path."""
+    """The Confluent header of every value of a batch, read as columns: which schema id, or the record path. With
+    `plain_json`, a value that does not start with the zero magic byte is plain JSON: schema id None, no header."""
 
-    def __init__(self, values: pa.BinaryArray):
+    def __init__(self, values: pa.BinaryArray, plain_json: bool = False):
         self.values = values
         self.offsets = np.frombuffer(values.buffers()[1], dtype=np.int32, count=len(values) + 1).astype(np.int64)
         data = values.buffers()[2]
@@ -69,9 +81,18 @@ class FramedValues:
         else:
             framed &= False
             ids = np.zeros(len(values), dtype=np.int64)
-        self.schema_ids = np.where(framed, ids, -1)
-        self.needs_record_path = present & ~framed  # wrong magic byte or too short: the record path says why
+        plain = np.zeros(len(values), dtype=bool)
+        if plain_json and len(self.data):
+            plain = present & (sizes > 0) & (self.data[np.minimum(starts, len(self.data) - 1)] != MAGIC_BYTE)
+        self.schema_ids = np.where(framed, ids, np.where(plain, _PLAIN, -1))
+        self.payload_starts = np.where(framed, starts + HEADER_SIZE, starts)  # where each payload begins in `data`
+        self.needs_record_path = present & ~framed & ~plain  # wrong magic byte or too short: the record path says why
 
-    def by_schema_id(self) -> list[tuple[int, np.ndarray]]:
-        found = np.unique(self.schema_ids[self.schema_ids >= 0])
-        return [(int(schema_id), np.flatnonzero(self.schema_ids == schema_id)) for schema_id in found]
+    def by_schema_id(self) -> list[tuple[int | None, np.ndarray]]:
+        """The records of each schema id, plain JSON (id None) first."""
+        found = np.unique(self.schema_ids[self.schema_ids != -1])
+        return [(None if schema_id == _PLAIN else int(schema_id), np.flatnonzero(self.schema_ids == schema_id))
+                for schema_id in found]
+
+
+_PLAIN = -2  # a plain JSON value's schema id among the ids of framed ones

@@ -64,6 +64,14 @@ class KafkaBatch:
         return KafkaRecord(self.partitions[index], self.offsets[index], self.timestamps_ms[index], self.keys[index],
                            self.values[index], self.headers[index] if self.headers is not None else None)
 
+    def take(self, indices: Sequence[int]) -> "KafkaBatch":
+        """The records at `indices`, in that order."""
+        picked = [int(i) for i in indices]
+        return KafkaBatch([self.partitions[i] for i in picked], [self.offsets[i] for i in picked],
+                          [self.timestamps_ms[i] for i in picked], [self.keys[i] for i in picked],
+                          [self.values[i] for i in picked],
+                          None if self.headers is None else [self.headers[i] for i in picked])
+
     def in_log_order(self) -> "KafkaBatch":
         partitions, offsets = np.asarray(self.partitions, dtype=np.int64), np.asarray(self.offsets, dtype=np.int64)
         if len(offsets) < 2 or bool(np.all((partitions[1:] > partitions[:-1]) | (

@@ -25,7 +25,7 @@ from kafka_lake.manifests import HourManifest, ManifestStore, PartitionLanding
 from kafka_lake.audit import AuditEntry, write_audit
 from kafka_lake.settings import LandingSettings
 from kafka_lake.slice_landing import SliceReport, SliceTask
-from kafka_lake.slices import BY_TIME, PartitionBounds, fixed_by_neighbours, plan_hour, split_slices
+from kafka_lake.slices import BY_TIME, OffsetSlice, PartitionBounds, fixed_by_neighbours, plan_hour, split_slices
 from kafka_lake.storage import LakeStorage
 from kafka_lake.table_formats import TableAccess, TableFormat, table_format
 
@@ -53,11 +53,17 @@ def land_hours(
     now: datetime | None = None,
     run_id: str = "",
     accept_lost_offsets: bool = False,
-    tables: TableFormat | None = None,
+    together: Sequence[TopicSpec] = (),
+    table_formats: Callable[[TopicSpec], TableFormat] | None = None,
 ) -> Iterator[LandingResult]:
     """Lands every record of `topic` whose offsets belong to each of `hours`, in order, replacing any earlier
-    landing of it, and yields each hour's result once it is committed. `tables`: the topic's table format (default:
-    as the topic says, with the settings' Iceberg catalog).
+    landing of it, and yields each hour's result once it is committed. `table_formats`: each table's table format
+    (default: as the table says, with the settings' Iceberg catalog).
+
+    `together`: other tables of the same Kafka topic landing the same hours. Where an hour's offsets are the same
+    for all of them (their landed neighbours agree, as they do when the tables always land together), the topic is
+    read once for all: each slice's batches are decoded for every table. Each table commits its own manifest; the
+    hour's results come in the order of the tables.
 
     Offsets of an hour that expired from the log before they were landed fail the run, unless
     `accept_lost_offsets`: then the rest lands, and the loss is written to the manifest and audited.
@@ -68,55 +74,71 @@ def land_hours(
     from that hour's manifest; commits stay in order. When an hour fails, the hour started after it is
     cancelled and not committed; when an hour cannot be planned (still open), the hour before it commits.
     """
+    tables = (topic, *together)
+    if any(table.topic != topic.topic for table in tables):
+        raise ValueError(f"tables landed together must land one Kafka topic: {', '.join(t.name for t in tables)}")
     now = now or datetime.now(timezone.utc)
-    tables = tables or table_format(topic, TableAccess(LakeStorage(settings.lake_root), settings.iceberg_catalog))
-    tables.prepare(topic)
-    running: deque[tuple[_PlannedHour, Future]] = deque()
-    previous: _PlannedHour | None = None
+    formats = {table.name: (table_formats or _table_format(settings))(table) for table in tables}
+    for table in tables:
+        formats[table.name].prepare(table)
+    running: deque[tuple[list[_PlannedHour], Future]] = deque()
+    previous: list[_PlannedHour] | None = None
 
-    def commit_oldest() -> LandingResult:
+    def commit_oldest() -> list[LandingResult]:
         planned, started = running[0]
-        result = _commit(topic, planned, started.result(), settings, run_id, tables)
+        reports = [report for task_report in started.result() for report in (task_report, *task_report.shared)]
+        results = [_commit(plan.topic, plan, [r for r in reports if r.table == plan.topic.name], settings, run_id,
+                           formats[plan.topic.name])
+                   for plan in planned]
         running.popleft()
-        return result
+        return results
 
     try:
         for hour in hours:
-            ahead = previous.as_manifest(topic) if previous is not None and previous.hour.next() == hour else None
             try:
-                planned = _plan(topic, hour, settings, now, accept_lost_offsets, tables.file_attempt(), ahead)
+                planned = [_plan(table, hour, settings, now, accept_lost_offsets, formats[table.name].file_attempt(),
+                                 previous[index].as_manifest() if previous is not None and previous[index].hour.next() == hour
+                                 else None)
+                           for index, table in enumerate(tables)]
             except Exception:
                 while running:  # the hours started before an hour that cannot be planned (still open) land
-                    yield commit_oldest()
+                    yield from commit_oldest()
                 raise
-            running.append((planned, start_slices(planned.tasks) if planned.tasks else _done([])))
+            tasks = _tasks(planned, settings)
+            running.append((planned, start_slices(tasks) if tasks else _done([])))
             previous = planned
             while len(running) > 1:
-                yield commit_oldest()
+                yield from commit_oldest()
         while running:
-            yield commit_oldest()
+            yield from commit_oldest()
     finally:
         for _, started in running:
             started.cancel()
             wait([started])
 
 
+def _table_format(settings: LandingSettings) -> Callable[[TopicSpec], TableFormat]:
+    access = TableAccess(LakeStorage(settings.lake_root), settings.iceberg_catalog)
+    return lambda table: table_format(table, access)
+
+
 @dataclass(frozen=True)
 class _PlannedHour:
+    topic: TopicSpec
     hour: KafkaHour
     bounds: list[PartitionBounds]
-    tasks: list[SliceTask]
+    slices: list[OffsetSlice]
     started: float  # time.monotonic() when planning began
     attempt: str  # in the data files' names, when the table format wants files of each landing's own
 
-    def as_manifest(self, topic: TopicSpec) -> HourManifest:
+    def as_manifest(self) -> HourManifest:
         """What this hour's manifest will say of its boundaries, before it lands."""
-        return build_manifest(topic, self.hour, self.bounds, [], "", 0.0, check_reports=False)
+        return build_manifest(self.topic, self.hour, self.bounds, [], "", 0.0, check_reports=False)
 
 
 def _plan(topic: TopicSpec, hour: KafkaHour, settings: LandingSettings, now: datetime, accept_lost_offsets: bool,
           attempt: str, landing_before: HourManifest | None = None) -> _PlannedHour:
-    """The hour's boundaries and slice tasks. `landing_before`: the hour before, planned and still landing."""
+    """The hour's boundaries and slices. `landing_before`: the hour before, planned and still landing."""
     started = time.monotonic()
     before, after = ManifestStore(LakeStorage(settings.lake_root), topic.database, topic.table).neighbours(hour)
     before = landing_before or before
@@ -125,9 +147,22 @@ def _plan(topic: TopicSpec, hour: KafkaHour, settings: LandingSettings, now: dat
     bounds = plan_hour(topic.topic, hour, logs, before, after, now, timedelta(minutes=topic.close_grace_minutes),
                        accept_lost_offsets)
     slices = split_slices(bounds, topic.max_rows_per_task)
-    log.info("%s hour %s: %d slice(s) over %d partition(s)", topic.topic, hour, len(slices), len(bounds))
-    tasks = [SliceTask(topic, hour, piece, settings, attempt) for piece in slices]
-    return _PlannedHour(hour, bounds, tasks, started, attempt)
+    log.info("%s hour %s: %d slice(s) over %d partition(s)", topic.name, hour, len(slices), len(bounds))
+    return _PlannedHour(topic, hour, bounds, slices, started, attempt)
+
+
+def _tasks(planned: list[_PlannedHour], settings: LandingSettings) -> list[SliceTask]:
+    """The hour's slice tasks: one read for all tables where their offsets agree, else a read per table."""
+    first = planned[0]
+    offsets = [[(b.partition, b.start, b.end) for b in plan.bounds] for plan in planned]
+    if all(o == offsets[0] for o in offsets) and all(plan.attempt == first.attempt for plan in planned):
+        # The finest split any table asks for (its smallest max_rows_per_task): no task reads more than it allows.
+        slices = max((plan.slices for plan in planned), key=len)
+        return [SliceTask(first.topic, first.hour, piece, settings, first.attempt, tuple(p.topic for p in planned[1:]))
+                for piece in slices]
+    log.info("%s hour %s: the tables' landed offsets differ, each reads the topic on its own", first.topic.topic,
+             first.hour)
+    return [SliceTask(plan.topic, plan.hour, piece, settings, plan.attempt) for plan in planned for piece in plan.slices]
 
 
 def _commit(topic: TopicSpec, planned: _PlannedHour, reports: list[SliceReport], settings: LandingSettings,
@@ -142,7 +177,7 @@ def _commit(topic: TopicSpec, planned: _PlannedHour, reports: list[SliceReport],
     previous = manifests.read(planned.hour)
     path = manifests.write(manifest)
     committed = tables.commit_hour(topic, manifest, previous, planned.attempt)
-    return LandingResult(manifest, path, committed.replaced_files, committed.orphans_removed, len(planned.tasks),
+    return LandingResult(manifest, path, committed.replaced_files, committed.orphans_removed, len(planned.slices),
                          audit_path, committed.metadata)
 
 

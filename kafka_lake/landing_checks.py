@@ -71,9 +71,11 @@ def counts_balance(manifest: HourManifest) -> CheckOutcome:
     for landed in manifest.partitions:
         counts = landed.counts
         if counts.accounted != counts.records:
+            routed = (f" + {counts.routed_away} routed away + {counts.unrouted} unrouted"
+                      if counts.routed_away or counts.unrouted else "")
             problems.append(
                 f"partition {landed.partition} [{landed.start}, {landed.end}): {counts.rows} rows + "
-                f"{counts.dead_letters} dead letters + {counts.tombstones} tombstones ≠ {counts.records} records read"
+                f"{counts.dead_letters} dead letters + {counts.tombstones} tombstones{routed} ≠ {counts.records} records read"
             )
         if counts.records > landed.offsets:
             problems.append(f"partition {landed.partition}: {counts.records} records read from {landed.offsets} offsets")
@@ -81,15 +83,18 @@ def counts_balance(manifest: HourManifest) -> CheckOutcome:
     counts = manifest.counts
     metadata = {"offsets": manifest.offsets, "records": counts.records, "rows": counts.rows,
                 "dead_letters": counts.dead_letters, "tombstones": counts.tombstones}
+    if counts.routed_away or counts.unrouted:  # a routed table of a shared topic
+        metadata.update(routed_away=counts.routed_away, unrouted=counts.unrouted)
     metadata["offset_gaps"] = gaps  # transaction markers or compacted-away offsets, not records
     if problems:
         return CheckOutcome(False, "; ".join(problems), metadata)
-    return CheckOutcome(True, f"{counts.records} records = rows + dead letters + tombstones", metadata)
+    routed = " + routed away + unrouted" if counts.routed_away or counts.unrouted else ""
+    return CheckOutcome(True, f"{counts.records} records = rows + dead letters + tombstones{routed}", metadata)
 
 
 def dead_letter_rate(manifest: HourManifest, threshold: float) -> CheckOutcome:
     counts = manifest.counts
-    read = counts.records - counts.tombstones
+    read = counts.records - counts.tombstones - counts.routed_away - counts.unrouted  # the records the table took
     rate = counts.dead_letters / read if read else 0.0
     metadata = {"dead_letters": counts.dead_letters, "rate": round(rate, 6), "threshold": threshold}
     causes = ", ".join(f"{cause}: {count}" for cause, count in manifest.dead_letter_causes.items())

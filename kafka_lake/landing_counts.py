@@ -10,7 +10,9 @@ from typing import Iterable
 
 @dataclass(frozen=True)
 class LandingCounts:
-    """rows + dead letters + tombstones = records read; late events are rows placed in an hour before the Kafka hour
+    """rows + dead letters + tombstones + routed away + unrouted = records read; a table routed from a shared topic
+    leaves the records other tables take (`routed_away`), and its topic's first routed table writes those no table
+    takes to the unrouted dead letters (`unrouted`; the other tables count them routed away); late events are rows placed in an hour before the Kafka hour
     landed; the timestamps span the records' Kafka timestamps that name a time."""
 
     records: int = 0
@@ -20,6 +22,8 @@ class LandingCounts:
     late_events: int = 0
     min_timestamp_ms: int | None = None
     max_timestamp_ms: int | None = None
+    routed_away: int = 0
+    unrouted: int = 0
 
     def __add__(self, other: "LandingCounts") -> "LandingCounts":
         return LandingCounts(
@@ -28,6 +32,8 @@ class LandingCounts:
             dead_letters=self.dead_letters + other.dead_letters,
             tombstones=self.tombstones + other.tombstones,
             late_events=self.late_events + other.late_events,
+            routed_away=self.routed_away + other.routed_away,
+            unrouted=self.unrouted + other.unrouted,
             min_timestamp_ms=_either(min, self.min_timestamp_ms, other.min_timestamp_ms),
             max_timestamp_ms=_either(max, self.max_timestamp_ms, other.max_timestamp_ms),
         )
@@ -38,8 +44,9 @@ class LandingCounts:
 
     @property
     def accounted(self) -> int:
-        """The records this landing put somewhere: as rows, dead letters or tombstones."""
-        return self.rows + self.dead_letters + self.tombstones
+        """The records this landing put somewhere: as rows, dead letters or tombstones, or left to other tables, or
+        unrouted."""
+        return self.rows + self.dead_letters + self.tombstones + self.routed_away + self.unrouted
 
 
 def _either(pick, a: int | None, b: int | None) -> int | None:

@@ -14,6 +14,8 @@ from kafka_lake.hours import KafkaHour
 
 DEAD_LETTERS_PREFIX = "_dead_letters"
 MANIFESTS_PREFIX = "_manifests"
+# The topics the archive rule has taken on (`archive.ArchivedTopics`).
+ARCHIVED_TOPICS_PATH = "_archive/topics.json"
 AUDIT_PREFIX = "_audit"
 ERASURE_REQUESTS_PREFIX = "_erasure_requests"
 # The table's partition columns, which live in the path (`schema_version=1/date=2026-11-01/hour=13`), and the type a
@@ -71,6 +73,15 @@ def dead_letter_prefix(database: str, table: str) -> str:
 
 def dead_letter_directory(database: str, table: str, kafka_hour: datetime) -> str:
     return f"{dead_letter_prefix(database, table)}/{hour_directory(kafka_hour)}"
+
+
+def unrouted_prefix(topic: str) -> str:
+    """The dead letters of a routed topic that no table takes, kept once per topic whichever tables land it."""
+    return f"{DEAD_LETTERS_PREFIX}/_unrouted/{topic}"
+
+
+def unrouted_directory(topic: str, kafka_hour: datetime) -> str:
+    return f"{unrouted_prefix(topic)}/{hour_directory(kafka_hour)}"
 
 
 def partition_directory(schema_version: int, hour: datetime) -> str:

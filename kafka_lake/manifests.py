@@ -20,7 +20,7 @@ from kafka_lake.storage import LakeStorage
 @dataclass(frozen=True)
 class LandedFile:
     path: str  # relative to the lake root
-    kind: str  # "data" or "dead_letter"
+    kind: str  # "data", "dead_letter", or "unrouted" (a routed topic's records no table takes)
     partition: int
     first_offset: int
     rows: int

@@ -4,8 +4,8 @@ one decoded value or for decoded columns; and the Kafka hour a dead letter lands
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -13,11 +13,11 @@ import pyarrow as pa
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.columnar_mapping import non_null
 from kafka_lake.decoded_batch import Undecodable
-from kafka_lake.event_time import hours_of_epoch_counts, hours_of_rfc3339, hours_of_timestamps, parse_event_time
+from kafka_lake.event_time import EPOCH, hours_of_epoch_counts, hours_of_rfc3339, hours_of_timestamps, parse_event_time
 from kafka_lake.hours import KafkaHour, floor_hour, hour_of_millis
 from kafka_lake.kafka_records import KafkaRecord, names_an_hour
 
-_HOUR_MS = 3_600_000
+HOUR_MS = 3_600_000
 
 
 class TimePlacement:
@@ -55,7 +55,7 @@ class TimePlacement:
         path = self._topic.time_field
         if path is None:
             timestamps = np.asarray(timestamps_ms, dtype=np.int64)[rows]
-            return timestamps // _HOUR_MS, ~names_an_hour(timestamps)
+            return timestamps // HOUR_MS, ~names_an_hour(timestamps)
         column = decoded.column(path[0])
         present = non_null(column)
         for step in path[1:]:
@@ -80,6 +80,14 @@ class TimePlacement:
             raise ValueError(f"{self._topic.topic} partition {record.partition} offset {record.offset}: a Kafka timestamp "
                              f"that names no hour needs the Kafka hour being landed (BatchDecoder's kafka_hour)")
         return self._kafka_hour.start
+
+
+def split_by_hour(table: pa.Table, hours: np.ndarray) -> Iterator[tuple[datetime, pa.Table]]:
+    """The rows of each hour (`hours`: the epoch hour of each row), in their order."""
+    distinct = np.unique(hours)
+    for hour in distinct:
+        rows = table if len(distinct) == 1 else table.filter(pa.array(hours == hour))
+        yield EPOCH + timedelta(hours=int(hour)), rows
 
 
 def _unplaceable_kafka_timestamp(timestamp_ms: int) -> str:

@@ -11,7 +11,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Iterator, Sequence
 
@@ -29,7 +29,7 @@ from kafka_lake.kafka_records import kafka_timestamps
 from kafka_lake.landing_counts import LandingCounts
 from kafka_lake.manifests import LandedFile
 from kafka_lake.parquet_output import ParquetOutput, dictionary_columns, statistics_columns
-from kafka_lake.schema_resolution import CatalogSchemas, RegistrySchemas
+from kafka_lake.schema_resolution import schemas_for
 from kafka_lake.settings import LandingSettings
 from kafka_lake.slices import OffsetSlice
 from kafka_lake.storage import LakeStorage
@@ -48,6 +48,8 @@ class SliceTask:
     slice: OffsetSlice
     settings: LandingSettings
     attempt: str = ""  # in the data files' names when the table format wants files of its own per landing
+    # The topic's other tables landing the same offsets of the hour: each batch read once, decoded for every table.
+    sharing: tuple[TopicSpec, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,8 @@ class SliceReport:
     schema_versions: dict[int, int]
     dead_letter_causes: dict[str, int]
     duration_s: float
+    table: str = ""  # `database/table` landed
+    shared: tuple["SliceReport", ...] = ()  # the reports of the task's `sharing` tables, from the same read
 
 
 class PlacementFiles:
@@ -82,7 +86,9 @@ class PlacementFiles:
         self._open: OrderedDict[tuple, _OpenFile] = OrderedDict()
         self.closed: list[LandedFile] = []
 
-    def write(self, key: tuple, directory: str, table: pa.Table, schema_version: int | None, hour: datetime) -> None:
+    def write(self, key: tuple, directory: str, table: pa.Table, schema_version: int | None, hour: datetime,
+              kind: str = "data") -> None:
+        """Adds rows to the file of `key`; `kind` is the manifest's (`data`, `dead_letter`, `unrouted`)."""
         if table.num_rows == 0:
             return
         current = self._open.get(key)
@@ -91,7 +97,6 @@ class PlacementFiles:
                 _, oldest = self._open.popitem(last=False)
                 self.closed.append(oldest.close())
             first_offset = table.column("_kafka_offset")[0].as_py()
-            kind = "data" if schema_version is not None else "dead_letter"
             # Dead letters belong to no table format: their names stay deterministic.
             name = layout.data_file_name(self._topic.topic, self._partition, first_offset,
                                          self._attempt if kind == "data" else "")
@@ -200,47 +205,63 @@ _collector_was_enabled = True
 
 def _land(task: SliceTask) -> SliceReport:
     started = time.monotonic()
-    topic, piece = task.topic, task.slice
-    settings = task.settings
+    piece, settings = task.slice, task.settings
     storage = LakeStorage(settings.lake_root)
-    schemas = RegistrySchemas(topic, settings.schema_registry_url) if settings.schema_registry_url else CatalogSchemas(topic)
-    decoder = BatchDecoder(topic, schemas, settings.pii_key, kafka_hour=task.hour)
-    encryption = DeadLetterEncryption(settings.dead_letter_key) if settings.dead_letter_key else None
-    files = PlacementFiles(storage, topic, piece.partition, settings.max_open_files, attempt=task.attempt)
-    as_table_holds = _rows_as_table_holds(topic)
-    totals = _Totals()
+    tables = [_TableLanding(table, task, storage) for table in (task.topic, *task.sharing)]
     batches = 0
     try:
-        with KafkaLog(settings.kafka_config, topic.topic) as kafka_log:
+        with KafkaLog(settings.kafka_config, task.topic.topic) as kafka_log:
             for records in kafka_log.read_slice_batches(piece.partition, piece.start, piece.end, settings.batch_size):
-                batch = decoder.decode(records)
-                totals.add(batch, records.timestamps_ms, task.hour)
-                for placement, table in batch.rows.items():
-                    directory = layout.data_directory(topic.database, topic.table, placement.schema_version, placement.hour)
-                    files.write(("data", placement), directory, as_table_holds(table), placement.schema_version,
-                                placement.hour)
-                for hour, table in batch.dead_letters.items():
-                    directory = layout.dead_letter_directory(topic.database, topic.table, hour)
-                    table = table.cast(DEAD_LETTER_SCHEMA)
-                    if encryption is not None:
-                        table = encryption.encrypt_table(table)
-                    files.write(("dead", hour), directory, table, None, hour)
-                del batch, records
+                for table in tables:
+                    table.add(records)
+                del records
                 batches += 1
                 if batches % COLLECT_EVERY_BATCHES == 0:
                     gc.collect()  # reference cycles the batches left, if any
-        written = files.close_all()
+        reports = [table.finish(time.monotonic() - started) for table in tables]
     except BaseException:
-        files.abort()
+        for table in tables:
+            table.files.abort()
         raise
-    return SliceReport(
-        slice=piece,
-        counts=totals.counts,
-        files=tuple(written),
-        schema_versions=dict(totals.schema_versions),
-        dead_letter_causes=dict(totals.dead_letter_causes),
-        duration_s=time.monotonic() - started,
-    )
+    return replace(reports[0], shared=tuple(reports[1:]))
+
+
+class _TableLanding:
+    """One table's share of a slice: its decoder, its open files and its counts."""
+
+    def __init__(self, topic: TopicSpec, task: SliceTask, storage: LakeStorage):
+        settings = task.settings
+        self.topic, self.slice, self.hour = topic, task.slice, task.hour
+        self.decoder = BatchDecoder(topic, schemas_for(topic, settings.schema_registry_url), settings.pii_key,
+                                    kafka_hour=task.hour)
+        self.encryption = DeadLetterEncryption(settings.dead_letter_key) if settings.dead_letter_key else None
+        self.files = PlacementFiles(storage, topic, task.slice.partition, settings.max_open_files, attempt=task.attempt)
+        self.as_table_holds = _rows_as_table_holds(topic)
+        self.totals = _Totals()
+
+    def add(self, records) -> None:
+        topic, files = self.topic, self.files
+        batch = self.decoder.decode(records)
+        self.totals.add(batch, records.timestamps_ms, self.hour)
+        for placement, table in batch.rows.items():
+            directory = layout.data_directory(topic.database, topic.table, placement.schema_version, placement.hour)
+            files.write(("data", placement), directory, self.as_table_holds(table), placement.schema_version,
+                        placement.hour)
+        for kind, letters in (("dead_letter", batch.dead_letters), ("unrouted", batch.unrouted)):
+            for hour, table in letters.items():
+                directory = (layout.dead_letter_directory(topic.database, topic.table, hour) if kind == "dead_letter"
+                             else layout.unrouted_directory(topic.topic, hour))
+                table = table.cast(DEAD_LETTER_SCHEMA)
+                if self.encryption is not None:
+                    table = self.encryption.encrypt_table(table)
+                files.write((kind, hour), directory, table, None, hour, kind)
+
+    def finish(self, duration_s: float) -> SliceReport:
+        totals = self.totals
+        return SliceReport(slice=self.slice, counts=totals.counts, files=tuple(self.files.close_all()),
+                           schema_versions=dict(totals.schema_versions),
+                           dead_letter_causes=dict(totals.dead_letter_causes), duration_s=duration_s,
+                           table=self.topic.name)
 
 
 def _rows_as_table_holds(topic: TopicSpec):
@@ -273,5 +294,6 @@ class _Totals:
         self.counts += LandingCounts(
             records=batch.records, rows=rows, tombstones=batch.tombstones, late_events=late,
             dead_letters=sum(table.num_rows for table in batch.dead_letters.values()),
+            routed_away=batch.routed_away, unrouted=sum(table.num_rows for table in batch.unrouted.values()),
             min_timestamp_ms=low, max_timestamp_ms=high,
         )

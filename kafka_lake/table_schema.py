@@ -12,7 +12,7 @@ from typing import Iterable
 
 import pyarrow as pa
 
-from kafka_lake.arrow_mapping import arrow_schema_for, column_comment
+from kafka_lake.arrow_mapping import RAW_MAPPING, arrow_schema_for, column_comment
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.kafka_records import KAFKA_COLUMNS
 from kafka_lake.layout import PARTITION_COLUMN_TYPES, is_lake_column
@@ -122,7 +122,7 @@ def table_definition(topic: TopicSpec, location: str) -> TableDefinition:
         topic=topic.topic,
         columns=table_columns(topic),
         location=location.rstrip("/"),
-        schema_versions=tuple(v.version for v in topic.schema_versions),
+        schema_versions=topic.version_numbers,
     )
 
 
@@ -130,6 +130,9 @@ def table_columns(topic: TopicSpec) -> tuple[Column, ...]:
     """The union of every version's fields in version order (new fields appended, struct fields
     unioned, types widened), then the `_kafka_*` columns."""
     kafka_names = {f.name for f in KAFKA_COLUMNS}
+    if topic.format == "raw":  # no schema: the value's bytes
+        return tuple(column_of(f, f"{topic.name}: the raw value" if f.name not in kafka_names else "the Kafka columns")
+                     for f in RAW_MAPPING.schema)
     per_version = []
     for version in topic.schema_versions:
         label = f"{topic.source_file or topic.name}: version {version.version} ({version.file})"

@@ -142,7 +142,40 @@ class TimePartitioningYaml(_CatalogYaml):
 class SchemaVersionYaml(_CatalogYaml):
     version: int = Field(description="a whole number")
     file: str = Field(description="the name of an .avsc file beside topic.yaml")
-    registry_id: int = Field(ge=0, lt=2**31, description="a schema id in 0..2^31-1")
+    # Required for Avro; JSON values name a version only when framed (Confluent's JSON Schema serializer).
+    registry_id: int | None = Field(None, ge=0, lt=2**31, description="a schema id in 0..2^31-1")
+
+
+RouteValue = Annotated[str, Field(min_length=1)] | int | bool
+# `route.field` naming no field but the Avro record's full name (Confluent's record-name subject strategies).
+RECORD_NAME = "record_name"
+
+
+def _distinct(values: tuple) -> tuple:
+    if len({(type(v), v) for v in values}) != len(values):
+        raise _refused(f"route.in lists a value twice: {shown(list(values))}")
+    return values
+
+
+class RouteYaml(_CatalogYaml):
+    """`route`: which of its topic's records a table takes, by a field's value or by the Avro record's name."""
+
+    field: FieldPath = Field(description=f"the dotted path of a field, or {RECORD_NAME}")
+    equals: RouteValue | None = Field(None, description="a string, a whole number or true/false")
+    in_: Annotated[tuple[RouteValue, ...], _FROM_A_LIST, Field(min_length=1), AfterValidator(_distinct)] | None = Field(
+        None, alias="in", description="a list of strings, whole numbers or true/false")
+
+    @model_validator(mode="after")
+    def _one_of_equals_and_in(self) -> "RouteYaml":
+        if (self.equals is None) == (self.in_ is None):
+            raise _refused("route takes exactly one of equals and in")
+        if self.field == RECORD_NAME and not all(isinstance(v, str) for v in self.values):
+            raise _refused(f"route by {RECORD_NAME} takes record full names, like com.example.CartOpen")
+        return self
+
+    @property
+    def values(self) -> tuple:
+        return (self.equals,) if self.in_ is None else self.in_
 
 
 def _numbered_in_order(versions: tuple[SchemaVersionYaml, ...]) -> tuple[SchemaVersionYaml, ...]:
@@ -152,18 +185,27 @@ def _numbered_in_order(versions: tuple[SchemaVersionYaml, ...]) -> tuple[SchemaV
     return versions
 
 
+# Keys that say something about the decoded values: a raw table has none.
+_VALUE_KEYS = ("schema_versions", "route", "rename", "pii_fields", "subject_field", "key_schema", "recursive_records")
+
+
 class TopicYaml(_CatalogYaml):
     """A `topic.yaml` as written; defaults fill the optional keys."""
 
     topic: Annotated[str, BeforeValidator(_kafka_topic_name)] = Field(description="a Kafka topic name")
     owner: str = Field(description="text")
+    format: Literal["avro", "json", "raw"] = Field("avro", description="avro, json or raw")
     schema_versions: Annotated[tuple[SchemaVersionYaml, ...], _FROM_A_LIST, Field(min_length=1),
                                AfterValidator(_numbered_in_order)] = Field(
-        description="a list of {version, file, registry_id}, at least version 1")
+        (), description="a list of {version, file, registry_id}, at least version 1")
+    route: RouteYaml | None = Field(None, description="a mapping with field and equals or in")
+    key_schema: str | None = Field(None, description="the name of an .avsc file beside topic.yaml")
+    keep_tombstones: bool = Field(False, description="true or false")
     recursive_records: Literal["json", "refuse"] = Field("json", description="json or refuse")
     rename: Annotated[dict[str, str], BeforeValidator(_column_names)] = Field(
         default_factory=dict, description="a mapping of top-level Avro field names to column names")
-    time_partitioning: TimePartitioningYaml = Field(description="a mapping with source, field and unit")
+    # Required, but for a raw table, which is always placed by Kafka time.
+    time_partitioning: TimePartitioningYaml | None = Field(None, description="a mapping with source, field and unit")
     start_hour: Annotated[datetime, BeforeValidator(_start_hour_on_the_hour)] = Field(
         description="an ISO 8601 time on the hour", examples=["2026-11-01T00:00Z"])
     pii_fields: Annotated[tuple[FieldPath, ...], _FROM_A_LIST] = Field((), description="a list of dotted Avro field paths")
@@ -185,20 +227,48 @@ class TopicYaml(_CatalogYaml):
         None, description=f"one of {', '.join(TABLE_FORMATS)}")
     snapshot_retention_days: int = Field(DEFAULT_SNAPSHOT_RETENTION_DAYS, gt=0, le=_CENTURY_DAYS, description=_DAYS)
 
+    @model_validator(mode="after")
+    def _keys_the_format_needs(self) -> "TopicYaml":
+        if self.format == "raw":
+            present = [key for key in _VALUE_KEYS if key in self.model_fields_set]
+            if present:
+                raise _refused(f"format raw lands the value's bytes as they are, without a schema; remove "
+                               f"{', '.join(present)}")
+            if self.time_partitioning is not None and self.time_partitioning.source != "kafka_time":
+                raise _refused("format raw is placed by Kafka time: time_partitioning.source must be kafka_time")
+            return self
+        for key in ("schema_versions", "time_partitioning"):
+            if key not in self.model_fields_set:
+                raise _refused(f"missing required key {key!r}")
+        if self.format == "avro":
+            for entry in self.schema_versions:
+                if entry.registry_id is None:
+                    raise _refused(f"schema_versions[{entry.version - 1}].registry_id is required for format avro: the "
+                                   f"schema id its records carry")
+        if self.route is not None and self.route.field == RECORD_NAME and self.format != "avro":
+            raise _refused(f"route by {RECORD_NAME} needs format avro: a {self.format} value names no record")
+        if self.keep_tombstones and self.route is not None:
+            raise _refused("keep_tombstones and route exclude each other: a tombstone has no value to route by")
+        return self
+
+    @property
+    def time_source(self) -> Literal["event_time", "kafka_time"]:
+        return self.time_partitioning.source if self.time_partitioning is not None else "kafka_time"
+
     @property
     def lateness_hours(self) -> int:
         """`allowed_lateness_hours`, or its default for the topic's time source."""
         if self.allowed_lateness_hours is not None:
             return self.allowed_lateness_hours
-        return DEFAULT_ALLOWED_LATENESS_HOURS[self.time_partitioning.source]
+        return DEFAULT_ALLOWED_LATENESS_HOURS[self.time_source]
 
 
 def read_topic_yaml(document: dict) -> TopicYaml:
     """The document (as YAML loaded it) as a `TopicYaml`, or `TopicYamlError` naming the first key that is wrong."""
-    unknown = sorted(set(map(str, document)) - set(TopicYaml.model_fields))
+    unknown = sorted(set(map(str, document)) - set(_keys(TopicYaml)))
     if unknown:
         listed = ", ".join(shown(key) if not key.isidentifier() else key for key in unknown[:10])
-        raise TopicYamlError(f"unknown key(s) {listed}; allowed: {', '.join(sorted(TopicYaml.model_fields))}")
+        raise TopicYamlError(f"unknown key(s) {listed}; allowed: {', '.join(sorted(_keys(TopicYaml)))}")
     try:
         return TopicYaml.model_validate(document)
     except ValidationError as invalid:
@@ -213,7 +283,7 @@ def _described(error: ErrorDetails, document: dict) -> str:
     depth, field, model = _field_at(loc)
     key = _dotted(loc[:depth])
     if error["type"] in ("extra_forbidden", "invalid_key"):
-        allowed = ", ".join(model.model_fields) if model is not None else "none"
+        allowed = ", ".join(_keys(model)) if model is not None else "none"
         return f"unknown key {shown(loc[-1])} in {_dotted(loc[:-1])}; allowed there: {allowed}"
     if error["type"] == "missing":
         example = f" (e.g. \"{field.examples[0]}\")" if field is not None and field.examples else ""
@@ -229,11 +299,16 @@ def _field_at(loc: tuple) -> tuple[int, FieldInfo | None, type[BaseModel] | None
     for step, part in enumerate(loc):
         if isinstance(part, int) and found is not None:
             continue  # an item of a list
-        if model is None or not isinstance(part, str) or part not in model.model_fields:
+        if model is None or not isinstance(part, str) or part not in _keys(model):
             break
-        depth, found = step + 1, model.model_fields[part]
+        depth, found = step + 1, _keys(model)[part]
         model = _nested_model(found.annotation)
     return depth, found, model
+
+
+def _keys(model: type[BaseModel]) -> dict[str, FieldInfo]:
+    """A model's keys as a document spells them (`in`, not `in_`)."""
+    return {field.alias or name: field for name, field in model.model_fields.items()}
 
 
 def _nested_model(annotation: Any) -> type[BaseModel] | None:
@@ -253,3 +328,58 @@ def _value_at(document: Any, loc: tuple) -> Any:
         except (KeyError, IndexError, TypeError):
             return None
     return document
+
+
+# Keys of `_archive.yaml` beside those every archived topic's table takes, as a raw `topic.yaml` would.
+_ARCHIVE_DATABASE = re.compile(r"^[a-z][a-z0-9_]{0,127}\Z")
+
+
+class ArchiveYaml(_CatalogYaml):
+    """`_archive.yaml`: which new topics are archived without a folder of their own, and the keys of their tables."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, strict=True)
+
+    pattern: str = Field(description="a Python regular expression the whole topic name must match")
+    database: str = Field("archive", description="a database name: lowercase letters, digits and underscores")
+
+    @model_validator(mode="after")
+    def _valid(self) -> "ArchiveYaml":
+        try:
+            re.compile(self.pattern)
+        except (re.error, RecursionError, OverflowError) as error:
+            raise _refused(f"pattern {shown(self.pattern)} is not a regular expression: {error}") from None
+        if not _ARCHIVE_DATABASE.match(self.database):
+            raise _refused(f"database {shown(self.database)} must be lowercase letters, digits and underscores, "
+                           f"starting with a letter")
+        for key in ("topic", "format"):
+            if key in (self.model_extra or {}):
+                raise _refused(f"{key} is set by the archive (each matching topic, format raw); remove it")
+        return self
+
+    @property
+    def table_keys(self) -> dict:
+        """The `topic.yaml` keys every archived table takes."""
+        return dict(self.model_extra or {})
+
+
+def read_archive_yaml(document: dict) -> ArchiveYaml:
+    """`_archive.yaml` as an `ArchiveYaml` whose table keys make a valid raw `topic.yaml`, or `TopicYamlError`."""
+    try:
+        rule = ArchiveYaml.model_validate(document)
+    except ValidationError as invalid:
+        error = invalid.errors()[0]
+        if error["type"] == "catalog":
+            raise TopicYamlError(error["ctx"]["message"]) from None
+        if error["type"] == "missing":
+            raise TopicYamlError(f"missing required key {_dotted(error['loc'])!r}") from None
+        field = ArchiveYaml.model_fields.get(str(error["loc"][0]))
+        what = field.description if field is not None else "something else"
+        raise TopicYamlError(f"{_dotted(error['loc'])} must be {what}, got "
+                             f"{shown(_value_at(document, error['loc']))}") from None
+    read_topic_yaml(archived_topic_yaml(rule, "archived.topic"))  # the table keys, checked once here
+    return rule
+
+
+def archived_topic_yaml(rule: ArchiveYaml, topic: str) -> dict:
+    """The `topic.yaml` document of an archived topic's table."""
+    return {**rule.table_keys, "topic": topic, "format": "raw"}

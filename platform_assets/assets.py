@@ -1,10 +1,12 @@
 """The asset factory: every catalog topic becomes `raw/<db>/<table>` + `dead_letters/<db>/<table>`.
 
-One multi-asset per topic lands Kafka hours on Spark; the work is `kafka_lake.landing`. A run of several
-hours (a backfill, `--partition-range`) lands them in order in one Spark application, and records each hour
-as it commits: its own materialization, metadata and check results, as a run of that hour alone would.
+One multi-asset per table (per Kafka topic, for the tables landing one topic) lands Kafka hours on Spark; the work
+is `kafka_lake.landing`. A run of several hours (a backfill, `--partition-range`) lands them in order in one Spark
+application, and records each hour as it commits: its own materialization, metadata and check results, as a run of
+that hour alone would.
 """
 
+import re
 from datetime import timedelta
 
 from dagster import (
@@ -54,35 +56,21 @@ class RawLandingConfig(Config):
     loss is recorded in the manifest, reported by `slices_contiguous` and audited under `_audit/`."""
 
 
-def raw_landing_asset(topic: TopicSpec, embedded_metastore: bool = True):
-    schema = column_schema(topic, partition_columns=False)
+def raw_landing_asset(topic: TopicSpec, embedded_metastore: bool = True, together: tuple[TopicSpec, ...] = ()):
+    """The landing of `topic`, and of the other tables of its Kafka topic in `together` (which share its hourly
+    partitions): a run selecting several of them reads the topic once per hour for all (`land_hours`)."""
+    tables = (topic, *together)
+    name = (f"land_{topic.database}__{topic.table}" if not together
+            else f"land_topic__{re.sub('[^a-z0-9_]', '_', topic.topic.lower())}")
 
     with quiet_warnings(BetaWarning):
         @multi_asset(
-            name=f"land_{topic.database}__{topic.table}",
-            specs=[
-                AssetSpec(
-                    raw_key(topic),
-                    description=f"Raw layer: Kafka topic `{topic.topic}` landed as Parquet, one Kafka hour per "
-                    f"partition (placed by {topic.time_source}).",
-                    metadata={"topic": topic.topic, "catalog_file": topic.source_file,
-                              **({"dagster/column_schema": schema} if schema else {})},
-                    freshness_policy=raw_freshness_policy(topic),
-                    **layer_attributes("raw", topic, "kafka", "spark", "parquet"),
-                ),
-                AssetSpec(
-                    dead_letters_key(topic),
-                    description=f"Dead letters of `{topic.topic}`: records that could not be decoded or placed, with "
-                    "their raw bytes (PII in clear unless DEAD_LETTER_KEY is set): readable by the owner only.",
-                    deps=[raw_key(topic)],
-                    metadata={"topic": topic.topic, "catalog_file": topic.source_file},
-                    **layer_attributes("dead_letters", topic, "parquet"),
-                ),
-            ],
+            name=name,
+            specs=[spec for table in tables for spec in _landing_specs(table)],
             partitions_def=hourly_partitions(topic),
-            check_specs=raw_check_specs(topic),
-            op_tags={"topic": topic.topic, "owner": topic.owner},
-            pool=landing_pool(topic),
+            check_specs=[spec for table in tables for spec in raw_check_specs(table)],
+            op_tags={"topic": topic.topic, "owner": ", ".join(sorted({t.owner for t in tables}))},
+            pool=landing_pool(topic, together),
             # A range is one run, its hours landed in order in one Spark application (and the CLI's
             # `--partition-range` needs a single run); each hour commits and is recorded on its own.
             backfill_policy=BackfillPolicy.single_run(),
@@ -100,21 +88,57 @@ def raw_landing_asset(topic: TopicSpec, embedded_metastore: bool = True):
             table_catalog: TableCatalogResource,
         ):
             with failures_explained(context):
-                settings = landing_settings(topic, kafka, lake, schema_registry, pii)
-                tables = topic_tables(topic, lake, table_catalog, pyspark)
+                selected = context.selected_asset_keys
+                landing = [t for t in tables if raw_key(t) in selected or dead_letters_key(t) in selected]
+                settings = [landing_settings(t, kafka, lake, schema_registry, pii) for t in landing][0]
+                formats = {t.name: topic_tables(t, lake, table_catalog, pyspark) for t in landing}
                 hours = [KafkaHour.from_partition_key(key) for key in context.partition_keys]
-                context.log.info(f"landing {topic.topic}: {len(hours)} hour(s), {hours[0]} to {hours[-1]}")
-                manifests = ManifestStore(lake.storage(), topic.database, topic.table)
+                names = ", ".join(t.name for t in landing)
+                context.log.info(f"landing {topic.topic} into {names}: {len(hours)} hour(s), {hours[0]} to {hours[-1]}")
+                by_name = {(t.database, t.table): t for t in landing}
                 # Each hour's slices start while the hour before still runs; the hours commit in order, and
                 # each is recorded as it commits: a failure later leaves the hours before it landed and shown.
-                for result in land_hours(topic, hours, settings, SlicesOnSpark(pyspark.spark_session, topic.topic),
+                for result in land_hours(landing[0], hours, settings, SlicesOnSpark(pyspark.spark_session, topic.topic),
                                          run_id=context.run.run_id, accept_lost_offsets=config.accept_lost_offsets,
-                                         tables=tables):
-                    context.log.info(_summary_line(topic, result))
-                    landed = HourLanded(topic, result.manifest, manifests, settings.kafka_config, tables)
+                                         together=tuple(landing[1:]), table_formats=lambda t: formats[t.name]):
+                    table = by_name[result.manifest.database, result.manifest.table]
+                    context.log.info(_summary_line(table, result))
+                    manifests = ManifestStore(lake.storage(), table.database, table.table)
+                    landed = HourLanded(table, result.manifest, manifests, settings.kafka_config, formats[table.name])
                     yield from landed_hour_events(context, landed, lake, result)
 
     return land
+
+
+def _landing_specs(topic: TopicSpec) -> list[AssetSpec]:
+    schema = column_schema(topic, partition_columns=False)
+    return [
+        AssetSpec(
+            raw_key(topic),
+            description=f"Raw layer: Kafka topic `{topic.topic}` landed as Parquet, one Kafka hour per "
+            f"partition (placed by {topic.time_source}).",
+            metadata={"topic": topic.topic, "catalog_file": topic.source_file,
+                      **({"dagster/column_schema": schema} if schema else {})},
+            freshness_policy=raw_freshness_policy(topic),
+            **layer_attributes("raw", topic, "kafka", "spark", "parquet"),
+        ),
+        AssetSpec(
+            dead_letters_key(topic),
+            description=f"Dead letters of `{topic.topic}`: records that could not be decoded or placed, with "
+            "their raw bytes (PII in clear unless DEAD_LETTER_KEY is set): readable by the owner only.",
+            deps=[raw_key(topic)],
+            metadata={"topic": topic.topic, "catalog_file": topic.source_file},
+            **layer_attributes("dead_letters", topic, "parquet"),
+        ),
+    ]
+
+
+def landing_groups(topics: tuple[TopicSpec, ...]) -> list[tuple[TopicSpec, ...]]:
+    """The tables landed by one asset: those of one Kafka topic sharing their hourly partitions (`start_hour`)."""
+    groups: dict[tuple, list[TopicSpec]] = {}
+    for table in topics:
+        groups.setdefault((table.topic, table.start_hour), []).append(table)
+    return [tuple(group) for group in groups.values()]
 
 
 def landing_settings(topic: TopicSpec, kafka: KafkaResource, lake: LakeStorageResource,

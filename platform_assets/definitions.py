@@ -4,11 +4,16 @@
 A broken catalog entry costs only its own topic: it is shown as rejected, and every other topic loads.
 """
 
+import logging
+from pathlib import Path
+
 from dagster import DefaultScheduleStatus, Definitions, ScheduleDefinition
 
-from kafka_lake.catalog import TopicCatalog, load_catalog
+from kafka_lake.archive import ArchivedTopics
+from kafka_lake.catalog import ARCHIVE_FILE, TopicCatalog, load_catalog
+from kafka_lake.storage import LakeStorage
 from kafka_lake.settings import PlatformSettings
-from platform_assets.assets import raw_landing_asset
+from platform_assets.assets import landing_groups, raw_landing_asset
 from platform_assets.catalog_assets import catalog_asset
 from platform_assets.catalog_health import rejected_entries_metadata, rejected_entry_spec
 from platform_assets.checks import freshness_check
@@ -21,13 +26,18 @@ from resources import (
     secret_from_env, spark_resource,
 )
 
+log = logging.getLogger(__name__)
+
 
 def build_definitions(catalog: TopicCatalog, settings: PlatformSettings) -> Definitions:
     return Definitions(
         assets=[
+            raw_landing_asset(group[0], embedded_metastore=settings.embedded_metastore, together=group[1:])
+            for group in landing_groups(catalog.topics)
+        ] + [
             factory(topic, embedded_metastore=settings.embedded_metastore)
             for topic in catalog.topics
-            for factory in (raw_landing_asset, compacted_asset, catalog_asset, retention_asset)
+            for factory in (compacted_asset, catalog_asset, retention_asset)
         ] + [rejected_entry_spec(entry) for entry in catalog.broken],
         asset_checks=[freshness_check(topic) for topic in catalog.topics if topic.freshness_minutes is not None],
         jobs=[job for topic in catalog.topics for job in topic_jobs(topic)],
@@ -59,7 +69,19 @@ def platform_resources(settings: PlatformSettings) -> dict:
 
 def load_definitions() -> Definitions:
     settings = PlatformSettings.from_env()
-    return build_definitions(load_catalog(settings.schema_catalog_dir, tolerant=True, table_format=settings.table_format), settings)
+    return build_definitions(load_platform_catalog(settings), settings)
+
+
+def load_platform_catalog(settings: PlatformSettings) -> TopicCatalog:
+    """The catalog with the topics its archive rule took on, as the lake records them: each a raw table."""
+    archived: list[str] = []
+    if (Path(settings.schema_catalog_dir) / ARCHIVE_FILE).exists():
+        try:
+            archived = ArchivedTopics(LakeStorage(settings.lake_root)).names()
+        except (OSError, ValueError) as error:  # the lake away: every catalogued table still loads
+            log.error("the archived topics could not be read, so their tables are not loaded this time: %s", error)
+    return load_catalog(settings.schema_catalog_dir, tolerant=True, table_format=settings.table_format,
+                        archived_topics=archived)
 
 
 defs = load_definitions()

@@ -6,9 +6,10 @@ from kafka_lake.catalog import TopicSpec
 EMBEDDED_METASTORE = "embedded_metastore"
 
 
-def landing_pool(topic: TopicSpec) -> str:
-    """Two runs landing one topic at once would race for the same hours' boundaries."""
-    return f"landing/{topic.database}/{topic.table}"
+def landing_pool(topic: TopicSpec, together: tuple[TopicSpec, ...] = ()) -> str:
+    """Two runs landing one table at once would race for the same hours' boundaries; the tables of one Kafka topic
+    landed by one asset share a pool named for the topic (a run lands one, some or all of them)."""
+    return f"landing/{topic.database}/{topic.table}" if not together else f"landing/topic/{topic.topic}"
 
 
 def table_pool(topic: TopicSpec, layer: str, embedded_metastore: bool) -> str:

@@ -27,6 +27,7 @@ from dagster import (
 )
 
 from kafka_lake import automation
+from kafka_lake.archive import ArchivedTopics, topics_to_archive
 from kafka_lake.catalog import TopicCatalog, TopicSpec
 from kafka_lake.cluster import KafkaCluster
 from kafka_lake.hours import KafkaHour
@@ -58,6 +59,11 @@ def newest_landed_hour(context: SensorEvaluationContext, topic: TopicSpec) -> Ka
 
 def landing_sensor(catalog: TopicCatalog, running: bool = True):
     topics = catalog.topics
+    shared = {t.topic for t in topics if len(catalog.tables_of(t.topic)) > 1}
+
+    def _cursor_key(topic: TopicSpec) -> str:
+        """A table's key in the cursor: its Kafka topic, or `topic database/table` where several tables land it."""
+        return f"{topic.topic} {topic.name}" if topic.topic in shared else topic.topic
 
     @sensor(
         name="land_closed_hours",
@@ -71,40 +77,44 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True):
     def land_closed_hours(context: SensorEvaluationContext, kafka: KafkaResource):
         now = _now()
         cursor = json.loads(context.cursor) if context.cursor else {}
+        # Keyed by table: the tables of one Kafka topic land on their own, each from its newest landed hour.
         closed: dict[str, list[KafkaHour]] = {}
         starts: dict[str, str] = {}
         pending: dict[str, KafkaHour] = {}
         awaiting_records: dict[str, tuple[TopicSpec, KafkaHour]] = {}
         for topic in topics:
-            if topic.topic in cursor:
-                first, starts[topic.topic] = KafkaHour.from_partition_key(cursor[topic.topic]), "where the last tick left off"
+            name = _cursor_key(topic)
+            if name in cursor:
+                first, starts[name] = KafkaHour.from_partition_key(cursor[name]), "where the last tick left off"
             else:
                 newest = newest_landed_hour(context, topic)
                 first = automation.first_hour_to_land(topic, newest, now)
-                starts[topic.topic] = f"after the newest landed hour {newest}" if newest else "a new topic: the hour before now"
-            cursor[topic.topic] = first.partition_key
+                starts[name] = f"after the newest landed hour {newest}" if newest else "a new topic: the hour before now"
+            cursor[name] = first.partition_key
             hours = automation.hours_closed_by_clock(topic, first, now)
-            closed[topic.topic] = hours
-            pending[topic.topic] = hours[-1].next() if hours else first
-            if len(hours) < automation.MAX_HOURS_PER_TICK and automation.needs_log_tails(topic, pending[topic.topic], now):
-                awaiting_records[topic.topic] = (topic, pending[topic.topic])
+            closed[name] = hours
+            pending[name] = hours[-1].next() if hours else first
+            if len(hours) < automation.MAX_HOURS_PER_TICK and automation.needs_log_tails(topic, pending[name], now):
+                awaiting_records[name] = (topic, pending[name])
         tails: dict = {}
         if awaiting_records:
             cluster = KafkaCluster(kafka.consumer_config())
             on_cluster = cluster.topics()
-            tails = cluster.log_tails({name: on_cluster[name] for name in awaiting_records if name in on_cluster})
+            wanted = {topic.topic for topic, _ in awaiting_records.values()}
+            tails = cluster.log_tails({kafka_topic: on_cluster[kafka_topic] for kafka_topic in wanted if kafka_topic in on_cluster})
             for name, (topic, hour) in awaiting_records.items():
-                if automation.is_closed(topic, hour, now, tails.get(name)):
+                if automation.is_closed(topic, hour, now, tails.get(topic.topic)):
                     closed[name].append(hour)
                     pending[name] = hour.next()
         requests, judged = [], []
         for topic in topics:
-            hours = closed[topic.topic]
+            name = _cursor_key(topic)
+            hours = closed[name]
             requests += runs_for_hours(landing_job(topic).name, hours)
             if hours:
-                cursor[topic.topic] = hours[-1].next().partition_key
-            line = _landing_judgement(topic, starts[topic.topic], hours, pending[topic.topic], now,
-                                      tails.get(topic.topic) if topic.topic in awaiting_records else None)
+                cursor[name] = hours[-1].next().partition_key
+            line = _landing_judgement(topic, starts[name], hours, pending[name], now,
+                                      tails.get(topic.topic) if name in awaiting_records else None, name != topic.topic)
             context.log.info(line)
             judged.append(line)
         if not requests:
@@ -116,7 +126,7 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True):
 
 
 def _landing_judgement(topic: TopicSpec, start: str, requested: list[KafkaHour], pending: KafkaHour, now: datetime,
-                       tails) -> str:
+                       tails, shared: bool = False) -> str:
     """One line per topic and tick: what was requested, and why the next hour was not."""
     done = (f"requested {requested[0]}{' to ' + str(requested[-1]) if len(requested) > 1 else ''} (closed)"
             if requested else "requested nothing")
@@ -124,7 +134,8 @@ def _landing_judgement(topic: TopicSpec, start: str, requested: list[KafkaHour],
         why = f"caught up {len(requested)} hours; {pending} and later next tick"
     else:
         why = f"{pending} not closed: {automation.why_open(topic, pending, now, tails)}"
-    return f"{topic.topic}: {done}; {why} (started {start})"
+    who = f"{topic.topic} into {topic.name}" if shared else topic.topic
+    return f"{who}: {done}; {why} (started {start})"
 
 
 def _shortened(text: str, limit: int = 2000) -> str:
@@ -307,16 +318,22 @@ def lag_observation(topic: TopicSpec, lags: list[automation.PartitionLag], newes
 
 
 def missing_topics_sensor(catalog: TopicCatalog, running: bool = True):
-    catalog_topics = [t.topic for t in catalog.topics]
-
     @sensor(
         name="topics_missing_from_catalog",
-        description="Reports Kafka topics on the cluster that no catalog entry lands (add them under schema_catalog/).",
+        description="Archives new topics the catalog's archive rule takes (they appear as raw tables after the code "
+        "location reloads), and reports Kafka topics on the cluster that no catalog entry lands (add them under "
+        "schema_catalog/).",
         minimum_interval_seconds=600,
         default_status=_status(running),
     )
-    def topics_missing_from_catalog(context: SensorEvaluationContext, kafka: KafkaResource, alerts: AlertWebhookResource):
-        missing = automation.topics_missing_from_catalog(KafkaCluster(kafka.consumer_config()).topics(), catalog_topics)
+    def topics_missing_from_catalog(context: SensorEvaluationContext, kafka: KafkaResource, lake: LakeStorageResource,
+                                    alerts: AlertWebhookResource):
+        on_cluster = KafkaCluster(kafka.consumer_config()).topics()
+        archived = ArchivedTopics(lake.storage()).add(topics_to_archive(on_cluster, catalog), _now())
+        if archived:
+            context.log.info(f"archiving {len(archived)} new topic(s) as raw tables of {catalog.archive.database}, "
+                             f"landed once the code location reloads: {', '.join(archived)}")
+        missing = automation.topics_missing_from_catalog(on_cluster, catalog)
         reported = set(json.loads(context.cursor)) if context.cursor else set()
         new = [name for name in missing if name not in reported]
         if new:
@@ -327,6 +344,8 @@ def missing_topics_sensor(catalog: TopicCatalog, running: bool = True):
         shown = new + [name for name in missing if name not in new]
         summary = (f"{len(missing)} topic(s) missing from the catalog ({len(new)} new): {', '.join(shown[:50])}"
                    f"{' …' if len(shown) > 50 else ''}" if missing else "every topic on the cluster is in the catalog")
+        if archived:
+            summary = f"{len(archived)} new topic(s) archived (reload the code location to land them); {summary}"
         return SensorResult(skip_reason=SkipReason(summary), cursor=json.dumps(missing))
 
     return topics_missing_from_catalog

@@ -1,17 +1,20 @@
 """The rules behind the sensors (kafka_lake.automation): plain data in, decisions out."""
 
+import shutil
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from kafka_lake import automation
+from kafka_lake.archive import topics_to_archive
 from kafka_lake.automation import LogTail
 from kafka_lake.catalog import load_catalog
 from kafka_lake.hours import KafkaHour, to_millis
 from kafka_lake.manifests import HourManifest, LandedFile, PartitionLanding
 from tests.conftest import REPO
 
+CATALOG = REPO / "schema_catalog"
 H = KafkaHour(datetime(2026, 11, 21, 10, tzinfo=timezone.utc))
 
 
@@ -158,9 +161,16 @@ def test_lag_counts_records_after_the_landed_end_and_time_after_the_landed_hour(
     assert (lags[2].records, lags[2].landed_end) == (7, 0), "a partition the manifest does not know waits whole"
 
 
-def test_topics_missing_from_the_catalog_leave_out_internal_topics():
-    cluster = ["shop.page_views", "shop.orders", "__consumer_offsets", "_schemas", "connect-offsets"]
-    assert automation.topics_missing_from_catalog(cluster, ["shop.page_views"]) == ["shop.orders"]
+def test_topics_missing_from_the_catalog_leave_out_internal_topics_and_those_the_archive_takes(tmp_path):
+    cluster = ["shop.page_views", "shop.orders", "__consumer_offsets", "_schemas", "connect-offsets", "audit.logins"]
+    catalog = load_catalog(CATALOG)
+    assert automation.topics_missing_from_catalog(cluster, catalog) == ["audit.logins", "shop.orders"]
+
+    shutil.copytree(CATALOG, tmp_path / "catalog")
+    (tmp_path / "catalog" / "_archive.yaml").write_text('pattern: "audit[.].*"\nowner: x\nstart_hour: "2026-11-01T00:00Z"\n')
+    with_archive = load_catalog(tmp_path / "catalog")
+    assert automation.topics_missing_from_catalog(cluster, with_archive) == ["shop.orders"]
+    assert topics_to_archive(cluster, with_archive) == ["audit.logins"]
 
 
 @pytest.mark.parametrize("before, passed, alert", [

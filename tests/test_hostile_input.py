@@ -102,12 +102,15 @@ def replaced(document, path: tuple, value, delete: bool):
 SAMPLE_DOCUMENT = yaml.safe_load((SAMPLE / "topic.yaml").read_text())
 SAMPLE_SCHEMA = json.loads((SAMPLE / "v1.avsc").read_text())
 # The sample with the optional keys it does not use, so their values are fuzzed too.
-FUZZED_DOCUMENT = {**SAMPLE_DOCUMENT, "rename": {"referrer": "referred_by", "url": "page_url"}, "recursive_records": "json"}
+FUZZED_DOCUMENT = {**SAMPLE_DOCUMENT, "rename": {"referrer": "referred_by", "url": "page_url"}, "recursive_records": "json",
+                   "format": "avro", "route": {"field": "url", "in": ["/home", "/cart"]}, "keep_tombstones": False,
+                   "table_format": "hive"}
 
 
 # The defaults of the optional keys the fuzzed document uses, as SPEC and the README's table of keys state them.
 DOCUMENTED_DEFAULTS = {"retention_days": None, "pii_fields": [], "subject_field": None, "freshness_minutes": None,
-                       "max_rows_per_task": 1_000_000, "rename": {}}
+                       "max_rows_per_task": 1_000_000, "rename": {}, "format": "avro", "route": None,
+                       "keep_tombstones": False, "table_format": None}
 
 
 def as_written(topic: TopicSpec) -> dict:
@@ -120,7 +123,10 @@ def as_written(topic: TopicSpec) -> dict:
                             for v in topic.schema_versions],
         "retention_days": topic.retention_days, "pii_fields": [".".join(path) for path in topic.pii_fields],
         "subject_field": topic.subject_field, "freshness_minutes": topic.freshness_minutes,
-        "max_rows_per_task": topic.max_rows_per_task, "rename": dict(topic.rename),
+        "max_rows_per_task": topic.max_rows_per_task, "rename": dict(topic.rename), "format": topic.format,
+        "route": None if topic.route is None else {"field": topic.route.field_text, **(
+            {"equals": topic.route.values[0]} if topic.route.written_as_equals else {"in": list(topic.route.values)})},
+        "keep_tombstones": topic.keep_tombstones, "table_format": topic.table_format,
     }
 
 
@@ -159,8 +165,8 @@ def assert_means_what_it_says(document: dict, topic: TopicSpec) -> None:
         if stated is None:
             assert key in DOCUMENTED_DEFAULTS, f"required key {key!r} is absent or null, yet the entry loaded"
             assert same(DOCUMENTED_DEFAULTS[key], loaded), f"absent {key!r} loaded as {loaded!r}, not its default"
-        elif key in ("time_partitioning", "schema_versions"):
-            stated = without_nulls(stated) if key == "time_partitioning" else [without_nulls(v) for v in stated]
+        elif key in ("time_partitioning", "schema_versions", "route"):
+            stated = [without_nulls(v) for v in stated] if key == "schema_versions" else without_nulls(stated)
             assert same(stated, loaded), f"{key} says {stated!r} but loaded as {loaded!r}"
         else:
             assert same(stated, loaded), f"{key} says {stated!r} but loaded as {loaded!r}"
@@ -471,6 +477,85 @@ def test_given_corrupted_confluent_values_when_decoded_then_each_record_is_a_row
         assert sum(batch.dead_letter_causes.values()) == len(dead) and set(batch.dead_letter_causes) <= CAUSES
         outcomes.append((row_offsets, sorted((d["_kafka_offset"], d["error"].split(":", 1)[0]) for d in dead)))
     assert outcomes[0] == outcomes[1], "the columnar and the fastavro path must sort the records alike"
+
+
+JSON_MUTATIONS = st.one_of(
+    st.tuples(st.just("intact")),
+    st.tuples(st.just("tombstone")),
+    st.tuples(st.just("flip"), st.integers(0, 10**4), st.integers(0, 7)),  # one bit anywhere: quotes, braces, digits
+    st.tuples(st.just("truncate"), st.integers(0, 10**4)),
+    # A token spliced in anywhere: structure, numbers past every range, escapes, nesting, line breaks, raw bytes.
+    st.tuples(st.just("splice"), st.integers(0, 10**4), st.sampled_from([
+        b"{", b"}", b"[", b"]", b",", b":", b'"', b"\\", b"\\u", b"\\ud800", b"null", b"true", b"1e999", b"-",
+        b"99999999999999999999999", b"NaN", b"\n", b"\r\n", b"\x00", b"\xff", b"\xef\xbb\xbf", b"[" * 150,
+        b'{"a":' * 120, b'"type":"x",', b"\xf0\x9f\x98", b"\t"])),
+    st.tuples(st.just("frame"), st.integers(0, 2**32 - 1)),  # a Confluent header, of a known or unknown schema id
+    st.tuples(st.just("random"), st.binary(max_size=80)),
+    st.tuples(st.just("text"), st.text(max_size=60)),
+)
+
+
+def json_mutated(good: bytes, mutation: tuple) -> bytes | None:
+    kind, *args = mutation
+    if kind == "splice":
+        at = args[0] % (len(good) + 1)
+        return good[:at] + args[1] + good[at:]
+    if kind == "frame":
+        return b"\x00" + (901 if args[0] % 2 else args[0]).to_bytes(4, "big") + good
+    if kind == "text":
+        return args[0].encode("utf-8", "surrogatepass")
+    return mutated(good, mutation)
+
+
+@pytest.fixture(scope="module")
+def hostile_json(tmp_path_factory):
+    """The JSON events of the JSON decoding tests (every type read as columns, PII), and a topic of every Avro type
+    the record path reads (maps, general unions, bytes, fixed)."""
+    from tests.test_decoding import ZOO_SCHEMA
+    from tests.test_json_decoding import EVENT, PII, event, json_topic
+
+    events = json_topic(tmp_path_factory.mktemp("events"), [EVENT], pii=PII)
+    zoo = json_topic(tmp_path_factory.mktemp("zoo"), [ZOO_SCHEMA], {"source": "event_time", "field": "occurred_at"},
+                     pii=["name", "address.street"])
+    zoo_value = {"occurred_at": 1_793_000_000_000, "flag": False, "small": 1, "big": -1, "ratio": 0.5, "precise": 1e-300,
+                 "name": "Zoë", "raw": "AP8=", "color": "RED", "checksum": "YWJjZA==", "price": "12.34",
+                 "huge": "-1234567890123456789012345678901234567890.12345", "day": 1, "lunch": 2, "lap": 3, "at_micros": 4,
+                 "wall_ms": 5, "wall_us": 6, "id": "3f2504e0-4f89-11d3-9a0c-0305e82c3301",
+                 "address": {"street": "Elm", "zip": None}, "previous_address": None, "favorite": "GREEN",
+                 "tags": ["a"], "scores": {"x": 1}}
+    goods = {"events": [json.dumps(event()).encode(), json.dumps(event(items=[], address=None)).encode()],
+             "zoo": [json.dumps(zoo_value).encode(), json.dumps({**zoo_value, "scores": {}, "tags": []}).encode()]}
+    return {"events": events, "zoo": zoo}, goods
+
+
+@settings(FUZZ, max_examples=int(os.environ.get("HOSTILE_EXAMPLES", 400)))
+@given(which=st.sampled_from(["events", "zoo"]), picks=st.lists(st.tuples(st.integers(0, 1), JSON_MUTATIONS), min_size=1,
+                                                               max_size=12))
+def test_given_corrupted_json_values_when_decoded_then_each_record_is_a_row_a_dead_letter_or_a_tombstone(
+    hostile_json, which, picks
+):
+    from kafka_lake.decoding import BatchDecoder
+    from kafka_lake.kafka_records import KafkaRecord
+    from kafka_lake.schema_resolution import CatalogSchemas
+    from tests.test_columnar import assert_same
+
+    topics, goods = hostile_json
+    topic = topics[which]
+    values = [json_mutated(goods[which][pick], mutation) for pick, mutation in picks]
+    records = [KafkaRecord(0, offset, 1_793_000_000_000, b"k", value) for offset, value in enumerate(values)]
+
+    batches = []
+    for columnar in (True, False):
+        batch = BatchDecoder(topic, CatalogSchemas(topic), b"fuzz-key", columnar=columnar).decode(records)
+        row_offsets = sorted(o for t in batch.rows.values() for o in t.column("_kafka_offset").to_pylist())
+        dead = [letter for t in batch.dead_letters.values() for letter in t.to_pylist()]
+        assert sorted(row_offsets + [d["_kafka_offset"] for d in dead]) == [o for o, v in enumerate(values) if v is not None]
+        assert batch.tombstones == values.count(None) and batch.records == len(values)
+        for letter in dead:
+            assert letter["value"] == values[letter["_kafka_offset"]], "a dead letter keeps the raw bytes for replay"
+            assert_reads_as_a_cause(letter["error"])
+        batches.append(batch)
+    assert_same(*batches)  # the columnar path lands and refuses exactly what the record path does, value for value
 
 
 # --- names that become paths and SQL identifiers -----------------------------------------------------------

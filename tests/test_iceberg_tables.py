@@ -75,7 +75,7 @@ class Lake:
     def land_uncommitted(self, hours) -> list[HourManifest]:
         """Lands the hours as a run that died after writing each manifest, before its Iceberg commit."""
         stops = _StopsBeforeTheTableCommit(TableAccess(self.storage, self.config))
-        return [r.manifest for r in land(self.topic, hours, self.settings, in_this_process, now=NOW, tables=stops)]
+        return [r.manifest for r in land(self.topic, hours, self.settings, in_this_process, now=NOW, table_formats=lambda table: stops)]
 
     def landed_rows(self) -> pa.Table:
         """Every row of the landed files the manifests own, with the placement columns of their folders."""

@@ -17,16 +17,16 @@ from dagster import (
     materialize,
 )
 
-from kafka_lake.catalog import TopicCatalog
-from kafka_lake.settings import PlatformSettings
-from platform_assets.definitions import platform_resources
+from kafka_lake.catalog import TopicCatalog, archived_table_name
 from kafka_lake.hours import KafkaHour, to_millis
 from kafka_lake.cluster import KafkaCluster
 from kafka_lake.landing_counts import LandingCounts
 from kafka_lake.manifests import HourManifest, LandedFile, ManifestStore, PartitionLanding
+from kafka_lake.settings import PlatformSettings
 from kafka_lake.storage import LakeStorage
 from platform_assets import sensors
 from platform_assets.checks import freshness_check
+from platform_assets.definitions import load_platform_catalog, platform_resources
 from platform_assets.keys import asset_key, raw_key
 from resources import AlertWebhookResource, KafkaResource, LakeStorageResource
 from tests.landing_fixtures import unique_topic_name, write_test_topic
@@ -106,6 +106,24 @@ def test_each_tick_logs_per_topic_what_it_requested_and_why_the_next_hour_waits(
                     f"{H.next().end + timedelta(minutes=2):%H:%M}Z (end + record_grace_minutes); the clock closes it at "
                     f"{H.next().end + timedelta(minutes=10):%H:%M}Z (started where the last tick left off)")
     assert [r.partition_key for r in result.run_requests] == [H.partition_key]
+
+
+def test_tables_of_one_topic_are_each_requested_from_where_they_left_off(broker, topic, instance, clock):
+    """Given two tables landing one Kafka topic (a copy placed by Kafka time), one landed an hour further than the
+    other; when the sensor ticks, then each table's job is requested from its own next hour."""
+    copy = replace(topic, database="copies", table="orders", time_source="kafka_time", time_field=None)
+    sensor = sensors.landing_sensor(TopicCatalog((topic, copy)))
+    clock(H.next().end + timedelta(minutes=12))  # H and H+1 closed by the clock
+    cursor = json.dumps({f"{topic.topic} {topic.name}": H.partition_key, f"{copy.topic} {copy.name}": H.next().partition_key})
+
+    result = tick(sensor, instance, cursor, kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers))
+
+    def hours_of(request):
+        return request.partition_key or (request.tags["dagster/asset_partition_range_start"],
+                                         request.tags["dagster/asset_partition_range_end"])
+    requested = sorted((r.job_name, hours_of(r)) for r in result.run_requests)
+    assert requested == [("landing__copies__orders", H.next().partition_key),
+                         ("landing__e2e__orders", (H.partition_key, H.next().partition_key))]
 
 
 def test_a_closed_hour_is_requested_once_every_partition_shows_a_record_after_it(broker, topic, instance, clock):
@@ -253,14 +271,14 @@ def test_lag_is_observed_per_partition_in_records_and_time(broker, topic, instan
     assert metadata["lag_records"] == 3
 
 
-def test_topics_on_the_cluster_missing_from_the_catalog_are_reported_once(broker, topic, instance, webhook):
+def test_topics_on_the_cluster_missing_from_the_catalog_are_reported_once(broker, topic, instance, webhook, tmp_path):
     # The broker is shared by the whole suite, so other tests' topics are on it too: they were reported before.
     kafka = KafkaResource(bootstrap_servers=broker.bootstrap_servers)
     reported_before = json.dumps(sorted(set(KafkaCluster(kafka.consumer_config()).topics()) - {topic.topic}))
     stray = unique_topic_name().replace("e2e.orders", "e2e.stray")
     broker.create_topic(stray, 1)
     sensor = sensors.missing_topics_sensor(TopicCatalog((topic,)))
-    resources = dict(kafka=kafka, alerts=alerts_resource())
+    resources = dict(kafka=kafka, lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=alerts_resource())
     first = tick(sensor, instance, reported_before, **resources)
     assert "(1 new): " + stray in first.skip_reason.skip_message, "the new topic is named first"
     assert topic.topic not in json.loads(first.cursor)
@@ -269,6 +287,36 @@ def test_topics_on_the_cluster_missing_from_the_catalog_are_reported_once(broker
     second = tick(sensor, instance, first.cursor, **resources)
     assert "(0 new)" in second.skip_reason.skip_message and stray in json.loads(second.cursor)
     assert len(webhook) == alerts, "a topic already reported is not alerted again"
+
+
+def test_new_topics_the_archive_rule_takes_are_archived_not_reported_and_load_as_raw_tables(broker, instance, webhook,
+                                                                                           tmp_path):
+    """Given an archive rule and a new matching topic on the cluster, when the sensor ticks, then the lake records it,
+    it is not reported missing, and the next load of the catalog makes it a raw table of its own."""
+    audit, stray = unique_topic_name().replace("e2e.orders", "audit"), unique_topic_name().replace("e2e.orders", "e2e.stray")
+    for name in (audit, stray):
+        broker.create_topic(name, 1)
+    catalog_dir = tmp_path / "catalog"
+    write_test_topic(catalog_dir, unique_topic_name())
+    (catalog_dir / "_archive.yaml").write_text('pattern: "audit[.].*"\nowner: team-platform\nstart_hour: "2026-11-01T00:00Z"\n')
+    settings = replace(PlatformSettings.from_env(), schema_catalog_dir=str(catalog_dir), lake_root=str(tmp_path / "lake"))
+    sensor = sensors.missing_topics_sensor(load_platform_catalog(settings))
+    resources = dict(kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers),
+                     lake=LakeStorageResource(root=settings.lake_root), alerts=alerts_resource())
+
+    # The broker is shared by the whole suite, so other tests' topics are on it too: they were reported before.
+    reported_before = json.dumps(sorted(set(KafkaCluster(resources["kafka"].consumer_config()).topics()) - {stray, audit}))
+    first = tick(sensor, instance, reported_before, **resources)
+
+    assert first.skip_reason.skip_message.startswith("1 new topic(s) archived (reload the code location to land them)")
+    assert stray in first.skip_reason.skip_message and audit not in json.loads(first.cursor)
+    assert not any(audit in alert["text"] for alert in webhook)
+    reloaded = load_platform_catalog(settings)
+    [archived] = reloaded.tables_of(audit)
+    assert (archived.database, archived.table, archived.format, archived.archived) == (
+        "archive", archived_table_name(audit), "raw", True)
+    second = tick(sensors.missing_topics_sensor(reloaded), instance, first.cursor, **resources)
+    assert "archived" not in second.skip_reason.skip_message, "a topic is archived once"
 
 
 def test_a_failed_run_is_posted_with_its_error(instance, webhook, topic):

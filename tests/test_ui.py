@@ -115,6 +115,11 @@ def asset_path(layer: str, topic) -> str:
     return f"{layer}/{topic.database}/{topic.table}"
 
 
+def judged_as(catalog, table) -> str:
+    """How the landing sensor's tick names a table: by its Kafka topic, and the table where several land it."""
+    return table.topic if len(catalog.tables_of(table.topic)) == 1 else f"{table.topic} into {table.name}"
+
+
 def graph_node_link(page, layer: str, topic):
     """A node of the asset graph links to its asset's pages: its key is in the link."""
     return page.locator(f'foreignObject a[href^="/assets/{asset_path(layer, topic)}?"]').first
@@ -162,13 +167,14 @@ def test_the_global_asset_graph_shows_every_topics_assets(browser_page, ui, demo
     url, _, _ = ui
     state, _ = demo_state
     catalog = load_catalog(state / DEMO_CATALOG_DIR)
-    groups = ",".join(f"global@global:{database}" for database in sorted({t.database for t in catalog.topics}))
     page = browser_page
-    page.goto(f"{url}/asset-groups?expanded={groups}")
-
-    missing = [asset_path(layer, every_topic) for every_topic in catalog.topics
-               for layer in (*LAYERS, "dead_letters") if not shown(graph_node_link(page, layer, every_topic))]
-    screenshot(page, "1-global-asset-graph.png")
+    missing = []
+    # One group expanded at a time: the graph draws only the nodes in view, and every group at once outgrows it.
+    for database in sorted({t.database for t in catalog.topics}):
+        page.goto(f"{url}/asset-groups?expanded=global@global:{database}")
+        missing += [asset_path(layer, every_topic) for every_topic in catalog.topics if every_topic.database == database
+                    for layer in (*LAYERS, "dead_letters") if not shown(graph_node_link(page, layer, every_topic))]
+        screenshot(page, f"1-global-asset-graph-{database}.png")
 
     assert not missing, f"assets not shown in the global asset graph: {missing}"
 
@@ -287,12 +293,12 @@ def test_a_sensor_started_from_the_ui_says_per_topic_what_it_judged_and_why(brow
              "the sensor's first tick", log_file)
     page.get_by_text("View logs").first.click()
     logs = page.get_by_role("dialog")
-    logs.get_by_text(re.compile(f"^{re.escape(catalog.topics[0].topic)}: requested")).first.wait_for()
+    logs.get_by_text(re.compile(f"^{re.escape(judged_as(catalog, catalog.topics[0]))}: requested")).first.wait_for()
     screenshot(page, "10-sensor-tick-logs.png")
     text = logs.inner_text()
 
     for every_topic in catalog.topics:
-        [line] = [line for line in text.splitlines() if line.startswith(f"{every_topic.topic}: requested")]
+        [line] = [line for line in text.splitlines() if line.startswith(f"{judged_as(catalog, every_topic)}: requested")]
         assert re.search(r"(not closed: .+|caught up \d+ hours)", line), line
         assert "(started " in line, line
     page.keyboard.press("Escape")

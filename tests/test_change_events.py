@@ -1,0 +1,160 @@
+"""Change events: Kafka Connect and Debezium logical types land as dates, times, timestamps and decimals, on both
+decode paths alike, and as those types in the table catalog.
+
+The schemas are those Debezium's Avro converter writes (`connect.name`, `connect.parameters`); values are framed with
+the project's encoder and decoded back.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+
+from kafka_lake.table_schema import table_columns
+from tests.test_columnar import assert_same, decode_both
+from tests.test_decoding import KAFKA_MS, framed, only_rows, write_topic
+
+UTC = dt.timezone.utc
+
+
+def connect(kind: str, name: str, **extra) -> dict:
+    return {"type": kind, "connect.version": 1, "connect.name": name, **extra}
+
+
+VARIABLE_SCALE = {"type": "record", "name": "VariableScaleDecimal", "namespace": "io.debezium.data",
+                  "fields": [{"name": "scale", "type": "int"}, {"name": "value", "type": "bytes"}],
+                  "connect.doc": "Variable scaled decimal", "connect.version": 1,
+                  "connect.name": "io.debezium.data.VariableScaleDecimal"}
+# A row of Debezium's `after`, as its Avro converter writes the column types of PostgreSQL and MySQL.
+CHANGE = {
+    "type": "record", "name": "Value", "namespace": "dbserver1.inventory.orders", "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "order_date", "type": connect("int", "io.debezium.time.Date")},
+        {"name": "legacy_date", "type": connect("int", "org.apache.kafka.connect.data.Date", **{"connect.version": 1})},
+        {"name": "pickup", "type": connect("int", "io.debezium.time.Time")},
+        {"name": "pickup_us", "type": connect("long", "io.debezium.time.MicroTime")},
+        {"name": "pickup_ns", "type": connect("long", "io.debezium.time.NanoTime")},
+        {"name": "created", "type": connect("long", "io.debezium.time.Timestamp")},
+        {"name": "created_us", "type": connect("long", "io.debezium.time.MicroTimestamp")},
+        {"name": "created_ns", "type": connect("long", "io.debezium.time.NanoTimestamp")},
+        {"name": "connect_ts", "type": connect("long", "org.apache.kafka.connect.data.Timestamp")},
+        {"name": "updated", "type": ["null", connect("string", "io.debezium.time.ZonedTimestamp")], "default": None},
+        {"name": "price", "type": connect("bytes", "org.apache.kafka.connect.data.Decimal",
+                                          **{"connect.parameters": {"scale": "2", "connect.decimal.precision": "10"}})},
+        {"name": "weight", "type": connect("bytes", "org.apache.kafka.connect.data.Decimal", logicalType="decimal",
+                                           precision=8, scale=3, **{"connect.parameters": {"scale": "3"}})},
+        {"name": "ratio", "type": ["null", VARIABLE_SCALE], "default": None},
+        {"name": "ts_ms", "type": ["null", "long"], "default": None},
+    ],
+}
+
+
+def unscaled(number: int) -> bytes:
+    return number.to_bytes((number.bit_length() + 8) // 8, "big", signed=True)
+
+
+def change(**overrides) -> dict:
+    value = {
+        "id": 1, "order_date": 20_000, "legacy_date": -1, "pickup": 45_296_789, "pickup_us": 45_296_789_123,
+        "pickup_ns": 45_296_789_123_456, "created": 1_700_000_000_123, "created_us": 1_700_000_000_123_456,
+        "created_ns": 1_700_000_000_123_456_789, "connect_ts": 1_700_000_000_000,
+        "updated": "2026-11-01T14:05:06.123456+01:00", "price": unscaled(1234567), "weight": unscaled(-2500),
+        "ratio": {"scale": 40, "value": unscaled(-12345678901234567890123456789012345678901234567890)},
+        "ts_ms": KAFKA_MS,
+    }
+    return value | overrides
+
+
+@pytest.fixture
+def orders(tmp_path):
+    return write_topic(tmp_path, [CHANGE], time_partitioning={"source": "kafka_time"})
+
+
+def test_given_debezium_logical_types_when_decoded_then_they_land_as_dates_times_timestamps_and_decimals(orders):
+    columnar, reference, left = decode_both(orders, [framed(orders, change())])
+
+    assert_same(columnar, reference)
+    [row] = only_rows(columnar)
+    assert row["order_date"] == dt.date(2024, 10, 4) and row["legacy_date"] == dt.date(1969, 12, 31)
+    assert row["pickup"] == dt.time(12, 34, 56, 789000) and row["pickup_us"] == dt.time(12, 34, 56, 789123)
+    assert row["pickup_ns"] == dt.time(12, 34, 56, 789123), "nanoseconds below the microsecond are cut"
+    assert row["created"] == dt.datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=UTC)
+    assert row["created_us"] == dt.datetime(2023, 11, 14, 22, 13, 20, 123456, tzinfo=UTC)
+    assert row["created_ns"] == dt.datetime(2023, 11, 14, 22, 13, 20, 123456, tzinfo=UTC)
+    assert row["connect_ts"] == dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)
+    assert row["updated"] == dt.datetime(2026, 11, 1, 13, 5, 6, 123456, tzinfo=UTC)
+    assert row["price"] == Decimal("12345.67") and row["weight"] == Decimal("-2.500")
+    assert row["ratio"] == "-1234567890.1234567890123456789012345678901234567890"
+    assert left == [0], "a VariableScaleDecimal's text comes from fastavro's value: its version is decoded record by record"
+
+
+def test_given_debezium_logical_types_then_the_table_catalog_declares_their_types(orders):
+    columns = {column.name: column for column in table_columns(orders)}
+    declared = {name: columns[name].type.hive() for name in [f["name"] for f in CHANGE["fields"]]}
+    assert declared == {
+        "id": "bigint", "order_date": "date", "legacy_date": "date", "pickup": "int", "pickup_us": "bigint",
+        "pickup_ns": "bigint", "created": "timestamp", "created_us": "timestamp", "created_ns": "timestamp",
+        "connect_ts": "timestamp", "updated": "timestamp", "price": "decimal(10,2)", "weight": "decimal(8,3)",
+        "ratio": "string", "ts_ms": "bigint",
+    }
+    assert "VariableScaleDecimal as its exact decimal text" in columns["ratio"].comment
+
+
+def without(schema: dict, *names: str) -> dict:
+    return {**schema, "fields": [f for f in schema["fields"] if f["name"] not in names]}
+
+
+ZONED_EDGES = ["2026-11-01T14:05:06Z", "2026-11-01T14:05:06.1-05:30", "2026-11-01T14:05:06.123456789Z",
+               "2026-11-01 14:05:06Z", "2026-11-01T14:05:06z", "2026-02-30T00:00:00Z", "0001-01-01T00:30:00+01:00",
+               "9999-12-31T23:30:00-01:00", "0002-01-01T00:00:00+23:59", "yesterday", "2026-11-01T14:05:06",
+               "2026-11-01T24:00:00Z", "2026-11-01T14:05:60Z"]
+
+
+def test_given_zoned_timestamps_and_nanoseconds_of_every_form_then_both_paths_agree_record_by_record(tmp_path):
+    """Columns read the plain forms; every other text takes the record path, which reads it or says why not."""
+    topic = write_topic(tmp_path, [without(CHANGE, "ratio")], time_partitioning={"source": "kafka_time"})
+    values = [framed(topic, without_ratio(updated=text)) for text in ZONED_EDGES]
+    values += [framed(topic, without_ratio(created_ns=nanos, pickup_ns=nanos))
+               for nanos in (-1, -999, -1000, -1001, 0, 999, 2**63 - 1, -(2**63))]
+
+    columnar, reference, left = decode_both(topic, values)
+
+    assert_same(columnar, reference)
+    landed = {row["_kafka_offset"]: row for row in only_rows(columnar)}
+    assert landed[1]["updated"] == dt.datetime(2026, 11, 1, 19, 35, 6, 100000, tzinfo=UTC)
+    assert landed[2]["updated"] == dt.datetime(2026, 11, 1, 14, 5, 6, 123456, tzinfo=UTC)
+    assert landed[len(ZONED_EDGES) + 1]["created_ns"] == dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+    dead = {row["_kafka_offset"] for row in columnar.dead_letters[dt.datetime(2026, 11, 1, 13, tzinfo=UTC)].to_pylist()}
+    assert dead == {ZONED_EDGES.index(text) for text in (
+        "2026-02-30T00:00:00Z", "0001-01-01T00:30:00+01:00", "9999-12-31T23:30:00-01:00",  # no day; years 0, 10000 in UTC
+        "yesterday", "2026-11-01T14:05:06", "2026-11-01T24:00:00Z", "2026-11-01T14:05:60Z")}
+    assert set(left) >= dead
+
+
+def without_ratio(**overrides) -> dict:
+    value = change(**overrides)
+    del value["ratio"]
+    return value
+
+
+def test_given_a_nano_timestamp_event_time_then_the_catalog_reads_it_in_nanoseconds(tmp_path):
+    topic = write_topic(tmp_path, [without(CHANGE, "ratio")],
+                        time_partitioning={"source": "event_time", "field": "created_ns"})
+    assert topic.time_unit == "ns"
+    columnar, reference, _ = decode_both(topic, [framed(topic, without_ratio())])
+    assert_same(columnar, reference)
+    assert list(columnar.rows)[0].hour == dt.datetime(2023, 11, 14, 22, tzinfo=UTC)
+
+
+def test_a_connect_decimal_without_a_precision_gets_confluents_default_and_lands_as_exact_text(tmp_path):
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "amount", "type": connect("bytes", "org.apache.kafka.connect.data.Decimal",
+                                           **{"connect.parameters": {"scale": "4"}})}]}
+    topic = write_topic(tmp_path, [schema], time_partitioning={"source": "kafka_time"})
+    columnar, reference, _ = decode_both(topic, [framed(topic, {"amount": unscaled(-123456789)})])
+    assert_same(columnar, reference)
+    assert only_rows(columnar)[0]["amount"] == "-12345.6789"
+    assert columnar.rows[next(iter(columnar.rows))].schema.field("amount").type == pa.string()

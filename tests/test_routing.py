@@ -1,0 +1,114 @@
+"""Routing a shared topic's records to its tables, in the core alone (no broker, no Spark): by the Avro record's full
+name (several record types in one topic), by an Avro field, by a JSON field read as columns or record by record.
+Each table decodes only its own records; one that no table takes is unrouted, and only the first routed table keeps it.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import fastavro
+import pytest
+
+from kafka_lake.catalog import load_catalog
+from kafka_lake.decoding import BatchDecoder
+from kafka_lake.framing import encode_confluent
+from kafka_lake.kafka_records import KafkaRecord
+from kafka_lake.landing_checks import counts_balance, dead_letter_rate
+from kafka_lake.landing_counts import LandingCounts
+from kafka_lake.manifests import HourManifest, PartitionLanding
+from kafka_lake.schema_resolution import CatalogSchemas
+
+KAFKA_MS = 1_793_538_000_000
+ORDER = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
+    {"name": "kind", "type": "string"}, {"name": "id", "type": "long"}]}
+REFUND = {"type": "record", "name": "Refund", "namespace": "shop", "fields": [
+    {"name": "kind", "type": "string"}, {"name": "amount", "type": "int"}]}
+
+
+def write(root: Path, name: str, schema: dict, registry_id: int, **keys) -> None:
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "v1.avsc").write_text(json.dumps(schema))
+    (folder / "topic.yaml").write_text(json.dumps({
+        "topic": "shop.mixed", "owner": "team-test", "start_hour": "2026-11-01T00:00Z",
+        "time_partitioning": {"source": "kafka_time"},
+        "schema_versions": [{"version": 1, "file": "v1.avsc", "registry_id": registry_id}], **keys}))
+
+
+def decoded(catalog, name: str, values: list[bytes | None]):
+    table = catalog.by_name(*name.split("/"))
+    records = [KafkaRecord(0, offset, KAFKA_MS + offset, None, value) for offset, value in enumerate(values)]
+    return BatchDecoder(table, CatalogSchemas(table), None, columnar=True).decode(records)
+
+
+def offsets(batch) -> list[int]:
+    return sorted(o for table in batch.rows.values() for o in table.column("_kafka_offset").to_pylist())
+
+
+def unrouted(batch) -> list[tuple[int, str]]:
+    return sorted((row["_kafka_offset"], row["error"]) for table in batch.unrouted.values() for row in table.to_pylist())
+
+
+def test_given_record_types_routed_by_full_name_then_each_table_decodes_its_own_and_the_first_keeps_the_unknown(tmp_path):
+    write(tmp_path, "shop/orders", ORDER, 11, route={"field": "record_name", "equals": "shop.Order"})
+    write(tmp_path, "shop/refunds", REFUND, 12, route={"field": "record_name", "equals": "shop.Refund"})
+    catalog = load_catalog(tmp_path)
+    order, refund = (fastavro.parse_schema(s) for s in (ORDER, REFUND))
+    values = [encode_confluent(11, order, {"kind": "o", "id": 1}), encode_confluent(12, refund, {"kind": "r", "amount": 5}),
+              encode_confluent(99, order, {"kind": "o", "id": 2}), b"\x01garbage", None]
+
+    orders, refunds = decoded(catalog, "shop/orders", values), decoded(catalog, "shop/refunds", values)
+
+    assert (offsets(orders), offsets(refunds)) == ([0], [1])
+    assert not orders.dead_letters and not refunds.dead_letters
+    assert [o for o, _ in unrouted(orders)] == [2, 3] and unrouted(refunds) == []
+    assert "schema id 99 is a version of no table" in unrouted(orders)[0][1]
+    assert (orders.routed_away, refunds.routed_away) == (1, 3), "records others take, and unrouted ones the first keeps"
+    for batch in (orders, refunds):
+        assert batch.rows_count + batch.routed_away + sum(t.num_rows for t in batch.unrouted.values()) \
+            + batch.tombstones == batch.records == len(values)
+
+
+def test_given_an_avro_field_route_then_records_of_one_schema_split_by_its_value(tmp_path):
+    write(tmp_path, "shop/orders", ORDER, 11, route={"field": "kind", "equals": "o"})
+    write(tmp_path, "shop/others", ORDER, 11, route={"field": "kind", "in": ["x", "y"]})
+    catalog = load_catalog(tmp_path)
+    order = fastavro.parse_schema(ORDER)
+    values = [encode_confluent(11, order, {"kind": kind, "id": i}) for i, kind in enumerate("oxyz")]
+
+    orders, others = decoded(catalog, "shop/orders", values), decoded(catalog, "shop/others", values)
+
+    assert (offsets(orders), offsets(others)) == ([0], [1, 2])
+    assert unrouted(orders) == [(3, "unrouted: no table of topic 'shop.mixed' takes kind = 'z'")]
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+def test_a_json_field_route_reads_alike_as_columns_and_record_by_record(tmp_path, columnar):
+    write(tmp_path, "shop/orders", ORDER, 11, format="json", route={"field": "kind", "equals": "o"})
+    write(tmp_path, "shop/refunds", REFUND, 12, format="json", route={"field": "kind", "equals": "r"})
+    catalog = load_catalog(tmp_path)
+    framed = b"\x00" + struct.pack(">I", 12) + b'{"kind": "r", "amount": 3}'
+    # A route value of the wrong kind, no object, a line break (read record by record): each where it belongs.
+    values = [b'{"kind": "o", "id": 1}', framed, b'{"kind": 5, "id": 1}', b'{"kind": "o", "id": "x"}', b"[1]",
+              b'{"kind": "o",\n "id": 9}']
+    table = catalog.by_name("shop", "orders")
+    records = [KafkaRecord(0, offset, KAFKA_MS + offset, None, value) for offset, value in enumerate(values)]
+    orders = BatchDecoder(table, CatalogSchemas(table), None, columnar=columnar).decode(records)
+
+    assert offsets(orders) == [0, 5]
+    assert [(o, c) for o, c in orders.dead_letter_causes.items()] == [("undecodable_payload", 1)], "id 'x' fits no long"
+    assert [o for o, _ in unrouted(orders)] == [2, 4]
+    assert orders.routed_away == 1
+
+
+def test_the_dead_letter_rate_of_a_routed_table_counts_only_the_records_it_took():
+    """Given a routed table that took 2 of 10 records and could not decode one; then its rate is 50%, not 10%."""
+    counts = LandingCounts(records=10, rows=1, dead_letters=1, routed_away=7, unrouted=1)
+    manifest = HourManifest("shop", "orders", "shop.mixed", "2026-11-01-10:00", (PartitionLanding(0, 0, 10, counts),), (), "")
+
+    assert counts_balance(manifest).passed
+    outcome = dead_letter_rate(manifest, threshold=0.4)
+    assert not outcome.passed and outcome.metadata["rate"] == 0.5
