@@ -81,7 +81,7 @@ def test_landing_compaction_registration_and_retention_through_dagster_keep_the_
     # The last hour landed by a run that died after its manifest, before its commit: not in the table yet.
     stops = _StopsBeforeTheTableCommit(TableAccess(storage, config))
     land(topic, RAW_HOURS[-1:], landing_settings(settings.lake_root, settings.kafka_bootstrap_servers), in_this_process,
-         tables=stops)
+         table_formats=lambda table: stops)
     assert _keys(pyiceberg_rows(table.refresh())) != produced
 
     # compacted/…: the first placement hour rewritten in one replace snapshot.

@@ -193,7 +193,7 @@ def test_when_the_rest_catalog_is_down_at_an_hours_commit_then_the_landing_fails
         with pytest.raises(IcebergCommitFailed, match=rf"{lake.topic.topic} hour .*manifest are written.*REST catalog "
                                                       rf"{server.uri}.*materializing catalog/e2e/orders") as failed:
             land(lake.topic, RAW_HOURS[:1], lake.settings, in_this_process, now=NOW,
-                 tables=CatalogGoesDown(TableAccess(lake.storage, lake.config)))
+                 table_formats=lambda table: CatalogGoesDown(TableAccess(lake.storage, lake.config)))
         assert isinstance(failed.value.__cause__, OSError), failed.value.__cause__  # refused: nothing listens
         assert lake.manifests.landed_hours()  # the manifest is written: the hour waits for its commit
 
