@@ -21,7 +21,7 @@ from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka_log import BOUNDARY_WINDOW, KafkaLog
 from kafka_lake.landing_checks import BoundaryRecords, CheckOutcome, boundaries_confirmed
 from kafka_lake.landing_counts import LandingCounts
-from kafka_lake.manifests import HourManifest, ManifestStore, PartitionLanding
+from kafka_lake.manifests import AttemptJournal, HourManifest, ManifestStore, PartitionLanding, PlacementIndex
 from kafka_lake.audit import AuditEntry, write_audit
 from kafka_lake.settings import LandingSettings
 from kafka_lake.slice_landing import SliceReport, SliceTask
@@ -135,6 +135,7 @@ def _commit(topic: TopicSpec, planned: _PlannedHour, reports: list[SliceReport],
     # Audited before the commit: no manifest ever carries an accepted loss without its audit entry.
     audit_path = _audit_accepted_losses(storage, topic, manifest) if manifest.accepted_losses else None
     previous = manifests.read(planned.hour)
+    PlacementIndex(storage, topic.database, topic.table).record(manifest)  # before the commit: never a file unindexed
     path = manifests.write(manifest)
     replaced = _remove_replaced_files(storage, previous, manifest)
     orphans = remove_orphans(storage, topic, manifest)
@@ -225,19 +226,24 @@ def _remove_replaced_files(storage: LakeStorage, previous: HourManifest | None, 
 
 
 def remove_orphans(storage: LakeStorage, topic: TopicSpec, manifest: HourManifest) -> list[str]:
-    """Deletes files written for this hour's offset ranges that the manifest does not own (crashed attempts)."""
+    """Deletes files written for this hour's offset ranges that the manifest does not own (crashed attempts), looking
+    in every folder an attempt at the hour wrote into (its journal) and the manifest's own: the hour's folders, not
+    the table's."""
     owned = {f.path for f in manifest.files}
     ranges = {p.partition: (p.start, p.end) for p in manifest.partitions}
+    journal = AttemptJournal(storage, topic.database, topic.table, manifest.kafka_hour)
+    folders = set(journal.folders()) | {path.rsplit("/", 1)[0] for path in owned}
     removed = []
-    for prefix in (layout.table_prefix(topic.database, topic.table), layout.dead_letter_prefix(topic.database, topic.table)):
-        for stored in storage.list_files(prefix):
-            name = layout.parse_data_file_name(stored.path)
-            if name is None or name.topic != topic.topic or stored.path in owned:
+    for folder in sorted(folders):
+        for file_name in storage.list_names(folder):
+            path = f"{folder}/{file_name}"
+            name = layout.parse_data_file_name(path)
+            if name is None or name.topic != topic.topic or path in owned:
                 continue
             start, end = ranges.get(name.partition, (0, 0))
             if start <= name.first_offset < end:
-                storage.delete(stored.path)
-                removed.append(stored.path)
+                storage.delete(path)
+                removed.append(path)
     return removed
 
 

@@ -27,7 +27,7 @@ from kafka_lake.hours import KafkaHour, hour_key
 from kafka_lake.kafka_log import KafkaLog
 from kafka_lake.kafka_records import kafka_timestamps
 from kafka_lake.landing_counts import LandingCounts
-from kafka_lake.manifests import LandedFile
+from kafka_lake.manifests import AttemptJournal, LandedFile
 from kafka_lake.parquet_output import ParquetOutput, dictionary_columns, statistics_columns
 from kafka_lake.schema_resolution import CatalogSchemas, RegistrySchemas
 from kafka_lake.settings import LandingSettings
@@ -70,8 +70,10 @@ class PlacementFiles:
     """
 
     def __init__(self, storage: LakeStorage, topic: TopicSpec, partition: int, max_open: int,
-                 row_group_rows: int = ROW_GROUP_ROWS, buffer_bytes: int = BUFFER_BYTES):
+                 row_group_rows: int = ROW_GROUP_ROWS, buffer_bytes: int = BUFFER_BYTES,
+                 journal: AttemptJournal | None = None):
         self._storage = storage
+        self._journal = journal  # told of each folder before a file is opened in it
         self._topic = topic
         self._partition = partition
         self._max_open = max_open
@@ -88,6 +90,8 @@ class PlacementFiles:
             if len(self._open) >= self._max_open:
                 _, oldest = self._open.popitem(last=False)
                 self.closed.append(oldest.close())
+            if self._journal is not None:
+                self._journal.record(directory)
             first_offset = table.column("_kafka_offset")[0].as_py()
             name = layout.data_file_name(self._topic.topic, self._partition, first_offset)
             kind = "data" if schema_version is not None else "dead_letter"
@@ -200,7 +204,8 @@ def _land(task: SliceTask) -> SliceReport:
     schemas = RegistrySchemas(topic, settings.schema_registry_url) if settings.schema_registry_url else CatalogSchemas(topic)
     decoder = BatchDecoder(topic, schemas, settings.pii_key, kafka_hour=task.hour)
     encryption = DeadLetterEncryption(settings.dead_letter_key) if settings.dead_letter_key else None
-    files = PlacementFiles(storage, topic, piece.partition, settings.max_open_files)
+    files = PlacementFiles(storage, topic, piece.partition, settings.max_open_files,
+                           journal=AttemptJournal(storage, topic.database, topic.table, task.hour))
     totals = _Totals()
     batches = 0
     try:

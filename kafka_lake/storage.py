@@ -7,6 +7,7 @@ on S3 because an object appears only when its upload completes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import uuid
 from dataclasses import dataclass
@@ -120,6 +121,16 @@ class LakeStorage:
         with self.open_output(relative) as stream:
             stream.write(data)
 
+    def write_marker(self, relative: str) -> None:
+        """An empty object whose name is all it says: written in one request, as it has no content to see half of."""
+        if self.is_s3:
+            bucket, _, key = self.full_path(relative).partition("/")
+            self._s3_client.put_object(Bucket=bucket, Key=key, Body=b"")
+            return
+        target = self.full_path(relative)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        open(target, "wb").close()
+
     def read_bytes(self, relative: str) -> bytes | None:
         try:
             with self._fs.open_input_stream(self.full_path(relative)) as stream:
@@ -136,6 +147,45 @@ class LakeStorage:
             return True
         except FileNotFoundError:
             return False
+
+    def list_names(self, directory: str, prefix: str = "", start_after: str = "", limit: int | None = None) -> list[str]:
+        """The names of the files directly in `directory` that start with `prefix` and sort after `start_after`, in
+        order, at most `limit` of them; hidden temporaries excluded. On S3 this costs one request a thousand names
+        and never more than `limit` needs, so a caller asking for the few names after a point pays for those only:
+        an S3 listing can start after a key, where pyarrow's always starts at the beginning."""
+        if not self.is_s3:
+            try:
+                names = sorted(entry.name for entry in os.scandir(self.full_path(directory)) if entry.is_file())
+            except FileNotFoundError:
+                return []
+            found = [n for n in names if n.startswith(prefix) and n > start_after and not n.startswith(".")]
+            return found[:limit] if limit is not None else found
+        bucket, _, key_directory = self.full_path(directory).partition("/")
+        base = f"{key_directory}/" if key_directory else ""
+        request = {"Bucket": bucket, "Prefix": base + prefix, "Delimiter": "/"}
+        if start_after:
+            request["StartAfter"] = base + start_after
+        found: list[str] = []
+        for page in self._s3_client.get_paginator("list_objects_v2").paginate(
+                **request, PaginationConfig={"PageSize": min(limit or 1000, 1000)}):
+            found += [name for item in page.get("Contents", [])
+                      if not (name := item["Key"][len(base):]).startswith(".")]
+            if limit is not None and len(found) >= limit:
+                return found[:limit]
+        return found
+
+    @functools.cached_property
+    def _s3_client(self):
+        import boto3
+        from botocore.config import Config
+
+        options = s3_options_from_env()
+        endpoint = f"{options['scheme']}://{options['endpoint_override']}" if "endpoint_override" in options else None
+        return boto3.client(
+            "s3", endpoint_url=endpoint, region_name=options.get("region"), aws_access_key_id=options.get("access_key"),
+            aws_secret_access_key=options.get("secret_key"), aws_session_token=options.get("session_token"),
+            config=Config(retries={"mode": "standard", "max_attempts": 8}, s3={"addressing_style": "path"}),
+        )
 
     def list_files(self, prefix: str) -> list[StoredFile]:
         """Every file below `prefix`, recursively; hidden temporaries excluded."""

@@ -23,6 +23,7 @@ from kafka_lake.hours import KafkaHour
 from kafka_lake.catalog_reconciliation import ReconcileReport, partition_differences, reconcile, storage_partition_uris
 from kafka_lake.table_catalog import TableChange
 from kafka_lake.table_schema import TableDefinition
+from kafka_lake.table_partition import TablePartition
 from kafka_lake.table_state import storage_partitions
 from platform_assets.failures import failures_explained
 from platform_assets.keys import asset_key, layer_attributes
@@ -80,7 +81,8 @@ def catalog_asset(topic: TopicSpec, embedded_metastore: bool = True):
                 catalog = table_catalog.catalog(lambda: pyspark.spark_session)
 
                 change = catalog.ensure_table(definition)
-                stored = storage_partitions(storage, topic.database, topic.table)
+                stored = storage_partitions(storage, topic.database, topic.table, among=[
+                    TablePartition(version, hour) for hour in hours for version in definition.schema_versions])
                 report = reconcile(catalog, definition, stored, only_hours=hours)
                 context.log.info(_summary_line(definition, hours, change, report))
 
