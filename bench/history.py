@@ -110,16 +110,15 @@ def synthetic_hour(topic: TopicSpec, hour: KafkaHour) -> HourManifest:
 
 
 def synthetic_objects(topic: TopicSpec, hour: KafkaHour, parquet: bytes) -> dict[str, bytes]:
-    """Every object the landing of `hour` leaves: its files, its manifest, and where this release keeps them its
-    attempt journal and placement index entries."""
+    """Every object the landing of `hour` leaves: its files, its manifest, its attempt journal and its entries in the
+    placement index."""
     manifest = synthetic_hour(topic, hour)
     objects = {f.path: parquet for f in manifest.files}
     objects[layout.manifest_path(topic.database, topic.table, hour)] = manifest.to_json()
     folders = sorted({f.path.rsplit("/", 1)[0] for f in manifest.files})
-    if hasattr(layout, "placement_index_path"):
-        for folder in folders:
-            objects[f"{layout.attempt_journal_directory(topic.database, topic.table, hour)}/{layout.folder_as_name(folder)}"] = b""
-            objects[layout.placement_index_path(topic.database, topic.table, folder, hour)] = b""
+    for folder in folders:
+        objects[f"{layout.attempt_journal_directory(topic.database, topic.table, hour)}/{layout.folder_as_name(folder)}"] = b""
+        objects[layout.placement_index_path(topic.database, topic.table, folder, hour)] = b""
     return objects
 
 

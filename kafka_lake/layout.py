@@ -109,8 +109,13 @@ def manifest_prefix(database: str, table: str) -> str:
 MANIFEST_NAME_PREFIX = "hour="
 
 
+def hour_name(hour: KafkaHour) -> str:
+    """`hour=YYYY-MM-DD-HH`: a Kafka hour as its manifest, its attempt journal and the placement index name it."""
+    return f"{MANIFEST_NAME_PREFIX}{hour.start:%Y-%m-%d-%H}"
+
+
 def manifest_name(hour: KafkaHour) -> str:
-    return f"{MANIFEST_NAME_PREFIX}{hour.start:%Y-%m-%d-%H}.json"
+    return f"{hour_name(hour)}.json"
 
 
 def manifest_path(database: str, table: str, hour: KafkaHour) -> str:
@@ -127,7 +132,7 @@ def hour_of_manifest_path(path: str) -> KafkaHour | None:
 
 def attempt_journal_directory(database: str, table: str, hour: KafkaHour) -> str:
     """Where the attempts at landing a Kafka hour record the folders they write into, one empty object each."""
-    return f"{manifest_prefix(database, table)}/_attempts/{manifest_name(hour)[:-len('.json')]}"
+    return f"{manifest_prefix(database, table)}/_attempts/{hour_name(hour)}"
 
 
 def placement_index_directory(database: str, table: str, folder: str) -> str:
@@ -136,7 +141,7 @@ def placement_index_directory(database: str, table: str, folder: str) -> str:
 
 
 def placement_index_path(database: str, table: str, folder: str, hour: KafkaHour) -> str:
-    return f"{placement_index_directory(database, table, folder)}/{manifest_name(hour)[:-len('.json')]}"
+    return f"{placement_index_directory(database, table, folder)}/{hour_name(hour)}"
 
 
 def folder_as_name(folder: str) -> str:

@@ -12,7 +12,7 @@ from typing import Iterable
 
 from kafka_lake import layout
 from kafka_lake.documents import DocumentCodec
-from kafka_lake.hours import ONE_HOUR, KafkaHour, hour_key, hour_of_key
+from kafka_lake.hours import FIRST_HOUR, LAST_HOUR, ONE_HOUR, KafkaHour, hour_key, hour_of_key
 from kafka_lake.landing_counts import LandingCounts
 from kafka_lake.storage import LakeStorage
 
@@ -154,7 +154,7 @@ class ManifestStore:
 
     def neighbours(self, hour: KafkaHour) -> tuple[HourManifest | None, HourManifest | None]:
         """The nearest landed hour before and after `hour`, whose boundaries bind it."""
-        after = next(iter(self._landed_from(hour.next(), limit=1)), None)
+        after = next(iter(self._landed_from(hour.next(), limit=1)), None) if hour.start < LAST_HOUR else None
         before = self.nearest_before(hour)
         return (self.read(before) if before else None, self.read(after) if after else None)
 
@@ -162,6 +162,8 @@ class ManifestStore:
         """The nearest landed hour before `hour`, in listings of one manifest name each, as many as the gap to it has
         binary digits (one when the hour before landed): a window ending at `hour` doubles until it holds a landed
         hour, then the gap above the landed hour found is halved until none lies between it and `hour`."""
+        if hour.start == FIRST_HOUR:
+            return None
         found = self._first_landed_from(hour.previous())
         if found is None or found >= hour:
             earliest = self._first_landed_from(None)
@@ -187,7 +189,7 @@ class ManifestStore:
 
     def _landed_from(self, hour: KafkaHour | None, limit: int | None = None) -> list[KafkaHour]:
         """Landed hours from `hour` (from the first when None) in order, listing only the manifest names asked for."""
-        after = layout.manifest_name(hour)[:-len(".json")] if hour is not None else ""
+        after = layout.hour_name(hour) if hour is not None else ""
         names = self.storage.list_names(layout.manifest_prefix(self.database, self.table), prefix=layout.MANIFEST_NAME_PREFIX,
                                         start_after=after, limit=limit)
         return [h for h in map(layout.hour_of_manifest_path, names) if h is not None]

@@ -153,9 +153,17 @@ class LakeStorage:
         order, at most `limit` of them; hidden temporaries excluded. On S3 this costs one request a thousand names
         and never more than `limit` needs, so a caller asking for the few names after a point pays for those only:
         an S3 listing can start after a key, where pyarrow's always starts at the beginning."""
+        return self._list_level(directory, prefix, start_after, limit, folders=False)
+
+    def list_folders(self, directory: str, prefix: str = "") -> list[str]:
+        """The names of the folders directly in `directory` that start with `prefix`, in order: one level of a tree
+        (the dates of a table, say) without listing the files below it."""
+        return self._list_level(directory, prefix, "", None, folders=True)
+
+    def _list_level(self, directory: str, prefix: str, start_after: str, limit: int | None, folders: bool) -> list[str]:
         if not self.is_s3:
             try:
-                names = sorted(entry.name for entry in os.scandir(self.full_path(directory)) if entry.is_file())
+                names = sorted(entry.name for entry in os.scandir(self.full_path(directory)) if entry.is_dir() == folders)
             except FileNotFoundError:
                 return []
             found = [n for n in names if n.startswith(prefix) and n > start_after and not n.startswith(".")]
@@ -168,8 +176,11 @@ class LakeStorage:
         found: list[str] = []
         for page in self._s3_client.get_paginator("list_objects_v2").paginate(
                 **request, PaginationConfig={"PageSize": min(limit or 1000, 1000)}):
-            found += [name for item in page.get("Contents", [])
-                      if not (name := item["Key"][len(base):]).startswith(".")]
+            if folders:
+                listed = [item["Prefix"][len(base):].rstrip("/") for item in page.get("CommonPrefixes", [])]
+            else:
+                listed = [item["Key"][len(base):] for item in page.get("Contents", [])]
+            found += [name for name in listed if not name.startswith(".")]
             if limit is not None and len(found) >= limit:
                 return found[:limit]
         return found

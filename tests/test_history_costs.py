@@ -87,3 +87,32 @@ def test_given_an_attempt_that_crashed_after_writing_into_hours_the_final_landin
 
     assert crashed in again.orphans_removed and not storage.exists(crashed)
     assert_exactly_once(storage, topic, traffic.in_hours([hour.start]).produced)
+
+
+def test_the_nearest_landed_hours_found_by_listings_of_one_name_are_those_of_the_whole_list(tmp_path, monkeypatch):
+    """Given landed hours with random gaps, when the neighbours of any hour are looked up, then they are the nearest
+    landed hours of the whole list, each found in listings as many as the gap to it has binary digits, or so."""
+    import random
+
+    from kafka_lake.hours import FIRST_HOUR, LAST_HOUR, ONE_HOUR
+
+    storage = LakeStorage(str(tmp_path / "lake"))
+    manifests = ManifestStore(storage, "e2e", "orders")
+    rng = random.Random(7)
+    start = HOURS[0]
+    landed = sorted({KafkaHour(start + rng.randrange(20_000) * ONE_HOUR) for _ in range(300)})
+    for hour in landed:
+        storage.write_marker(layout.manifest_path("e2e", "orders", hour))
+    listings = []
+    monkeypatch.setattr(storage, "list_names", lambda *a, _list=storage.list_names, **k: listings.append(k) or _list(*a, **k))
+
+    for _ in range(500):
+        hour = KafkaHour(start + rng.randrange(-100, 20_100) * ONE_HOUR)
+        listings.clear()
+        before = manifests.nearest_before(hour)
+        assert before == max((h for h in landed if h < hour), default=None)
+        gap = (hour.start - before.start) // ONE_HOUR if before else 1
+        assert len(listings) <= 2 * gap.bit_length() + 2 and all(k.get("limit") == 1 for k in listings)
+        assert manifests.landed_in(hour, KafkaHour(hour.start + 99 * ONE_HOUR)) == [h for h in landed if hour <= h < KafkaHour(hour.start + 100 * ONE_HOUR)]
+    assert manifests.nearest_before(KafkaHour(FIRST_HOUR)) is None
+    assert manifests.nearest_before(KafkaHour(LAST_HOUR)) == landed[-1]
