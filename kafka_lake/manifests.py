@@ -221,14 +221,14 @@ class AttemptJournal:
 
 
 class PlacementIndex:
-    """Which Kafka hours may own files in a folder: each landing records the folders of its files before its commit,
+    """Which Kafka hours may own files in a folder: each landing records the folders of its data files before its commit,
     so compaction reads the manifests of the hours that wrote into a placement hour, late or early, not all of them."""
 
     def __init__(self, storage: LakeStorage, database: str, table: str):
         self.storage, self.database, self.table = storage, database, table
 
     def record(self, manifest: HourManifest) -> None:
-        for folder in sorted({f.path.rsplit("/", 1)[0] for f in manifest.files}):
+        for folder in sorted({f.path.rsplit("/", 1)[0] for f in manifest.files if f.kind == "data"}):
             self.storage.write_marker(layout.placement_index_path(self.database, self.table, folder, manifest.kafka_hour))
 
     def writers(self, folder: str) -> list[KafkaHour]:

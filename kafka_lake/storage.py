@@ -23,11 +23,11 @@ class StoredFile:
     size: int
 
 
-def s3_filesystem_from_env() -> pafs.S3FileSystem:
+def s3_filesystem_from_env(**options) -> pafs.S3FileSystem:
     """An S3 client configured from the standard AWS_* variables, `AWS_ENDPOINT_URL` honoured."""
     return pafs.S3FileSystem(
         retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=8), connect_timeout=5, request_timeout=60,
-        **s3_options_from_env(),
+        **s3_options_from_env(), **options,
     )
 
 
@@ -124,12 +124,17 @@ class LakeStorage:
     def write_marker(self, relative: str) -> None:
         """An empty object whose name is all it says: written in one request, as it has no content to see half of."""
         if self.is_s3:
-            bucket, _, key = self.full_path(relative).partition("/")
-            self._s3_client.put_object(Bucket=bucket, Key=key, Body=b"")
-            return
+            with self._marker_filesystem.open_output_stream(self.full_path(relative)):
+                return
         target = self.full_path(relative)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         open(target, "wb").close()
+
+    @functools.cached_property
+    def _marker_filesystem(self) -> pafs.S3FileSystem:
+        # Opened late, a stream too small for a multipart upload is one PUT; the lake's own client starts a
+        # multipart upload for every stream.
+        return s3_filesystem_from_env(allow_delayed_open=True)
 
     def read_bytes(self, relative: str) -> bytes | None:
         try:
