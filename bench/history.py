@@ -115,10 +115,11 @@ def synthetic_objects(topic: TopicSpec, hour: KafkaHour, parquet: bytes) -> dict
     manifest = synthetic_hour(topic, hour)
     objects = {f.path: parquet for f in manifest.files}
     objects[layout.manifest_path(topic.database, topic.table, hour)] = manifest.to_json()
-    folders = sorted({f.path.rsplit("/", 1)[0] for f in manifest.files})
-    for folder in folders:
+    for file in manifest.files:
+        folder = file.path.rsplit("/", 1)[0]
         objects[f"{layout.attempt_journal_directory(topic.database, topic.table, hour)}/{layout.folder_as_name(folder)}"] = b""
-        objects[layout.placement_index_path(topic.database, topic.table, folder, hour)] = b""
+        if file.kind == "data":
+            objects[layout.placement_index_path(topic.database, topic.table, folder, hour)] = b""
     return objects
 
 
