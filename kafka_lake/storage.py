@@ -15,6 +15,7 @@ from typing import BinaryIO, Iterator
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
+from botocore.exceptions import BotoCoreError, ClientError
 
 
 @dataclass(frozen=True)
@@ -178,6 +179,12 @@ class LakeStorage:
         request = {"Bucket": bucket, "Prefix": base + prefix, "Delimiter": "/"}
         if start_after:
             request["StartAfter"] = base + start_after
+        try:
+            return self._list_s3_level(request, base, limit, folders)
+        except (BotoCoreError, ClientError) as error:  # an S3 failure reads as pyarrow's do: an OSError naming where
+            raise OSError(f"When listing s3://{bucket}/{request['Prefix']}: {error}") from None
+
+    def _list_s3_level(self, request: dict, base: str, limit: int | None, folders: bool) -> list[str]:
         found: list[str] = []
         for page in self._s3_client.get_paginator("list_objects_v2").paginate(
                 **request, PaginationConfig={"PageSize": min(limit or 1000, 1000)}):
