@@ -10,7 +10,7 @@ export PYTHONUNBUFFERED := 1
 # Spark binds the driver to loopback unless told otherwise: local runs never leave the machine.
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: setup check-java instance check-test-tools check-catalog demo test test-fast test-faults ui broker stop clean bench bench-sensors bench-table-formats
+.PHONY: setup check-java instance check-test-tools check-catalog demo test test-fast test-faults ui broker stop clean bench bench-sensors bench-table-formats bench-history bench-compaction bench-json
 
 setup: $(STAMP) check-java instance
 
@@ -78,6 +78,20 @@ bench-table-formats: setup
 # A tick of each sensor with 100 topics × 32 partitions, against a metadata request and the per-partition way.
 bench-sensors: setup
 	$(PY) -m bench.sensor_ticks --topics 100 --partitions 32
+
+# Landing, compacting and registering one hour on a table with a year of hourly history against an empty table:
+# seconds and S3 requests by kind per stage (bench/RESULTS.md). `make bench-history HOURS=1000` for a quick run.
+HOURS ?= 8760
+bench-history: setup
+	$(PY) -m bench.history --hours $(HOURS)
+
+# Compacting the bench's hours against a plain pyarrow read-and-rewrite of the same files in one process.
+bench-compaction: setup
+	$(PY) -m bench.compaction $(if $(filter command line,$(origin N)),--records $(N))
+
+# JSON values against Avro on the same records, columnar and record by record: records a second, CPU µs a record.
+bench-json: setup
+	$(PY) -m bench.json_vs_avro $(if $(filter command line,$(origin N)),--records $(N))
 
 # The Dagster UI, daemon and code location on the demo's state, with the settings the demo landed it
 # with (.lake/demo.env: its PII key, catalog copy and broker). Run `make demo` first.

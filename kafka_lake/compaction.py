@@ -8,6 +8,7 @@ moment a catalog reader sees each row exactly once, and a crash leaves old or ne
 from __future__ import annotations
 
 import hashlib
+import logging
 import struct
 import time
 from dataclasses import dataclass
@@ -21,11 +22,13 @@ import pyarrow.parquet as pq
 from kafka_lake import layout
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.hours import FIRST_HOUR, LAST_HOUR, ONE_HOUR, KafkaHour, hour_key
-from kafka_lake.manifests import ManifestStore
+from kafka_lake.manifests import ManifestStore, PlacementIndex
 from kafka_lake.parquet_output import ParquetOutput
 from kafka_lake.storage import LakeStorage
 from kafka_lake.compaction_manifest import CompactedFile, CompactionManifest, read_compaction
 from kafka_lake.table_partition import TablePartition, partition_of_path
+
+log = logging.getLogger(__name__)
 
 KEY_COLUMNS = ["_kafka_partition", "_kafka_offset"]
 
@@ -82,9 +85,11 @@ def missing_raw_hours(topic: TopicSpec, hour: datetime, landed: Iterable[KafkaHo
     return [h for h in raw_hours_that_feed(topic, hour) if h not in landed]
 
 
-def check_due(topic: TopicSpec, hour: datetime, landed: Iterable[KafkaHour]) -> None:
-    """Raises `CompactionNotDue` naming the raw hours that can still add rows to placement hour `hour`."""
-    missing = missing_raw_hours(topic, hour, landed)
+def check_due(topic: TopicSpec, hour: datetime, manifests: ManifestStore) -> None:
+    """Raises `CompactionNotDue` naming the raw hours that can still add rows to placement hour `hour` (one listing of
+    the manifests of the hours that feed it, not of the table's)."""
+    feeding = raw_hours_that_feed(topic, hour)
+    missing = missing_raw_hours(topic, hour, manifests.landed_in(feeding[0], feeding[-1]))
     if missing:
         raise CompactionNotDue(
             f"{topic.topic} hour {hour:%Y-%m-%d %H:00}: raw hours {', '.join(map(str, missing))} can still add "
@@ -107,9 +112,8 @@ def plan_compaction(
 ) -> tuple[list[CompactionTask], list[TablePartition]]:
     """Tasks for every partition of `hour` whose committed raw files are not yet in its current generation."""
     manifests = ManifestStore(storage, topic.database, topic.table)
-    landed = manifests.landed_hours()
-    check_due(topic, hour, landed)
-    committed = committed_raw_files(storage, topic, manifests, landed, hour)
+    check_due(topic, hour, manifests)
+    committed = committed_raw_files(storage, topic, manifests, hour)
     tasks, up_to_date = [], []
     for partition in sorted({p for p in (partition_of_path(path) for path in committed) if p is not None}
                             | _compacted_partitions(storage, topic, hour)):
@@ -128,25 +132,29 @@ def plan_compaction(
     return tasks, up_to_date
 
 
-def committed_raw_files(
-    storage: LakeStorage, topic: TopicSpec, manifests: ManifestStore, landed: list[KafkaHour], hour: datetime,
-) -> set[str]:
-    """The raw files in `hour`'s folders that a landed manifest owns; in-flight and crashed attempts
-    are not committed. Manifests of the hours around H are read first, the rest only if needed."""
+def committed_raw_files(storage: LakeStorage, topic: TopicSpec, manifests: ManifestStore, hour: datetime) -> set[str]:
+    """The raw files in `hour`'s folders that a landed manifest owns; in-flight and crashed attempts are not
+    committed. Read are the manifests of the raw hours around H and of those the placement index names for H's
+    folders (late and early events); all of them only for files neither explains (landed before the index was kept,
+    or of an attempt not committed)."""
+    folders = [layout.data_directory(topic.database, topic.table, version, hour) for version in topic.version_numbers]
     on_disk = {
-        stored.path
-        for version in topic.version_numbers
-        for stored in storage.list_files(layout.data_directory(topic.database, topic.table, version, hour))
-        if layout.parse_data_file_name(stored.path) is not None
+        f"{folder}/{name}" for folder in folders for name in storage.list_names(folder)
+        if layout.parse_data_file_name(name) is not None
     }
+    index = PlacementIndex(storage, topic.database, topic.table)
     window = set(raw_hours_that_feed(topic, hour)) | ({KafkaHour(hour - ONE_HOUR)} if hour > FIRST_HOUR else set())
-    ordered = sorted(landed, key=lambda h: (h not in window, abs(h.start - hour)))
+    writers = window | {kafka_hour for folder in folders if on_disk for kafka_hour in index.writers(folder)}
     committed: set[str] = set()
-    for kafka_hour in ordered:
+    for kafka_hour in sorted(writers, key=lambda h: abs(h.start - hour)):
         if committed == on_disk:
-            break
+            return committed
         manifest = manifests.read(kafka_hour)
-        if manifest is not None:  # else expired since it was listed, its files with it
+        committed.update(f.path for f in (manifest.files if manifest else ()) if f.path in on_disk)
+    if committed != on_disk:
+        log.warning("%s hour %s: %d file(s) no manifest of the hours around it or in the placement index owns; "
+                    "reading every manifest of the table", topic.topic, hour_key(hour), len(on_disk - committed))
+        for manifest in manifests.all():
             committed.update(f.path for f in manifest.files if f.path in on_disk)
     return committed
 

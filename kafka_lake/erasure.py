@@ -67,14 +67,13 @@ def plan_erasure(storage: LakeStorage, topic: TopicSpec, subjects: frozenset, ta
     if path is None or not subjects:
         return []
     manifests = ManifestStore(storage, topic.database, topic.table)
-    landed = manifests.landed_hours()
     tasks = []
     for partition in storage_partitions(storage, topic.database, topic.table):
         current = read_compaction(storage, topic.database, topic.table, partition)
         if current is not None:
             files = [f.path for f in current.files]
         else:
-            committed = committed_raw_files(storage, topic, manifests, landed, partition.hour)
+            committed = committed_raw_files(storage, topic, manifests, partition.hour)
             files = sorted(p for p in committed if partition_of_path(p) == partition)
         if any(_holds_subject(storage, file, path, subjects) for file in files):
             tasks.append(CompactionTask(topic, partition, (current.generation if current else 0) + 1, tuple(files),

@@ -14,7 +14,6 @@ from kafka_lake.catalog import TopicSpec
 from kafka_lake.hours import ONE_HOUR
 from kafka_lake.storage import LakeStorage
 from kafka_lake.table_partition import TablePartition
-from kafka_lake.table_state import storage_partitions
 
 
 def retention_cutoff(topic: TopicSpec, now: datetime) -> datetime | None:
@@ -46,7 +45,7 @@ def expire(
     """Removes expired partitions from the catalog, then from storage, and expired dead letters; returns the
     partitions, their rows and the files deleted."""
     cutoff = retention_cutoff(topic, now)
-    expired = [p for p in storage_partitions(storage, topic.database, topic.table) if is_expired(p.hour, cutoff)]
+    expired = expired_partitions(storage, topic, cutoff)
     if expired:
         unpublish(expired)  # readers first: a query never meets a partition whose files are gone
     rows, deleted = 0, []
@@ -64,12 +63,40 @@ def expire_dead_letters(storage: LakeStorage, topic: TopicSpec, now: datetime) -
     """Deletes the dead-letter files of Kafka hours past `dead_letter_cutoff`; returns their paths."""
     deleted = []
     dead_letters_until = dead_letter_cutoff(topic, now)
-    for stored in storage.list_files(layout.dead_letter_prefix(topic.database, topic.table)):
-        hour = layout.hour_of_path(stored.path)
-        if hour is not None and is_expired(hour, dead_letters_until):
+    for folder in _expired_hour_folders(storage, layout.dead_letter_prefix(topic.database, topic.table), dead_letters_until):
+        for stored in storage.list_files(folder):
             storage.delete(stored.path)
             deleted.append(stored.path)
     return deleted
+
+
+def expired_partitions(storage: LakeStorage, topic: TopicSpec, cutoff: datetime | None) -> list[TablePartition]:
+    """The partitions holding data whose hour expired at `cutoff`: found through each schema version's dates and
+    the hours of the expired dates only, so a day's expiry lists what it removes, not the table."""
+    expired = []
+    for version in topic.schema_versions:
+        partition_folder = f"{layout.table_prefix(topic.database, topic.table)}/schema_version={version.version}"
+        for folder in _expired_hour_folders(storage, partition_folder, cutoff):
+            if any(stored.path.endswith(".parquet") for stored in storage.list_files(folder)):
+                expired.append(TablePartition(version.version, layout.hour_of_path(f"{folder}/")))
+    return expired
+
+
+def _expired_hour_folders(storage: LakeStorage, directory: str, cutoff: datetime | None) -> list[str]:
+    """The `date=…/hour=…` folders below `directory` whose hour expired at `cutoff`; the hours of a date are listed
+    only when its first hour expired."""
+    if cutoff is None:
+        return []
+    folders = []
+    for date in storage.list_folders(directory, prefix="date="):
+        first = layout.hour_of_path(f"{date}/hour=00/")
+        if first is None or not is_expired(first, cutoff):
+            continue
+        for hour in storage.list_folders(f"{directory}/{date}", prefix="hour="):
+            placed = layout.hour_of_path(f"{date}/{hour}/")
+            if placed is not None and is_expired(placed, cutoff):
+                folders.append(f"{directory}/{date}/{hour}")
+    return folders
 
 
 def expiry_detail(topic: TopicSpec, now: datetime) -> str:

@@ -16,7 +16,7 @@ from kafka_lake.catalog import TopicSpec
 from kafka_lake.compaction import CompactionResult, compact_hour, generation_checksum
 from kafka_lake.compaction_manifest import CompactionManifest
 from kafka_lake.expiry import is_expired, retention_cutoff
-from kafka_lake.landed_files import remove_orphans, remove_replaced_files
+from kafka_lake.landed_files import letter_prefixes, remove_orphans, remove_replaced_files
 from kafka_lake.landing_checks import CheckOutcome
 from kafka_lake.manifests import HourManifest
 from kafka_lake.retention import apply_retention
@@ -62,7 +62,7 @@ class HiveTables:
     def commit_hour(self, topic: TopicSpec, manifest: HourManifest, previous: HourManifest | None,
                     attempt: str) -> HourCommitted:
         replaced = remove_replaced_files(self.storage, previous, manifest)
-        prefixes = (layout.table_prefix(topic.database, topic.table), layout.dead_letter_prefix(topic.database, topic.table))
+        prefixes = (layout.table_prefix(topic.database, topic.table), *letter_prefixes(topic))
         return HourCommitted(tuple(replaced), tuple(remove_orphans(self.storage, topic, manifest, prefixes)))
 
     def landed_hour_check(self, topic: TopicSpec, manifest: HourManifest) -> CheckOutcome | None:
@@ -132,7 +132,8 @@ class HiveTables:
         definition = definition_for(topic, self.storage)
         catalog = self._catalog
         change = catalog.ensure_table(definition)
-        stored = storage_partitions(self.storage, topic.database, topic.table)
+        stored = storage_partitions(self.storage, topic.database, topic.table, among=[
+            TablePartition(version, hour) for hour in hours for version in definition.schema_versions])
         report = reconcile(catalog, definition, stored, only_hours=hours)
         # The check reads the catalog again: it states what readers see now, not what reconcile intended.
         in_catalog = catalog.list_partitions(definition, hours)

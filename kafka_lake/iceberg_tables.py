@@ -45,7 +45,9 @@ from kafka_lake.iceberg_maintenance import (
     remove_unheld_files,
 )
 from kafka_lake.iceberg_schema import ensure_table
-from kafka_lake.landed_files import files_in_hour_ranges, remove_orphans, remove_replaced_files, replaced_files
+from kafka_lake.landed_files import (
+    attempt_folders, files_in_hour_ranges, letter_prefixes, remove_orphans, remove_replaced_files, replaced_files,
+)
 from kafka_lake.landing_checks import CheckOutcome
 from kafka_lake.manifests import HourManifest, ManifestStore
 from kafka_lake.table_formats import HourCommitted, LakeUri, Markdown, TableAccess, TableOutcome
@@ -133,15 +135,17 @@ class IcebergTables:
         if commit.operation == "superseded":
             # The later landing is the hour's: this one's files are no snapshot's, and nothing else is this run's.
             return HourCommitted((), tuple(remove_unheld_files(table, self.storage, mine)), _commit_metadata(commit))
-        dead_letters = (layout.dead_letter_prefix(topic.database, topic.table),)
-        replaced = remove_replaced_files(self.storage, previous, manifest, kinds=("dead_letter",))
+        dead_letters = letter_prefixes(topic)
+        replaced = remove_replaced_files(self.storage, previous, manifest, kinds=("dead_letter", "unrouted"))
         orphans = remove_orphans(self.storage, topic, manifest, dead_letters)
         finished = [f.path for f in replaced_files(previous, manifest, kinds=("data",))]
         orphans += remove_unheld_files(table, self.storage, finished)
         placements = {p for p in map(partition_of_path, mine + finished) if p is not None} | recorded_placements(
             hour_commits(table, manifest.hour))
+        # Data folders this hour's attempts wrote into (its journal), besides the placements of its commits.
+        attempted = attempt_folders(self.storage, topic, manifest, (layout.table_prefix(topic.database, topic.table),))
         in_ranges = files_in_hour_ranges(self.storage, topic, manifest, [
-            p.raw_directory(topic.database, topic.table) for p in sorted(placements)])
+            p.raw_directory(topic.database, topic.table) for p in sorted(placements)] + attempted)
         old_enough = datetime.now(timezone.utc) - ORPHAN_MIN_AGE
         orphans += remove_unheld_files(table, self.storage, [
             stored.path for stored in in_ranges if stored.modified is not None and stored.modified < old_enough])
@@ -153,7 +157,7 @@ class IcebergTables:
     # --- compaction ---------------------------------------------------------------------------------------
 
     def compact_hour(self, topic: TopicSpec, hour: datetime) -> TableOutcome:
-        check_due(topic, hour, ManifestStore(self.storage, topic.database, topic.table).landed_hours())
+        check_due(topic, hour, ManifestStore(self.storage, topic.database, topic.table))
         table = self.table(topic)
         done = [compact_placement_hour(table.refresh(), self.storage, TablePartition(v.version, hour))
                 for v in topic.schema_versions]

@@ -21,7 +21,7 @@ from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka_log import BOUNDARY_WINDOW, KafkaLog
 from kafka_lake.landing_checks import BoundaryRecords, CheckOutcome, boundaries_confirmed
 from kafka_lake.landing_counts import LandingCounts
-from kafka_lake.manifests import HourManifest, ManifestStore, PartitionLanding
+from kafka_lake.manifests import AttemptJournal, HourManifest, ManifestStore, PartitionLanding, PlacementIndex
 from kafka_lake.audit import AuditEntry, write_audit
 from kafka_lake.settings import LandingSettings
 from kafka_lake.slice_landing import SliceReport, SliceTask
@@ -175,6 +175,7 @@ def _commit(topic: TopicSpec, planned: _PlannedHour, reports: list[SliceReport],
     # Audited before the commit: no manifest ever carries an accepted loss without its audit entry.
     audit_path = _audit_accepted_losses(storage, topic, manifest) if manifest.accepted_losses else None
     previous = manifests.read(planned.hour)
+    PlacementIndex(storage, topic.database, topic.table).record(manifest)  # before the commit: never a file unindexed
     path = manifests.write(manifest)
     committed = tables.commit_hour(topic, manifest, previous, planned.attempt)
     return LandingResult(manifest, path, committed.replaced_files, committed.orphans_removed, len(planned.slices),

@@ -119,15 +119,52 @@ def manifest_prefix(database: str, table: str) -> str:
     return f"{MANIFESTS_PREFIX}/{database}/{table}"
 
 
+MANIFEST_NAME_PREFIX = "hour="
+
+
+def hour_name(hour: KafkaHour) -> str:
+    """`hour=YYYY-MM-DD-HH`: a Kafka hour as its manifest, its attempt journal and the placement index name it."""
+    return f"{MANIFEST_NAME_PREFIX}{hour.start:%Y-%m-%d-%H}"
+
+
+def manifest_name(hour: KafkaHour) -> str:
+    return f"{hour_name(hour)}.json"
+
+
 def manifest_path(database: str, table: str, hour: KafkaHour) -> str:
-    return f"{manifest_prefix(database, table)}/hour={hour.start:%Y-%m-%d-%H}.json"
+    return f"{manifest_prefix(database, table)}/{manifest_name(hour)}"
 
 
 def hour_of_manifest_path(path: str) -> KafkaHour | None:
-    match = re.search(r"hour=(\d{4}-\d{2}-\d{2}-\d{2})\.json$", path)
+    """The Kafka hour a manifest, or an entry of the placement index, is named by."""
+    match = re.search(r"hour=(\d{4}-\d{2}-\d{2}-\d{2})(\.json)?$", path)
     if not match:
         return None
     return KafkaHour.from_partition_key(match.group(1) + ":00")
+
+
+def attempt_journal_directory(database: str, table: str, hour: KafkaHour) -> str:
+    """Where the attempts at landing a Kafka hour record the folders they write into, one empty object each."""
+    return f"{manifest_prefix(database, table)}/_attempts/{hour_name(hour)}"
+
+
+def placement_index_directory(database: str, table: str, folder: str) -> str:
+    """Where the Kafka hours whose landings wrote files into `folder` are recorded, one empty object each."""
+    return f"{manifest_prefix(database, table)}/_placed/{folder_as_name(folder)}"
+
+
+def placement_index_path(database: str, table: str, folder: str, hour: KafkaHour) -> str:
+    return f"{placement_index_directory(database, table, folder)}/{hour_name(hour)}"
+
+
+def folder_as_name(folder: str) -> str:
+    """A lake folder as one object name: its `/` as `+`, which no folder name of the lake holds (catalog names are
+    `[a-z0-9_]`, Kafka topic names `[a-zA-Z0-9._-]`)."""
+    return folder.replace("/", "+")
+
+
+def folder_of_name(name: str) -> str:
+    return name.replace("+", "/")
 
 
 def data_file_name(topic: str, partition: int, first_offset: int, attempt: str = "") -> str:

@@ -12,7 +12,7 @@ from typing import Iterable
 
 from kafka_lake import layout
 from kafka_lake.documents import DocumentCodec
-from kafka_lake.hours import KafkaHour, hour_key, hour_of_key
+from kafka_lake.hours import FIRST_HOUR, LAST_HOUR, ONE_HOUR, KafkaHour, hour_key, hour_of_key
 from kafka_lake.landing_counts import LandingCounts
 from kafka_lake.storage import LakeStorage
 
@@ -132,6 +132,9 @@ class ManifestStore:
         data = self.storage.read_bytes(path)
         return None if data is None else HourManifest.from_json(data, self.storage.uri(path))
 
+    def exists(self, hour: KafkaHour) -> bool:
+        return self.storage.exists(self.path(hour))
+
     def write(self, manifest: HourManifest) -> str:
         path = self.path(manifest.kafka_hour)
         self.storage.write_bytes(path, manifest.to_json())
@@ -141,19 +144,93 @@ class ManifestStore:
         return self.storage.delete(self.path(hour))
 
     def landed_hours(self) -> list[KafkaHour]:
-        prefix = layout.manifest_prefix(self.database, self.table)
-        hours = (layout.hour_of_manifest_path(f.path) for f in self.storage.list_files(prefix))
-        return sorted(h for h in hours if h is not None)
+        """Every landed hour of the table: the whole history, for what is about all of it (erasure, reports)."""
+        return self._landed_from(None)
+
+    def landed_in(self, first: KafkaHour, last: KafkaHour) -> list[KafkaHour]:
+        """The landed hours from `first` to `last`: one listing of those hours' manifests, however old the table."""
+        hours = int((last.start - first.start) / ONE_HOUR) + 1
+        return [h for h in self._landed_from(first, limit=hours) if h <= last]
 
     def neighbours(self, hour: KafkaHour) -> tuple[HourManifest | None, HourManifest | None]:
         """The nearest landed hour before and after `hour`, whose boundaries bind it."""
-        landed = self.landed_hours()
-        before = max((h for h in landed if h < hour), default=None)
-        after = min((h for h in landed if h > hour), default=None)
+        after = next(iter(self._landed_from(hour.next(), limit=1)), None) if hour.start < LAST_HOUR else None
+        before = self.nearest_before(hour)
         return (self.read(before) if before else None, self.read(after) if after else None)
+
+    def nearest_before(self, hour: KafkaHour) -> KafkaHour | None:
+        """The nearest landed hour before `hour`, in listings of one manifest name each, as many as the gap to it has
+        binary digits (one when the hour before landed): a window ending at `hour` doubles until it holds a landed
+        hour, then the gap above the landed hour found is halved until none lies between it and `hour`."""
+        if hour.start == FIRST_HOUR:
+            return None
+        found = self._first_landed_from(hour.previous())
+        if found is None or found >= hour:
+            earliest = self._first_landed_from(None)
+            if earliest is None or earliest >= hour:
+                return None
+            span = 2
+            while found is None or found >= hour:
+                start = earliest if span * ONE_HOUR >= hour.start - earliest.start else KafkaHour(hour.start - span * ONE_HOUR)
+                found = self._first_landed_from(start)
+                span *= 2
+        low, high = found, hour  # low landed; none landed in [high, hour)
+        while high.start - low.start > ONE_HOUR:
+            middle = KafkaHour(low.start + (high.start - low.start) // 2 // ONE_HOUR * ONE_HOUR)
+            probe = self._first_landed_from(middle)
+            if probe is not None and probe < high:
+                low = probe
+            else:
+                high = middle
+        return low
+
+    def _first_landed_from(self, hour: KafkaHour | None) -> KafkaHour | None:
+        return next(iter(self._landed_from(hour, limit=1)), None)
+
+    def _landed_from(self, hour: KafkaHour | None, limit: int | None = None) -> list[KafkaHour]:
+        """Landed hours from `hour` (from the first when None) in order, listing only the manifest names asked for."""
+        after = layout.hour_name(hour) if hour is not None else ""
+        names = self.storage.list_names(layout.manifest_prefix(self.database, self.table), prefix=layout.MANIFEST_NAME_PREFIX,
+                                        start_after=after, limit=limit)
+        return [h for h in map(layout.hour_of_manifest_path, names) if h is not None]
 
     def all(self) -> Iterable[HourManifest]:
         for hour in self.landed_hours():
             manifest = self.read(hour)
             if manifest is not None:
                 yield manifest
+
+
+class AttemptJournal:
+    """The folders the attempts at landing one Kafka hour wrote files into: a task records a folder before its first
+    file there, so the hour's commit finds the files of crashed attempts in whichever placement hours they went by
+    looking in those folders, not through the whole table."""
+
+    def __init__(self, storage: LakeStorage, database: str, table: str, hour: KafkaHour):
+        self.storage = storage
+        self.directory = layout.attempt_journal_directory(database, table, hour)
+        self._recorded: set[str] = set()
+
+    def record(self, folder: str) -> None:
+        if folder not in self._recorded:
+            self.storage.write_marker(f"{self.directory}/{layout.folder_as_name(folder)}")
+            self._recorded.add(folder)
+
+    def folders(self) -> list[str]:
+        return [layout.folder_of_name(name) for name in self.storage.list_names(self.directory)]
+
+
+class PlacementIndex:
+    """Which Kafka hours may own files in a folder: each landing records the folders of its data files before its commit,
+    so compaction reads the manifests of the hours that wrote into a placement hour, late or early, not all of them."""
+
+    def __init__(self, storage: LakeStorage, database: str, table: str):
+        self.storage, self.database, self.table = storage, database, table
+
+    def record(self, manifest: HourManifest) -> None:
+        for folder in sorted({f.path.rsplit("/", 1)[0] for f in manifest.files if f.kind == "data"}):
+            self.storage.write_marker(layout.placement_index_path(self.database, self.table, folder, manifest.kafka_hour))
+
+    def writers(self, folder: str) -> list[KafkaHour]:
+        names = self.storage.list_names(layout.placement_index_directory(self.database, self.table, folder))
+        return [h for h in map(layout.hour_of_manifest_path, names) if h is not None]

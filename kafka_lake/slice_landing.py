@@ -27,7 +27,7 @@ from kafka_lake.hours import KafkaHour, hour_key
 from kafka_lake.kafka_log import KafkaLog
 from kafka_lake.kafka_records import kafka_timestamps
 from kafka_lake.landing_counts import LandingCounts
-from kafka_lake.manifests import LandedFile
+from kafka_lake.manifests import AttemptJournal, LandedFile
 from kafka_lake.parquet_output import ParquetOutput, dictionary_columns, statistics_columns
 from kafka_lake.schema_resolution import schemas_for
 from kafka_lake.settings import LandingSettings
@@ -75,9 +75,11 @@ class PlacementFiles:
     """
 
     def __init__(self, storage: LakeStorage, topic: TopicSpec, partition: int, max_open: int,
-                 row_group_rows: int = ROW_GROUP_ROWS, buffer_bytes: int = BUFFER_BYTES, attempt: str = ""):
+                 row_group_rows: int = ROW_GROUP_ROWS, buffer_bytes: int = BUFFER_BYTES, attempt: str = "",
+                 journal: AttemptJournal | None = None):
         self._storage = storage
         self._attempt = attempt
+        self._journal = journal  # told of each folder before a file is opened in it
         self._topic = topic
         self._partition = partition
         self._max_open = max_open
@@ -96,6 +98,8 @@ class PlacementFiles:
             if len(self._open) >= self._max_open:
                 _, oldest = self._open.popitem(last=False)
                 self.closed.append(oldest.close())
+            if self._journal is not None:
+                self._journal.record(directory)
             first_offset = table.column("_kafka_offset")[0].as_py()
             # Dead letters belong to no table format: their names stay deterministic.
             name = layout.data_file_name(self._topic.topic, self._partition, first_offset,
@@ -235,7 +239,8 @@ class _TableLanding:
         self.decoder = BatchDecoder(topic, schemas_for(topic, settings.schema_registry_url), settings.pii_key,
                                     kafka_hour=task.hour)
         self.encryption = DeadLetterEncryption(settings.dead_letter_key) if settings.dead_letter_key else None
-        self.files = PlacementFiles(storage, topic, task.slice.partition, settings.max_open_files, attempt=task.attempt)
+        self.files = PlacementFiles(storage, topic, task.slice.partition, settings.max_open_files, attempt=task.attempt,
+                                    journal=AttemptJournal(storage, topic.database, topic.table, task.hour))
         self.as_table_holds = _rows_as_table_holds(topic)
         self.totals = _Totals()
 

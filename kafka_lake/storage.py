@@ -7,6 +7,7 @@ on S3 because an object appears only when its upload completes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import uuid
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import BinaryIO, Iterator
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
+from botocore.exceptions import BotoCoreError, ClientError
 
 
 @dataclass(frozen=True)
@@ -24,11 +26,11 @@ class StoredFile:
     modified: datetime | None = None  # when it was last written, where the file system says
 
 
-def s3_filesystem_from_env() -> pafs.S3FileSystem:
+def s3_filesystem_from_env(**options) -> pafs.S3FileSystem:
     """An S3 client configured from the standard AWS_* variables, `AWS_ENDPOINT_URL` honoured."""
     return pafs.S3FileSystem(
         retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=8), connect_timeout=5, request_timeout=60,
-        **s3_options_from_env(),
+        **s3_options_from_env(), **options,
     )
 
 
@@ -122,6 +124,21 @@ class LakeStorage:
         with self.open_output(relative) as stream:
             stream.write(data)
 
+    def write_marker(self, relative: str) -> None:
+        """An empty object whose name is all it says: written in one request, as it has no content to see half of."""
+        if self.is_s3:
+            with self._marker_filesystem.open_output_stream(self.full_path(relative)):
+                return
+        target = self.full_path(relative)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        open(target, "wb").close()
+
+    @functools.cached_property
+    def _marker_filesystem(self) -> pafs.S3FileSystem:
+        # Opened late, a stream too small for a multipart upload is one PUT; the lake's own client starts a
+        # multipart upload for every stream.
+        return s3_filesystem_from_env(allow_delayed_open=True)
+
     def read_bytes(self, relative: str) -> bytes | None:
         try:
             with self._fs.open_input_stream(self.full_path(relative)) as stream:
@@ -145,6 +162,62 @@ class LakeStorage:
             return True
         except FileNotFoundError:
             return False
+
+    def list_names(self, directory: str, prefix: str = "", start_after: str = "", limit: int | None = None) -> list[str]:
+        """The names of the files directly in `directory` that start with `prefix` and sort after `start_after`, in
+        order, at most `limit` of them; hidden temporaries excluded. On S3 this costs one request a thousand names
+        and never more than `limit` needs, so a caller asking for the few names after a point pays for those only:
+        an S3 listing can start after a key, where pyarrow's always starts at the beginning."""
+        return self._list_level(directory, prefix, start_after, limit, folders=False)
+
+    def list_folders(self, directory: str, prefix: str = "") -> list[str]:
+        """The names of the folders directly in `directory` that start with `prefix`, in order: one level of a tree
+        (the dates of a table, say) without listing the files below it."""
+        return self._list_level(directory, prefix, "", None, folders=True)
+
+    def _list_level(self, directory: str, prefix: str, start_after: str, limit: int | None, folders: bool) -> list[str]:
+        if not self.is_s3:
+            try:
+                names = sorted(entry.name for entry in os.scandir(self.full_path(directory)) if entry.is_dir() == folders)
+            except FileNotFoundError:
+                return []
+            found = [n for n in names if n.startswith(prefix) and n > start_after and not n.startswith(".")]
+            return found[:limit] if limit is not None else found
+        bucket, _, key_directory = self.full_path(directory).partition("/")
+        base = f"{key_directory}/" if key_directory else ""
+        request = {"Bucket": bucket, "Prefix": base + prefix, "Delimiter": "/"}
+        if start_after:
+            request["StartAfter"] = base + start_after
+        try:
+            return self._list_s3_level(request, base, limit, folders)
+        except (BotoCoreError, ClientError) as error:  # an S3 failure reads as pyarrow's do: an OSError naming where
+            raise OSError(f"When listing s3://{bucket}/{request['Prefix']}: {error}") from None
+
+    def _list_s3_level(self, request: dict, base: str, limit: int | None, folders: bool) -> list[str]:
+        found: list[str] = []
+        for page in self._s3_client.get_paginator("list_objects_v2").paginate(
+                **request, PaginationConfig={"PageSize": min(limit or 1000, 1000)}):
+            if folders:
+                listed = [item["Prefix"][len(base):].rstrip("/") for item in page.get("CommonPrefixes", [])]
+            else:
+                listed = [item["Key"][len(base):] for item in page.get("Contents", [])]
+            found += [name for name in listed if not name.startswith(".")]
+            if limit is not None and len(found) >= limit:
+                return found[:limit]
+        return found
+
+    @functools.cached_property
+    def _s3_client(self):
+        import boto3
+        from botocore.config import Config
+
+        options = s3_options_from_env()
+        endpoint = f"{options['scheme']}://{options['endpoint_override']}" if "endpoint_override" in options else None
+        return boto3.client(
+            "s3", endpoint_url=endpoint, region_name=options.get("region"), aws_access_key_id=options.get("access_key"),
+            aws_secret_access_key=options.get("secret_key"), aws_session_token=options.get("session_token"),
+            config=Config(retries={"mode": "standard", "max_attempts": 8}, s3={"addressing_style": "path"}),
+        )
 
     def list_files(self, prefix: str) -> list[StoredFile]:
         """Every file below `prefix`, recursively; hidden temporaries excluded."""

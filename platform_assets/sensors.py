@@ -167,7 +167,7 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True):
         storage = lake.storage()
         to_compact: dict[TopicSpec, set[KafkaHour]] = {}
         to_register: dict[TopicSpec, set[KafkaHour]] = {}
-        landed_sets: dict[str, set[KafkaHour]] = {}
+        landed: dict[tuple[str, KafkaHour], bool] = {}  # asked of storage once a tick, for the hours in question only
         for event in events:
             if event.partition is None:
                 continue
@@ -175,11 +175,15 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True):
             if event.asset_key in by_raw:
                 topic = by_raw[event.asset_key]
                 manifests = ManifestStore(storage, topic.database, topic.table)
-                if topic.topic not in landed_sets:
-                    landed_sets[topic.topic] = set(manifests.landed_hours())
                 manifest = manifests.read(hour)
                 touched = automation.placement_hours(manifest) if manifest else []
-                due = automation.due_for_compaction(topic, hour, touched, landed_sets[topic.topic].__contains__)
+
+                def is_landed(kafka_hour: KafkaHour, topic=topic, manifests=manifests) -> bool:
+                    if (topic.topic, kafka_hour) not in landed:
+                        landed[topic.topic, kafka_hour] = manifests.exists(kafka_hour)
+                    return landed[topic.topic, kafka_hour]
+
+                due = automation.due_for_compaction(topic, hour, touched, is_landed)
                 to_compact.setdefault(topic, set()).update(due)
             elif event.asset_key in by_compacted:
                 to_register.setdefault(by_compacted[event.asset_key], set()).add(hour)
