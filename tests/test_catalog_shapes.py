@@ -144,7 +144,7 @@ def test_one_registry_id_may_name_one_schema_in_several_tables_but_never_two_sch
         ({"keep_tombstones": True, "route": {"field": "type", "equals": "tap"}}, TAP,
          "keep_tombstones and route exclude each other"),
         ({"keep_tombstones": "yes"}, TAP, "keep_tombstones must be true or false, got 'yes'"),
-        ({"table_format": "delta"}, TAP, "table_format must be hive or iceberg, got 'delta'"),
+        ({"table_format": "delta"}, TAP, "table_format must be one of hive, iceberg, got 'delta'"),
         ({"key_schema": "nokey.avsc"}, TAP, "nokey.avsc: schema file does not exist"),
         ({"key_schema": "../key.avsc"}, TAP, "key_schema must sit beside topic.yaml"),
         ({"time_partitioning": None}, TAP, "missing required key 'time_partitioning'"),

@@ -110,7 +110,7 @@ FUZZED_DOCUMENT = {**SAMPLE_DOCUMENT, "rename": {"referrer": "referred_by", "url
 # The defaults of the optional keys the fuzzed document uses, as SPEC and the README's table of keys state them.
 DOCUMENTED_DEFAULTS = {"retention_days": None, "pii_fields": [], "subject_field": None, "freshness_minutes": None,
                        "max_rows_per_task": 1_000_000, "rename": {}, "format": "avro", "route": None,
-                       "keep_tombstones": False, "table_format": None}
+                       "keep_tombstones": False, "table_format": "hive"}  # the deployment's TABLE_FORMAT, hive unset
 
 
 def as_written(topic: TopicSpec) -> dict:
