@@ -10,7 +10,7 @@ export PYTHONUNBUFFERED := 1
 # Spark binds the driver to loopback unless told otherwise: local runs never leave the machine.
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: setup check-java instance check-test-tools check-catalog demo test test-fast test-faults ui broker stop clean bench bench-sensors bench-table-formats bench-history bench-compaction bench-json
+.PHONY: setup check-java instance check-test-tools check-catalog demo lint test test-fast test-faults ui broker stop clean bench bench-sensors bench-table-formats bench-history bench-compaction bench-json
 
 setup: $(STAMP) check-java instance
 
@@ -52,7 +52,12 @@ check-catalog: $(STAMP)
 demo: setup
 	$(PY) -m dev_services.demo
 
-test: setup check-test-tools
+# ruff (style and likely bugs, everywhere) and mypy (types, of the domain core), as configured in pyproject.toml.
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+test: setup check-test-tools lint
 	$(PY) -m pytest -q -m "not faults"
 
 # The tests that need no broker, S3 server, Spark, Glue or subprocess (markers set in tests/conftest.py): under a minute.

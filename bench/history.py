@@ -65,7 +65,7 @@ class RequestCounter:
         return False  # never fail: the proxy only counts
 
     @contextmanager
-    def stage(self, into: "StageCost"):
+    def stage(self, into: StageCost):
         with self.lock:
             before = Counter(self.counts)
         started = time.monotonic()
@@ -237,7 +237,14 @@ def main() -> None:
     from kafka_lake.catalog import TopicCatalog
     from kafka_lake.storage import LakeStorage
     from table_catalogs.glue import GlueCatalog
-    from tests.landing_fixtures import HOURS, build_traffic, landing_settings, produce, unique_topic_name, write_test_topic
+    from tests.landing_fixtures import (
+        HOURS,
+        build_traffic,
+        landing_settings,
+        produce,
+        unique_topic_name,
+        write_test_topic,
+    )
     from tests.s3_fault_proxy import S3FaultProxy
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request

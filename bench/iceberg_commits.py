@@ -21,6 +21,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow as pa
+from pyiceberg.table.snapshots import Operation
 
 from kafka_lake import layout
 from kafka_lake.arrow_mapping import arrow_schema_for
@@ -35,7 +36,6 @@ from kafka_lake.manifests import HourManifest, LandedFile, PartitionLanding
 from kafka_lake.parquet_output import ParquetOutput
 from kafka_lake.storage import LakeStorage
 from kafka_lake.table_partition import TablePartition
-from pyiceberg.table.snapshots import Operation
 
 REPO = Path(__file__).resolve().parent.parent
 FIRST_HOUR = datetime(2026, 1, 1, tzinfo=timezone.utc)

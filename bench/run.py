@@ -24,6 +24,7 @@ from confluent_kafka import Consumer, Message, TopicPartition
 from bench.traffic import bench_topic, produce_one_long_slice, produce_page_views
 from dev_services.demo_traffic import last_closed_hours
 from dev_services.tansu import TansuBroker
+from kafka_lake import layout
 from kafka_lake.catalog import load_catalog
 from kafka_lake.decoding import BatchDecoder
 from kafka_lake.hours import KafkaHour
@@ -33,7 +34,6 @@ from kafka_lake.schema_resolution import CatalogSchemas
 from kafka_lake.settings import LandingSettings
 from kafka_lake.slice_landing import PlacementFiles, SliceTask, land_slice
 from kafka_lake.slices import OffsetSlice
-from kafka_lake import layout
 from kafka_lake.storage import LakeStorage
 
 PII_KEY = b"bench-pii-key-not-a-secret"

@@ -100,13 +100,13 @@ def produce_one_long_slice(bootstrap: str, topic: TopicSpec, hours: list[datetim
     producer = producer_for(bootstrap)
     span = to_millis(hours[-1] + ONE_HOUR) - to_millis(hours[0])
     for index in range(records):
-        stamp, key, value = pool[index % len(pool)]
+        _stamp, key, value = pool[index % len(pool)]
         # Kafka time keeps moving forward across repetitions of the pool, inside the hours.
         send(producer, topic.topic, 0, to_millis(hours[0]) + index * span // records, key, value, deliveries)
         if index % 5000 == 0:
             producer.poll(0)
     finish(producer, deliveries, bootstrap, timeout=600)
-    stamp, key, value = pool[0]
+    _stamp, key, value = pool[0]
     send(producer, topic.topic, 0, to_millis(hours[-1] + ONE_HOUR) + 1000, key, value, deliveries)
     finish(producer, deliveries, bootstrap)
     return Produced(topic, records + 1, 1, tuple(hours), time.monotonic() - started)

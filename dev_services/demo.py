@@ -265,7 +265,7 @@ def _print_summary(landed, catalog, lake_root: str, elapsed: float) -> None:
     print(header)
     print("-" * len(header))
     for topic, key, metadata, checks in landed:
-        value = lambda name: metadata[name].value  # noqa: E731
+        value = lambda name: metadata[name].value
         verdict = "all passed" if all(checks.values()) else "FAILED: " + ", ".join(n for n, ok in checks.items() if not ok)
         print(f"{'raw/' + topic.name:28} {key:17} {value('rows'):>6} {value('dead_letters'):>5} {value('tombstones'):>5} "
               f"{value('late_events'):>5} {value('files'):>5} {value('slices'):>6}  {verdict}")

@@ -15,11 +15,11 @@ import time
 import uuid
 import zlib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from datetime import time as time_of_day
 from decimal import Decimal
-from typing import Callable
 
 from confluent_kafka import KafkaException, Producer
 
@@ -62,7 +62,7 @@ class TopicTraffic:
     def broken_total(self) -> int:
         return sum(self.broken.values())
 
-    def count(self, record: "DemoRecord") -> None:
+    def count(self, record: DemoRecord) -> None:
         self.produced += 1
         self.by_partition[record.partition] += 1
         if record.value is None:

@@ -81,7 +81,7 @@ class PostgresServer:
         assert self._root is not None
         return self._root / "postgres.log"
 
-    def start(self) -> "PostgresServer":
+    def start(self) -> PostgresServer:
         binaries = server_binaries()
         account = server_account()
         # Outside pytest's per-user temp tree, whose 0700 folders an unprivileged account cannot enter.
@@ -153,7 +153,7 @@ class PostgresServer:
             shutil.rmtree(self._root, ignore_errors=True)
             self._root = None
 
-    def __enter__(self) -> "PostgresServer":
+    def __enter__(self) -> PostgresServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

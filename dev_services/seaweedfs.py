@@ -151,7 +151,7 @@ class SeaweedS3:
             "-volume.preStopSeconds=0",
         ]
 
-    def start(self) -> "SeaweedS3":
+    def start(self) -> SeaweedS3:
         """Starts the server; on its first start, ports someone else took meanwhile are picked anew."""
         if self._process is not None and self._process.poll() is None:
             return self
@@ -167,7 +167,7 @@ class SeaweedS3:
     def _choose_ports(self) -> None:
         self.master_port, self.volume_port, self.filer_port, self.s3_port = pick_service_ports(4)
 
-    def _start_on_chosen_ports(self) -> "SeaweedS3":
+    def _start_on_chosen_ports(self) -> SeaweedS3:
         busy = [p for p in self._all_ports() if not is_port_free(p)]
         if busy:
             raise PortTakenError(f"ports {busy} on {LOOPBACK} are taken; cannot start SeaweedFS on them")
@@ -266,7 +266,7 @@ class SeaweedS3:
             for socket_file in Path("/tmp").glob(f"seaweedfs-*-{port}.sock"):
                 socket_file.unlink(missing_ok=True)
 
-    def restart(self) -> "SeaweedS3":
+    def restart(self) -> SeaweedS3:
         """Stop, then start again on the same ports, data and credentials."""
         self.stop()
         return self.start()
@@ -277,7 +277,7 @@ class SeaweedS3:
         if self._owns_data_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
-    def __enter__(self) -> "SeaweedS3":
+    def __enter__(self) -> SeaweedS3:
         try:
             return self.start()
         except BaseException:

@@ -42,7 +42,7 @@ class StandaloneSparkCluster:
     def _spark_class(self, *args: str) -> list[str]:
         return [os.path.join(spark_home(), "bin", "spark-class"), *args]
 
-    def start(self) -> "StandaloneSparkCluster":
+    def start(self) -> StandaloneSparkCluster:
         master = self._spark_class("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                                    "--port", str(self.port), "--webui-port", str(free_port()))
         self._processes.append(launch(master, self.state_dir / "master.log", env=self._env()))
@@ -76,7 +76,7 @@ class StandaloneSparkCluster:
             stop_process(process)
         self._processes.clear()
 
-    def __enter__(self) -> "StandaloneSparkCluster":
+    def __enter__(self) -> StandaloneSparkCluster:
         return self.start()
 
     def __exit__(self, *exc) -> None:

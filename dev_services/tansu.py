@@ -138,7 +138,7 @@ class TansuBroker:
     def pid(self) -> int | None:
         return self._process.pid if self._process else None
 
-    def start(self) -> "TansuBroker":
+    def start(self) -> TansuBroker:
         if self._process is not None and self._process.poll() is None:
             return self
         if not is_port_free(self.port):
@@ -165,7 +165,7 @@ class TansuBroker:
         if self._own_log_dir:
             shutil.rmtree(self._own_log_dir, ignore_errors=True)
 
-    def __enter__(self) -> "TansuBroker":
+    def __enter__(self) -> TansuBroker:
         return self.start()
 
     def __exit__(self, *exc) -> None:

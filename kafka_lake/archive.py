@@ -8,8 +8,8 @@ topic once archived keeps its table after Kafka deleted it.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Iterable
 
 from kafka_lake.catalog import TopicCatalog
 from kafka_lake.layout import ARCHIVED_TOPICS_PATH

@@ -12,9 +12,10 @@ import decimal
 import json
 import math
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import pyarrow as pa
 
@@ -335,7 +336,7 @@ def _jsonable(value: Any, depth: int) -> Any:
 
 
 # Kafka Connect and Debezium types without an Avro twin (see `connect_types`), by (Avro type, connect.name).
-_CONNECT_COLUMNS = {
+_CONNECT_COLUMNS: dict[tuple[str, str | None], _Mapped] = {
     ("long", NANO_TIMESTAMP): _Mapped(pa.timestamp("us", tz="UTC"), lambda nanos: nanos // 1000),
     ("long", NANO_TIME): _Mapped(pa.time64("us"), lambda nanos: nanos // 1000),
     # RFC 3339 text with an offset, to UTC; the digits past the microsecond are cut.

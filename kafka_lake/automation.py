@@ -6,9 +6,9 @@ Plain functions of what the broker, the manifests and the clock say; the sensors
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Callable, Iterable
 
 from kafka_lake.catalog import TopicCatalog, TopicSpec, is_internal_topic
 from kafka_lake.compaction import missing_raw_hours, raw_hours_that_feed
@@ -162,7 +162,7 @@ def freshness(topic: TopicSpec, is_landed: Callable[[KafkaHour], bool], now: dat
 def freshness_alert(topic: TopicSpec, before: bool | None, now: Freshness) -> str | None:
     """The alert a freshness evaluation calls for, given whether the one before passed (None: no evaluation before):
     a failure when it starts failing (also the first time), a recovery when it passes again, else nothing."""
-    if before is None and now.passed or before == now.passed:
+    if (before is None and now.passed) or before == now.passed:
         return None
     return f"[{'RECOVERED' if now.passed else 'FAILED'}] freshness of {topic.topic}: {now.description}"
 

@@ -6,9 +6,10 @@ Field lookup by dotted path, time-field types, and what counts as a compatible e
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Collection, Iterator
+from typing import Any
 
 from kafka_lake.type_widening import avro_type_widens
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 import fastavro
 import yaml
@@ -31,12 +32,12 @@ from kafka_lake.layout import KAFKA_COLUMN_PREFIX, PARTITION_COLUMNS, is_lake_co
 from kafka_lake.topic_yaml import (
     RECORD_NAME,
     ArchiveYaml,
-    archived_topic_yaml,
     RouteYaml,
     SchemaVersionYaml,
     TimePartitioningYaml,
     TopicYaml,
     TopicYamlError,
+    archived_topic_yaml,
     read_archive_yaml,
     read_topic_yaml,
     shown,
@@ -150,7 +151,7 @@ class TopicSpec:
     archived: bool = False  # made by the archive rule, not by a folder of its own
     # The other routed tables of the topic (set by `load_catalog`): a record one of them takes is theirs, one that
     # none takes is unrouted, and lands in the topic's unrouted dead letters through the first routed table alone.
-    routed_siblings: tuple["RoutedSibling", ...] = ()
+    routed_siblings: tuple[RoutedSibling, ...] = ()
     lands_unrouted: bool = True
 
     @property
@@ -226,7 +227,7 @@ class TopicCatalog:
                 return topic
         raise KeyError(f"no topic {database}/{table} in the catalog at {self.directory}")
 
-    archive: "ArchiveRule | None" = None  # from `_archive.yaml`, if the catalog has one
+    archive: ArchiveRule | None = None  # from `_archive.yaml`, if the catalog has one
 
     def by_topic(self, topic_name: str) -> TopicSpec:
         """The one table of a Kafka topic; a topic landed into several tables has `tables_of`."""
@@ -311,8 +312,9 @@ def _with_routed_siblings(topics: Iterable[TopicSpec]) -> tuple[TopicSpec, ...]:
         group = routed.get(spec.topic, [])
         if spec.route is None or len(group) < 2:
             return spec
-        siblings = tuple(RoutedSibling(other.name, other.route, frozenset(
-            v.registry_id for v in other.schema_versions if v.registry_id is not None)) for other in group if other is not spec)
+        siblings = tuple(RoutedSibling(other.name, other_route, frozenset(
+            v.registry_id for v in other.schema_versions if v.registry_id is not None))
+            for other in group if other is not spec and (other_route := other.route) is not None)
         return replace(spec, routed_siblings=siblings, lands_unrouted=group[0] is spec)
 
     return tuple(told(spec) for spec in topics)
@@ -583,7 +585,7 @@ def _check_route(route: RouteYaml, versions: list[SchemaVersion], where: str) ->
         kind = _ROUTE_KINDS.get(type_name(unwrap_nullable(avro_type)))
         wrong = [v for v in route.values if kind is None or type(v) is not kind]
         if wrong:
-            what = {str: "text", int: "whole numbers", bool: "true or false"}.get(kind, "no value a route can match")
+            what = {str: "text", int: "whole numbers", bool: "true or false"}.get(kind, "no value a route can match") if kind else "no value a route can match"
             raise CatalogError(
                 f"{where}: route.field {route.field!r} is {_describe_route_type(avro_type)} in version {version.version} "
                 f"({version.file}), which holds {what}; route value {shown(wrong[0])} could never match"
@@ -608,7 +610,7 @@ def record_full_name(schema: dict) -> str:
 
 def _load_key_schema(file: str, folder: Path, where: str) -> SchemaVersion:
     """The key's schema, as version 0 of its own: a record whose fields become `_kafka_key_decoded`'s."""
-    [key] = _load_versions((SchemaVersionYaml(version=1, file=file),), folder, where, label="key_schema")
+    [key] = _load_versions((SchemaVersionYaml(version=1, file=file, registry_id=None),), folder, where, label="key_schema")
     if key.recursions:
         raise CatalogError(f"{where}: key_schema {file} has a record that contains itself ({key.recursions[0]}); a key "
                            f"must be a plain record")

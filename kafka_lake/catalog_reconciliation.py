@@ -4,9 +4,9 @@ a new location (compaction's and erasure's switch to a new generation).
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Collection, Mapping
 
 from kafka_lake.table_catalog import TableCatalog, normalize_location, utc_hour
 from kafka_lake.table_partition import TablePartition

@@ -5,7 +5,6 @@ the path cannot vouch for is left to the record path.
 
 from __future__ import annotations
 
-
 import numpy as np
 import pyarrow as pa
 

@@ -14,8 +14,8 @@ to the table mapping (`arrow_mapping.py`) by a tree of nodes, one per Avro type,
 from __future__ import annotations
 
 import decimal
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -59,7 +59,7 @@ class ColumnarMapping:
 
     block_schema: dict  # the writer schema as the native reader must see it (uuid read as its plain string)
     schema: pa.Schema  # the table schema, equal to `ArrowMapping.schema`
-    fields: tuple[tuple[str, "_Node"], ...]
+    fields: tuple[tuple[str, _Node], ...]
 
     def field_lengths(self, decoded: pa.RecordBatch) -> list[np.ndarray]:
         """Per field, the bytes of each record's value in Avro's canonical encoding; their sum is the record's."""
@@ -137,7 +137,7 @@ class _ColumnarCompiler:
         self.names = named_types(schema)
         self.pseudonymize = pseudonymize
 
-    def node(self, avro: AvroType, target: pa.DataType, pii: frozenset = frozenset()) -> "_Node":
+    def node(self, avro: AvroType, target: pa.DataType, pii: frozenset = frozenset()) -> _Node:
         avro = resolve(avro, self.names)
         kind = type_name(avro)
         connect = connect_name(avro)
@@ -171,7 +171,7 @@ class _ColumnarCompiler:
             raise NotColumnar(f"Avro type {avro!r} has no columnar reading")
         return _FixedWidth(fixed_sizes[kind], target)
 
-    def record(self, avro: dict, target: pa.StructType, pii: frozenset) -> "_Struct":
+    def record(self, avro: dict, target: pa.StructType, pii: frozenset) -> _Struct:
         children = []
         for index, avro_field in enumerate(avro.get("fields", [])):
             name = avro_field["name"]
@@ -183,7 +183,7 @@ class _ColumnarCompiler:
                 children.append(self.node(avro_field["type"], field_type, deeper))
         return _Struct(children, target)
 
-    def pii_node(self, avro: AvroType, name: str) -> "_Node":
+    def pii_node(self, avro: AvroType, name: str) -> _Node:
         resolved = resolve(avro, self.names)
         members = non_null_members(resolved) if isinstance(resolved, list) else [resolved]
         if len(members) != 1 or type_name(resolve(members[0], self.names)) not in _PII_SCALARS:
@@ -194,7 +194,7 @@ class _ColumnarCompiler:
             inner = _NullableUnion(inner, resolved[0] == "null") if len(resolved) == 2 else _SingleUnion(inner)
         return _Pseudonymized(inner, self.pseudonymize)
 
-    def union(self, union: list, target: pa.DataType, pii: frozenset) -> "_Node":
+    def union(self, union: list, target: pa.DataType, pii: frozenset) -> _Node:
         members = [resolve(member, self.names) for member in non_null_members(union)]
         if len(members) == 1:
             inner = self.node(members[0], target, pii)

@@ -11,9 +11,9 @@ import hashlib
 import logging
 import struct
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,11 +21,11 @@ import pyarrow.parquet as pq
 
 from kafka_lake import layout
 from kafka_lake.catalog import TopicSpec
+from kafka_lake.compaction_manifest import CompactedFile, CompactionManifest, read_compaction
 from kafka_lake.hours import FIRST_HOUR, LAST_HOUR, ONE_HOUR, KafkaHour, hour_key
 from kafka_lake.manifests import ManifestStore, PlacementIndex
 from kafka_lake.parquet_output import ParquetOutput
 from kafka_lake.storage import LakeStorage
-from kafka_lake.compaction_manifest import CompactedFile, CompactionManifest, read_compaction
 from kafka_lake.table_partition import TablePartition, partition_of_path
 
 log = logging.getLogger(__name__)

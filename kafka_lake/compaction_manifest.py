@@ -5,6 +5,7 @@ from then on, its files, and the raw files whose rows it holds.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 from kafka_lake.documents import DocumentCodec
 from kafka_lake.hours import hour_of_key
 from kafka_lake.storage import LakeStorage
@@ -42,7 +43,7 @@ class CompactionManifest:
         return COMPACTION_MANIFEST.to_json(self)
 
     @classmethod
-    def from_json(cls, data: bytes, where: str = "") -> "CompactionManifest":
+    def from_json(cls, data: bytes, where: str = "") -> CompactionManifest:
         return COMPACTION_MANIFEST.from_json(data, where)
 
 

@@ -28,7 +28,7 @@ CONNECT_DEFAULT_PRECISION = 64
 
 # (Avro type, connect.name) → the Avro logical type of the same bytes. Debezium's Timestamp and MicroTimestamp count
 # from the epoch in the database's own clock (a DATETIME has no zone): they land as UTC timestamps of that time.
-_AS_AVRO_LOGICAL = {
+_AS_AVRO_LOGICAL: dict[tuple[str, str | None], str] = {
     ("int", "io.debezium.time.Date"): "date",
     ("int", "org.apache.kafka.connect.data.Date"): "date",
     ("int", "io.debezium.time.Time"): "time-millis",
@@ -39,7 +39,7 @@ _AS_AVRO_LOGICAL = {
     ("long", "io.debezium.time.MicroTimestamp"): "timestamp-micros",
 }
 # What a plain long event time counts, by its connect.name (the catalog's `time_partitioning.unit` default).
-TIME_UNIT_OF = {NANO_TIMESTAMP: "ns"}
+TIME_UNIT_OF: dict[str | None, str] = {NANO_TIMESTAMP: "ns"}
 
 
 def connect_name(node: Any) -> str | None:
@@ -69,7 +69,8 @@ def with_connect_logical_types(schema: Any) -> Any:
     if (kind, name) in _AS_AVRO_LOGICAL:
         node["logicalType"] = _AS_AVRO_LOGICAL[kind, name]
     elif (kind, name) == ("bytes", CONNECT_DECIMAL):
-        parameters = node.get("connect.parameters") if isinstance(node.get("connect.parameters"), dict) else {}
+        given = node.get("connect.parameters")
+        parameters = given if isinstance(given, dict) else {}
         scale, precision = parameters.get("scale", "0"), parameters.get("connect.decimal.precision")
         if isinstance(scale, str) and scale.isdigit() and (precision is None or (isinstance(precision, str) and precision.isdigit())):
             node.update(logicalType="decimal", scale=int(scale),

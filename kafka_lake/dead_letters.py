@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Callable
+from collections.abc import Callable
 
 import pyarrow as pa
 from cryptography.exceptions import InvalidTag
@@ -33,7 +33,7 @@ class DeadLetterDecryptionError(ValueError):
 
 
 def associated_data(topic: str, partition: int, offset: int) -> bytes:
-    return f"{topic}/{partition}/{offset}".encode("utf-8")
+    return f"{topic}/{partition}/{offset}".encode()
 
 
 class DeadLetterEncryption:

@@ -55,7 +55,7 @@ class Rejected(NamedTuple):
     error: str
 
     @classmethod
-    def of(cls, record: KafkaRecord, why: Undecodable) -> "Rejected":
+    def of(cls, record: KafkaRecord, why: Undecodable) -> Rejected:
         return cls(record, why.cause, str(why))
 
 

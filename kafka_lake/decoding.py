@@ -10,9 +10,10 @@ table decodes nothing: the value's bytes are its column.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -23,9 +24,9 @@ from kafka_lake.columnar_decoding import AvroColumns
 from kafka_lake.columnar_mapping import NotColumnar, columnar_mapping_for
 from kafka_lake.decoded_batch import DecodedBatch, Placement, Rejected, Undecodable, dead_letter_table
 from kafka_lake.framing import FramedValues, FramingError, split_confluent, split_json
+from kafka_lake.hours import KafkaHour
 from kafka_lake.json_columns import JsonColumns, json_mapping_for
 from kafka_lake.json_records import JsonRecords
-from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka_records import KafkaBatch, KafkaColumns, KafkaRecord, names_an_hour
 from kafka_lake.pii import ColumnPseudonymizer, pseudonymizer_for
 from kafka_lake.placement import HOUR_MS, TimePlacement, split_by_hour
@@ -83,7 +84,7 @@ class BatchDecoder:
         self._pseudonymize = pseudonymizer.pseudonymize if pseudonymizer else None
         self._column_pseudonyms = ColumnPseudonymizer(pii_key) if pseudonymizer and pii_key else None
         self._columnar = columnar
-        self._by_schema_id: dict[int, VersionDecoding | str] = {}  # a decoding, or why the id is unknown
+        self._by_schema_id: dict[int | None, VersionDecoding | str] = {}  # a decoding, or why the id is unknown
         self._by_version: dict[int, VersionDecoding] = {}
         self._router = TopicRouter(topic, schemas.version_for) if topic.route is not None else None
 
@@ -103,7 +104,7 @@ class BatchDecoder:
         if len(routing.mine) == len(batch):
             decoded = self._decode_framed(batch, framed)
         else:
-            mine = batch.take(routing.mine)
+            mine = batch.take(routing.mine.tolist())
             decoded = self._decode_framed(mine, FramedValues(pa.array(mine.values, pa.binary()),
                                                              plain_json=self._topic.format == "json"))
         unrouted: dict[datetime, list[Rejected]] = defaultdict(list)
@@ -162,8 +163,11 @@ class BatchDecoder:
         """The decoding of a schema id; of the newest version for a plain JSON value (None)."""
         found = self._by_schema_id.get(schema_id)
         if found is None:
-            version = self._topic.schema_versions[-1] if schema_id is None else self._schemas.version_for(schema_id)
-            found = self._schemas.unknown_reason(schema_id) if version is None else self._version_decoding(version)
+            if schema_id is None:
+                found = self._version_decoding(self._topic.schema_versions[-1])
+            else:
+                version = self._schemas.version_for(schema_id)
+                found = self._schemas.unknown_reason(schema_id) if version is None else self._version_decoding(version)
             self._by_schema_id[schema_id] = found
         if isinstance(found, str):
             raise Undecodable("unknown_schema_id", found)
@@ -174,7 +178,8 @@ class BatchDecoder:
             topic, pii_fields = self._topic, self._topic.pii_fields
             mapping = arrow_mapping_for(version, pii_fields, self._pseudonymize, topic.columns_by_field)
             record_path = "fastavro" if topic.format == "avro" else "record by record"
-            columns, path = None, f"{record_path}: columnar decoding is switched off"
+            columns: ColumnarPath | None = None
+            path = f"{record_path}: columnar decoding is switched off"
             if self._columnar:
                 try:
                     if topic.format == "json":
@@ -186,7 +191,7 @@ class BatchDecoder:
                     path = "columnar"
                 except NotColumnar as reason:
                     path = f"{record_path}: {reason}"
-            records = JsonRecords(version) if topic.format == "json" else AvroRecords(version)
+            records: RecordPath = JsonRecords(version) if topic.format == "json" else AvroRecords(version)
             self._by_version[version.version] = VersionDecoding(version, mapping, records, columns, path)
         return self._by_version[version.version]
 

@@ -6,7 +6,8 @@ upgraded step by step as it is read, so a lake written by an earlier release sta
 from __future__ import annotations
 
 import json
-from typing import Callable, Generic, TypeVar
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 

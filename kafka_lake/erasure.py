@@ -6,15 +6,21 @@ partition. Requests are JSON files under `{LAKE_ROOT}/_erasure_requests/`.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kafka_lake import layout
 from kafka_lake.catalog import TopicSpec
-from kafka_lake.compaction import CompactionReport, CompactionTask, committed_raw_files, rewrite_generations, subject_values
+from kafka_lake.compaction import (
+    CompactionReport,
+    CompactionTask,
+    committed_raw_files,
+    rewrite_generations,
+    subject_values,
+)
 from kafka_lake.compaction_manifest import CompactionManifest, read_compaction
 from kafka_lake.manifests import ManifestStore
 from kafka_lake.pii import Pseudonymizer

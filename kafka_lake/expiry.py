@@ -4,8 +4,8 @@ go after `dead_letter_retention_days`, never later than the rows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Callable
 
 import pyarrow.parquet as pq
 
@@ -63,7 +63,7 @@ def expire_dead_letters(storage: LakeStorage, topic: TopicSpec, now: datetime) -
     """Deletes the dead-letter files of Kafka hours past `dead_letter_cutoff`; returns their paths."""
     deleted = []
     dead_letters_until = dead_letter_cutoff(topic, now)
-    for folder in _expired_hour_folders(storage, layout.dead_letter_prefix(topic.database, topic.table), dead_letters_until):
+    for folder, _ in _expired_hour_folders(storage, layout.dead_letter_prefix(topic.database, topic.table), dead_letters_until):
         for stored in storage.list_files(folder):
             storage.delete(stored.path)
             deleted.append(stored.path)
@@ -74,17 +74,17 @@ def expired_partitions(storage: LakeStorage, topic: TopicSpec, cutoff: datetime 
     """The partitions holding data whose hour expired at `cutoff`: found through each schema version's dates and
     the hours of the expired dates only, so a day's expiry lists what it removes, not the table."""
     expired = []
-    for version in topic.schema_versions:
-        partition_folder = f"{layout.table_prefix(topic.database, topic.table)}/schema_version={version.version}"
-        for folder in _expired_hour_folders(storage, partition_folder, cutoff):
+    for version in topic.version_numbers:
+        partition_folder = f"{layout.table_prefix(topic.database, topic.table)}/schema_version={version}"
+        for folder, hour in _expired_hour_folders(storage, partition_folder, cutoff):
             if any(stored.path.endswith(".parquet") for stored in storage.list_files(folder)):
-                expired.append(TablePartition(version.version, layout.hour_of_path(f"{folder}/")))
+                expired.append(TablePartition(version, hour))
     return expired
 
 
-def _expired_hour_folders(storage: LakeStorage, directory: str, cutoff: datetime | None) -> list[str]:
-    """The `date=…/hour=…` folders below `directory` whose hour expired at `cutoff`; the hours of a date are listed
-    only when its first hour expired."""
+def _expired_hour_folders(storage: LakeStorage, directory: str, cutoff: datetime | None) -> list[tuple[str, datetime]]:
+    """The `date=…/hour=…` folders below `directory` whose hour expired at `cutoff`, with their hours; the hours of a
+    date are listed only when its first hour expired."""
     if cutoff is None:
         return []
     folders = []
@@ -95,7 +95,7 @@ def _expired_hour_folders(storage: LakeStorage, directory: str, cutoff: datetime
         for hour in storage.list_folders(f"{directory}/{date}", prefix="hour="):
             placed = layout.hour_of_path(f"{date}/{hour}/")
             if placed is not None and is_expired(placed, cutoff):
-                folders.append(f"{directory}/{date}/{hour}")
+                folders.append((f"{directory}/{date}/{hour}", placed))
     return folders
 
 

@@ -7,19 +7,12 @@ The work is `landing`, `compaction`, `retention` and `table_catalog`; this modul
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from functools import cached_property
-from typing import Collection
 
 from kafka_lake import layout
 from kafka_lake.catalog import TopicSpec
-from kafka_lake.compaction import CompactionResult, compact_hour, generation_checksum
-from kafka_lake.compaction_manifest import CompactionManifest
-from kafka_lake.expiry import is_expired, retention_cutoff
-from kafka_lake.landed_files import letter_prefixes, remove_orphans, remove_replaced_files
-from kafka_lake.landing_checks import CheckOutcome
-from kafka_lake.manifests import HourManifest
-from kafka_lake.retention import apply_retention
 from kafka_lake.catalog_reconciliation import (
     ReconcileReport,
     partition_differences,
@@ -27,6 +20,13 @@ from kafka_lake.catalog_reconciliation import (
     reconcile,
     storage_partition_uris,
 )
+from kafka_lake.compaction import CompactionResult, compact_hour, generation_checksum
+from kafka_lake.compaction_manifest import CompactionManifest
+from kafka_lake.expiry import is_expired, retention_cutoff
+from kafka_lake.landed_files import letter_prefixes, remove_orphans, remove_replaced_files
+from kafka_lake.landing_checks import CheckOutcome
+from kafka_lake.manifests import HourManifest
+from kafka_lake.retention import apply_retention
 from kafka_lake.table_catalog import TableCatalog, TableChange
 from kafka_lake.table_formats import HourCommitted, LakeUri, Markdown, TableAccess, TableOutcome
 from kafka_lake.table_partition import TablePartition

@@ -53,11 +53,11 @@ class KafkaHour:
             raise ValueError(f"{self.start.isoformat()} is not the start of an hour in UTC")
 
     @classmethod
-    def from_partition_key(cls, key: str) -> "KafkaHour":
+    def from_partition_key(cls, key: str) -> KafkaHour:
         return cls(hour_of_key(key))
 
     @classmethod
-    def containing(cls, moment: datetime) -> "KafkaHour":
+    def containing(cls, moment: datetime) -> KafkaHour:
         return cls(floor_hour(moment))
 
     @property
@@ -76,10 +76,10 @@ class KafkaHour:
     def partition_key(self) -> str:
         return hour_key(self.start)
 
-    def previous(self) -> "KafkaHour":
+    def previous(self) -> KafkaHour:
         return KafkaHour(self.start - ONE_HOUR)
 
-    def next(self) -> "KafkaHour":
+    def next(self) -> KafkaHour:
         return KafkaHour(self.end)
 
     def __str__(self) -> str:

@@ -17,9 +17,9 @@ from pyiceberg.io import PY_IO_IMPL
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
 from kafka_lake import layout
+from kafka_lake.aws_clients import glue_client
 from kafka_lake.settings import PlatformSettings, url_without_credentials
 from kafka_lake.storage import LakeStorage, s3_filesystem_from_env
-from kafka_lake.aws_clients import glue_client
 
 CATALOG_NAME = "kafka_lake"
 # The embedded catalog of a local lake: one SQLite file beside the tables, under a folder no topic can take
@@ -43,7 +43,7 @@ class IcebergCatalogConfig:
     sql_uri: str | None = field(default=None, repr=False)  # may carry a password
 
     @classmethod
-    def from_settings(cls, settings: PlatformSettings) -> "IcebergCatalogConfig":
+    def from_settings(cls, settings: PlatformSettings) -> IcebergCatalogConfig:
         return cls(settings.lake_root, settings.table_catalog, settings.iceberg_rest_uri, settings.iceberg_catalog_uri)
 
     @property

@@ -9,10 +9,10 @@ file holds them), so metrics-based pruning and deletes work on the placement col
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc

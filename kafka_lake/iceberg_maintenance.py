@@ -6,9 +6,9 @@ Each change is one snapshot; files leave storage only once no snapshot kept for 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -17,6 +17,7 @@ from pyiceberg.manifest import DataFile, ManifestEntryStatus
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation, Snapshot
 
+from kafka_lake import layout
 from kafka_lake.compaction import KEY_COLUMNS, offsets_checksum
 from kafka_lake.hours import ONE_HOUR, floor_hour, to_millis
 from kafka_lake.iceberg_catalog import lake_relative_path
@@ -31,7 +32,6 @@ from kafka_lake.iceberg_files import (
     write_rows,
 )
 from kafka_lake.landing_checks import CheckOutcome
-from kafka_lake import layout
 from kafka_lake.layout import PARTITION_COLUMNS
 from kafka_lake.storage import LakeStorage
 from kafka_lake.table_partition import TablePartition

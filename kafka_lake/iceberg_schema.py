@@ -20,8 +20,8 @@ from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.transforms import IdentityTransform
 
 from kafka_lake.arrow_mapping import arrow_schema_for
-from kafka_lake.kafka_records import KAFKA_COLUMNS
 from kafka_lake.catalog import KAFKA_COLUMN_PREFIX, SchemaVersion, TopicSpec
+from kafka_lake.kafka_records import KAFKA_COLUMNS
 from kafka_lake.layout import PARTITION_COLUMNS
 from kafka_lake.table_schema import PARTITION_KEYS
 

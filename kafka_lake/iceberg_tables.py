@@ -7,9 +7,9 @@ keeps storage clean of files no snapshot holds, audits every deletion and says w
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime, timedelta, timezone
 from functools import cached_property
-from typing import Collection
 
 from botocore.exceptions import BotoCoreError
 from pyiceberg.catalog import Catalog
@@ -46,7 +46,12 @@ from kafka_lake.iceberg_maintenance import (
 )
 from kafka_lake.iceberg_schema import ensure_table
 from kafka_lake.landed_files import (
-    attempt_folders, files_in_hour_ranges, letter_prefixes, remove_orphans, remove_replaced_files, replaced_files,
+    attempt_folders,
+    files_in_hour_ranges,
+    letter_prefixes,
+    remove_orphans,
+    remove_replaced_files,
+    replaced_files,
 )
 from kafka_lake.landing_checks import CheckOutcome
 from kafka_lake.manifests import HourManifest, ManifestStore

@@ -16,7 +16,7 @@ from __future__ import annotations
 import decimal
 import io
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -52,7 +52,7 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)
 class JsonColumns:
     """The columnar path of one schema version's JSON values (see `json_mapping_for`)."""
 
-    def __init__(self, version: int, mapping: "JsonMapping", placement: TimePlacement):
+    def __init__(self, version: int, mapping: JsonMapping, placement: TimePlacement):
         self._version = version
         self._mapping = mapping
         self._placement = placement
@@ -200,7 +200,7 @@ def _read_lines(block: bytes, schema: pa.Schema, count: int) -> tuple[pa.RecordB
 class JsonMapping:
     """One schema version's columnar JSON reading: the schema the reader reads `v` with, and a node per field."""
 
-    def __init__(self, schema: pa.Schema, field_names: tuple[str, ...], nodes: tuple["_Node", ...]):
+    def __init__(self, schema: pa.Schema, field_names: tuple[str, ...], nodes: tuple[_Node, ...]):
         self.schema = schema
         self.field_names = field_names
         self.nodes = nodes

@@ -21,7 +21,8 @@ import json
 import math
 import re
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -325,7 +326,7 @@ def decimal_value(value: Any, path: str, precision: int, scale: int) -> decimal.
     elif type(value) is str and DECIMAL_TEXT.match(value):
         number = decimal.Decimal(value)
     else:
-        return _fail(path, value, f"a decimal number or its text")
+        return _fail(path, value, "a decimal number or its text")
     if number.is_zero():
         return decimal.Decimal((0, (0,), -scale))
     if number.adjusted() >= precision - scale:

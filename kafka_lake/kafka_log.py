@@ -9,14 +9,16 @@ from __future__ import annotations
 import logging
 import time
 from bisect import bisect_left
+from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import AbstractSet, Iterator, cast
+from typing import cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from kafka_lake.kafka_records import KafkaBatch, names_an_hour
 from kafka_lake.hours import KafkaHour
+from kafka_lake.kafka_records import KafkaBatch, names_an_hour
 from kafka_lake.settings import ISOLATION_LEVEL, check_client_properties
 from kafka_lake.slices import PartitionLog
 
@@ -120,7 +122,7 @@ class KafkaLog:
             if consumer is not None:
                 consumer.close()
 
-    def __enter__(self) -> "KafkaLog":
+    def __enter__(self) -> KafkaLog:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -216,7 +218,7 @@ class KafkaLog:
         logs = []
         for partition in partitions:
             bounds = self.log_bounds(partition)
-            lookup = lambda moment_ms: self.first_offset_at_or_after(partition, moment_ms, bounds.start, bounds.end)  # noqa: E731
+            lookup = lambda moment_ms: self.first_offset_at_or_after(partition, moment_ms, bounds.start, bounds.end)
             logs.append(
                 PartitionLog(
                     partition=partition,

@@ -4,9 +4,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -50,7 +50,7 @@ class KafkaBatch:
     headers: Sequence[Headers | None] | None = None  # None: no record has any
 
     @classmethod
-    def of(cls, records: Sequence[KafkaRecord]) -> "KafkaBatch":
+    def of(cls, records: Sequence[KafkaRecord]) -> KafkaBatch:
         ordered = sorted(records, key=attrgetter("partition", "offset"))
         return cls(
             [r.partition for r in ordered], [r.offset for r in ordered], [r.timestamp_ms for r in ordered],
@@ -64,7 +64,7 @@ class KafkaBatch:
         return KafkaRecord(self.partitions[index], self.offsets[index], self.timestamps_ms[index], self.keys[index],
                            self.values[index], self.headers[index] if self.headers is not None else None)
 
-    def take(self, indices: Sequence[int]) -> "KafkaBatch":
+    def take(self, indices: Sequence[int]) -> KafkaBatch:
         """The records at `indices`, in that order."""
         picked = [int(i) for i in indices]
         return KafkaBatch([self.partitions[i] for i in picked], [self.offsets[i] for i in picked],
@@ -72,7 +72,7 @@ class KafkaBatch:
                           [self.values[i] for i in picked],
                           None if self.headers is None else [self.headers[i] for i in picked])
 
-    def in_log_order(self) -> "KafkaBatch":
+    def in_log_order(self) -> KafkaBatch:
         partitions, offsets = np.asarray(self.partitions, dtype=np.int64), np.asarray(self.offsets, dtype=np.int64)
         if len(offsets) < 2 or bool(np.all((partitions[1:] > partitions[:-1]) | (
                 (partitions[1:] == partitions[:-1]) & (offsets[1:] > offsets[:-1])))):

@@ -5,14 +5,13 @@ attempts recorded (`manifests.AttemptJournal`).
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
-from kafka_lake.catalog import TopicSpec
 from kafka_lake import layout
+from kafka_lake.catalog import TopicSpec
 from kafka_lake.layout import parse_data_file_name
 from kafka_lake.manifests import AttemptJournal, HourManifest, LandedFile
 from kafka_lake.storage import LakeStorage, StoredFile
-
 
 ALL_KINDS = ("data", "dead_letter", "unrouted")
 

@@ -11,18 +11,18 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter, deque
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Callable, Iterator, Sequence
 
+from kafka_lake.audit import AuditEntry, write_audit
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka_log import BOUNDARY_WINDOW, KafkaLog
 from kafka_lake.landing_checks import BoundaryRecords, CheckOutcome, boundaries_confirmed
 from kafka_lake.landing_counts import LandingCounts
-from kafka_lake.manifests import AttemptJournal, HourManifest, ManifestStore, PartitionLanding, PlacementIndex
-from kafka_lake.audit import AuditEntry, write_audit
+from kafka_lake.manifests import HourManifest, ManifestStore, PartitionLanding, PlacementIndex
 from kafka_lake.settings import LandingSettings
 from kafka_lake.slice_landing import SliceReport, SliceTask
 from kafka_lake.slices import BY_TIME, OffsetSlice, PartitionBounds, fixed_by_neighbours, plan_hour, split_slices

@@ -4,8 +4,8 @@ partition's in an hour and the hour's are each the sum of the ones below.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class LandingCounts:
     routed_away: int = 0
     unrouted: int = 0
 
-    def __add__(self, other: "LandingCounts") -> "LandingCounts":
+    def __add__(self, other: LandingCounts) -> LandingCounts:
         return LandingCounts(
             records=self.records + other.records,
             rows=self.rows + other.rows,
@@ -39,7 +39,7 @@ class LandingCounts:
         )
 
     @classmethod
-    def total(cls, counts: Iterable["LandingCounts"]) -> "LandingCounts":
+    def total(cls, counts: Iterable[LandingCounts]) -> LandingCounts:
         return sum(counts, cls())
 
     @property

@@ -6,9 +6,9 @@ Files that no manifest names are not part of the table.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Iterable
 
 from kafka_lake import layout
 from kafka_lake.documents import DocumentCodec
@@ -96,7 +96,7 @@ class HourManifest:
         return HOUR_MANIFEST.to_json(self)
 
     @classmethod
-    def from_json(cls, data: bytes, where: str = "") -> "HourManifest":
+    def from_json(cls, data: bytes, where: str = "") -> HourManifest:
         return HOUR_MANIFEST.from_json(data, where)
 
 

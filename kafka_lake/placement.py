@@ -4,8 +4,9 @@ one decoded value or for decoded columns; and the Kafka hour a dead letter lands
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import fastavro
 import fastavro._read_py as fastavro_py_reader
@@ -68,10 +69,10 @@ class AvroRecords:
         self._version = version
         self._read = _reader_for(version)
 
-    def describe(self, schema_id: int) -> str:
+    def describe(self, schema_id: int | None) -> str:
         return f"schema id {schema_id} (version {self._version.version}, {self._version.file})"
 
-    def read(self, payload: memoryview, schema_id: int) -> dict:
+    def read(self, payload: memoryview, schema_id: int | None) -> dict:
         """The payload's value as fastavro decodes it (named types tagged); raises `Undecodable` saying why not."""
         buffer = io.BytesIO(payload)
         try:

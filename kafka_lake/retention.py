@@ -4,9 +4,9 @@ action that changed something audited (`audit.py`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable
 
 from kafka_lake import layout
 from kafka_lake.audit import AuditEntry, write_audit

@@ -10,8 +10,9 @@ no table could say it is theirs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -53,8 +54,8 @@ class TopicRouter:
         owner = np.full(len(batch), -1, dtype=np.int64)  # 0: this table, 1: another, -1: none
         why: dict[int, str] = {}
         values = self._route_values(batch, framed, present, why)
-        for index in np.flatnonzero(present):
-            index = int(index)
+        for position in np.flatnonzero(present):
+            index = int(position)
             if index in why:
                 continue
             value = values[index]
@@ -77,19 +78,20 @@ class TopicRouter:
         """The route value of each present record, `_ABSENT`, or an `_Elsewhere` (a schema id only another table
         knows); a record whose value cannot be read gets its reason in `why`."""
         values: list[Any] = [None] * len(batch)
-        if self._topic.format == "json" and not self._route.by_record_name:
+        field = self._route.field  # None: routed by the Avro record's full name
+        if self._topic.format == "json" and field is not None:
             left = set(int(i) for i in np.flatnonzero(present))
             for _, indices in framed.by_schema_id():  # the rest, record by record below
-                read, _ = read_json_field(framed, indices, self._route.field, _arrow_type(self._route.values))
+                read, _ = read_json_field(framed, indices, field, _arrow_type(self._route.values))
                 for index, value in read:
                     values[index] = _ABSENT if value is None else value
                     left.discard(index)
             for index in sorted(left):
-                values[index] = self._read_json_route(batch.values[index], why, index)
+                values[index] = self._read_json_route(cast(bytes, batch.values[index]), why, index)
             return values
-        for index in np.flatnonzero(present):
-            index = int(index)
-            values[index] = self._read_avro_route(batch.values[index], why, index)
+        for position in np.flatnonzero(present):  # present: not a tombstone
+            index = int(position)
+            values[index] = self._read_avro_route(cast(bytes, batch.values[index]), why, index)
         return values
 
     def _read_json_route(self, value: bytes, why: dict[int, str], index: int) -> Any:

@@ -44,7 +44,7 @@ class PlatformSettings:
         return self.table_catalog == "hive" and not self.hive_metastore_uri
 
     @classmethod
-    def from_env(cls, environ: dict | None = None) -> "PlatformSettings":
+    def from_env(cls, environ: dict | None = None) -> PlatformSettings:
         env = os.environ if environ is None else environ
         defaults = cls()
         return cls(
@@ -76,7 +76,7 @@ class LandingSettings:
     max_open_files: int = 16  # Parquet files a task keeps open at once
     dead_letter_key: bytes | None = field(default=None, repr=False)  # unset: dead-letter values stay in clear
     # Where the Iceberg topics' tables are committed; None: the embedded catalog beside a local lake.
-    iceberg_catalog: "IcebergCatalogConfig | None" = None
+    iceberg_catalog: IcebergCatalogConfig | None = None
 
 
 def kafka_client_properties(env) -> dict[str, str]:

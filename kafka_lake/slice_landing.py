@@ -10,10 +10,10 @@ import gc
 import threading
 import time
 from collections import Counter, OrderedDict
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -61,7 +61,7 @@ class SliceReport:
     dead_letter_causes: dict[str, int]
     duration_s: float
     table: str = ""  # `database/table` landed
-    shared: tuple["SliceReport", ...] = ()  # the reports of the task's `sharing` tables, from the same read
+    shared: tuple[SliceReport, ...] = ()  # the reports of the task's `sharing` tables, from the same read
 
 
 class PlacementFiles:

@@ -12,7 +12,6 @@ from datetime import datetime, timedelta
 from kafka_lake.hours import KafkaHour
 from kafka_lake.manifests import HourManifest
 
-
 # How a boundary decided by record timestamps is described in the manifest (`boundaries`).
 BY_TIME = "time lookup"
 

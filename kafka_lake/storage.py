@@ -10,9 +10,10 @@ import contextlib
 import functools
 import os
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs

@@ -5,12 +5,13 @@ implements, and the one plan of a table change they all carry out.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Collection, Iterable, Mapping, Protocol
+from typing import Protocol
 
-from kafka_lake.table_schema import Column, TableDefinition, merge_with_catalog, parse_hive_type
 from kafka_lake.table_partition import TablePartition
+from kafka_lake.table_schema import Column, TableDefinition, merge_with_catalog, parse_hive_type
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}\Z")
 _HOUR = re.compile(r"^\d{2}\Z")

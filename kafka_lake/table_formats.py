@@ -7,9 +7,10 @@ committed, how an hour is compacted, how retention removes rows, and what regist
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Collection, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.landing_checks import CheckOutcome
@@ -90,8 +91,8 @@ class TableAccess:
     The last two are called only when an action of the Hive layout needs them."""
 
     storage: LakeStorage
-    iceberg_catalog: "IcebergCatalogConfig | None" = None  # None: the embedded catalog beside the lake
-    hive_catalog: Callable[[], "TableCatalog"] | None = None
+    iceberg_catalog: IcebergCatalogConfig | None = None  # None: the embedded catalog beside the lake
+    hive_catalog: Callable[[], TableCatalog] | None = None
     run_compactions: RunCompactions | None = None
 
 

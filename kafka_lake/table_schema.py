@@ -7,8 +7,8 @@ declares exactly what landing writes; versions merge into one table, widening on
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 import pyarrow as pa
 
@@ -39,8 +39,8 @@ class HiveType:
     name: str  # a primitive of _PRIMITIVES, or decimal, struct, array, map
     precision: int = 0
     scale: int = 0
-    fields: tuple["Column", ...] = ()  # struct fields
-    element: "HiveType | None" = None  # array item or map value; map keys are always string
+    fields: tuple[Column, ...] = ()  # struct fields
+    element: HiveType | None = None  # array item or map value; map keys are always string
 
     @property
     def item(self) -> HiveType:
@@ -141,7 +141,7 @@ def table_columns(topic: TopicSpec) -> tuple[Column, ...]:
         _check_names(columns, label, top_level=True)
         per_version.append((label, columns))
     merged = per_version[0][1]
-    for index, (label, columns) in enumerate(per_version[1:], start=1):
+    for index, (_label, columns) in enumerate(per_version[1:], start=1):
         try:
             merged = merge_columns(merged, columns)
         except _Conflict as conflict:

@@ -4,7 +4,7 @@ the raw folder, or the generation compaction last published.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from kafka_lake import layout
 from kafka_lake.compaction_manifest import read_compaction

@@ -129,7 +129,7 @@ class TimePartitioningYaml(_CatalogYaml):
     unit: Literal[tuple(TIME_UNITS)] | None = Field(None, description=f"one of {', '.join(TIME_UNITS)}")  # type: ignore[valid-type]
 
     @model_validator(mode="after")
-    def _field_for_event_time_only(self) -> "TimePartitioningYaml":
+    def _field_for_event_time_only(self) -> TimePartitioningYaml:
         if self.source == "kafka_time":
             for key in ("field", "unit"):
                 if getattr(self, key) is not None:
@@ -166,7 +166,7 @@ class RouteYaml(_CatalogYaml):
         None, alias="in", description="a list of strings, whole numbers or true/false")
 
     @model_validator(mode="after")
-    def _one_of_equals_and_in(self) -> "RouteYaml":
+    def _one_of_equals_and_in(self) -> RouteYaml:
         if (self.equals is None) == (self.in_ is None):
             raise _refused("route takes exactly one of equals and in")
         if self.field == RECORD_NAME and not all(isinstance(v, str) for v in self.values):
@@ -228,7 +228,7 @@ class TopicYaml(_CatalogYaml):
     snapshot_retention_days: int = Field(DEFAULT_SNAPSHOT_RETENTION_DAYS, gt=0, le=_CENTURY_DAYS, description=_DAYS)
 
     @model_validator(mode="after")
-    def _keys_the_format_needs(self) -> "TopicYaml":
+    def _keys_the_format_needs(self) -> TopicYaml:
         if self.format == "raw":
             present = [key for key in _VALUE_KEYS if key in self.model_fields_set]
             if present:
@@ -343,7 +343,7 @@ class ArchiveYaml(_CatalogYaml):
     database: str = Field("archive", description="a database name: lowercase letters, digits and underscores")
 
     @model_validator(mode="after")
-    def _valid(self) -> "ArchiveYaml":
+    def _valid(self) -> ArchiveYaml:
         try:
             re.compile(self.pattern)
         except (re.error, RecursionError, OverflowError) as error:

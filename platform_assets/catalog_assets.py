@@ -24,8 +24,8 @@ from kafka_lake.hours import KafkaHour
 from kafka_lake.table_formats import table_format_type
 from platform_assets.failures import failures_explained
 from platform_assets.keys import asset_key, layer_attributes
-from platform_assets.pools import table_pool
 from platform_assets.partitions import hourly_partitions, quiet_warnings
+from platform_assets.pools import table_pool
 from platform_assets.tables import column_schema, dagster_metadata, format_kinds, topic_tables
 from resources import LakeStorageResource, TableCatalogResource
 

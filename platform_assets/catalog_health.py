@@ -6,7 +6,16 @@ and alerts of the sensor `catalog_entries_rejected`. Every other topic keeps lan
 import json
 import re
 
-from dagster import AssetKey, AssetSpec, DefaultSensorStatus, MetadataValue, SensorEvaluationContext, SensorResult, SkipReason, sensor
+from dagster import (
+    AssetKey,
+    AssetSpec,
+    DefaultSensorStatus,
+    MetadataValue,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    sensor,
+)
 
 from kafka_lake.catalog import BrokenEntry, TopicCatalog
 from resources import AlertWebhookResource

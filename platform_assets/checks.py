@@ -4,9 +4,9 @@ just committed and recorded on that hour's partition; and the freshness SLA, eva
 A landing check is one entry of `LANDING_CHECKS`: its name, severity, description and rule.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable
 
 from dagster import (
     AssetCheckEvaluation,

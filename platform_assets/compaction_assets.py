@@ -8,11 +8,11 @@ from dagster import (
     AssetDep,
     AssetExecutionContext,
     AssetMaterialization,
+    AssetSpec,
     BackfillPolicy,
     BetaWarning,
     PreviewWarning,
     TimeWindowPartitionMapping,
-    AssetSpec,
     multi_asset,
 )
 from dagster_pyspark import LazyPySparkResource

@@ -11,8 +11,8 @@ from dagster import DefaultScheduleStatus, Definitions, ScheduleDefinition
 
 from kafka_lake.archive import ArchivedTopics
 from kafka_lake.catalog import ARCHIVE_FILE, TopicCatalog, load_catalog
-from kafka_lake.storage import LakeStorage
 from kafka_lake.settings import PlatformSettings
+from kafka_lake.storage import LakeStorage
 from platform_assets.assets import landing_groups, raw_landing_asset
 from platform_assets.catalog_assets import catalog_asset
 from platform_assets.catalog_health import rejected_entries_metadata, rejected_entry_spec
@@ -22,8 +22,14 @@ from platform_assets.jobs import retention_job, topic_jobs
 from platform_assets.retention_assets import retention_asset
 from platform_assets.sensors import platform_sensors
 from resources import (
-    AlertWebhookResource, KafkaResource, LakeStorageResource, PiiKeyResource, SchemaRegistryResource, TableCatalogResource,
-    secret_from_env, spark_resource,
+    AlertWebhookResource,
+    KafkaResource,
+    LakeStorageResource,
+    PiiKeyResource,
+    SchemaRegistryResource,
+    TableCatalogResource,
+    secret_from_env,
+    spark_resource,
 )
 
 log = logging.getLogger(__name__)

@@ -2,14 +2,14 @@
 
 import warnings
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import cache
 
 from dagster import HourlyPartitionsDefinition
 
 from kafka_lake.hours import PARTITION_KEY_FORMAT
 
 
-@lru_cache(maxsize=None)
+@cache
 def _hourly_from(start_key: str) -> HourlyPartitionsDefinition:
     return HourlyPartitionsDefinition(start_date=start_key, timezone="UTC", fmt=PARTITION_KEY_FORMAT)
 

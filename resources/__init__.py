@@ -9,6 +9,4 @@ from resources.secrets import secret_from_env
 from resources.spark import spark_resource
 from resources.table_catalog import TableCatalogResource
 
-
-
 __all__ = ["AlertWebhookResource", "KafkaResource", "LakeStorageResource", "PiiKeyResource", "SchemaRegistryResource", "TableCatalogResource", "secret_from_env", "spark_resource"]

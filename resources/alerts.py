@@ -7,8 +7,6 @@ import logging
 import urllib.error
 import urllib.request
 
-from typing import Optional
-
 from dagster import ConfigurableResource
 from pydantic import Field
 
@@ -18,7 +16,7 @@ log = logging.getLogger(__name__)
 
 
 class AlertWebhookResource(ConfigurableResource):
-    webhook_url: Optional[str] = Field(default=None, repr=False, description="ALERT_WEBHOOK_URL: where alerts are posted")
+    webhook_url: str | None = Field(default=None, repr=False, description="ALERT_WEBHOOK_URL: where alerts are posted")
     timeout_s: float = 5.0
 
     def send(self, text: str, tick_log: logging.Logger | None = None) -> bool:

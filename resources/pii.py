@@ -3,7 +3,6 @@ values of dead letters. Configured from `dagster.EnvVar`s (`platform_assets.defi
 variables' names, never their values; kept out of reprs, metadata and logs.
 """
 
-from typing import Optional
 
 from dagster import ConfigurableResource
 from pydantic import Field
@@ -13,8 +12,8 @@ from resources.secrets import resolved
 
 
 class PiiKeyResource(ConfigurableResource):
-    hmac_key: Optional[str] = Field(default=None, repr=False, description="PII_HMAC_KEY: the key of the pseudonyms")
-    dead_letter_key_base64: Optional[str] = Field(
+    hmac_key: str | None = Field(default=None, repr=False, description="PII_HMAC_KEY: the key of the pseudonyms")
+    dead_letter_key_base64: str | None = Field(
         default=None, repr=False, description="DEAD_LETTER_KEY: base64 of 32 bytes encrypting dead-letter values")
 
     def key(self) -> bytes | None:

@@ -4,7 +4,6 @@ The configured URL is shown in the UI, so it never holds the URL's `user:passwor
 `SCHEMA_REGISTRY_URL` at use time, like the Kafka client's credentials.
 """
 
-from typing import Optional
 
 from dagster import ConfigurableResource
 
@@ -12,7 +11,7 @@ from kafka_lake.settings import PlatformSettings, url_without_credentials
 
 
 class SchemaRegistryResource(ConfigurableResource):
-    url: Optional[str] = None  # without user info; `for_url` strips it
+    url: str | None = None  # without user info; `for_url` strips it
 
     @classmethod
     def for_url(cls, url: str | None) -> "SchemaRegistryResource":

@@ -12,7 +12,6 @@ import sys
 
 from dagster_pyspark import LazyPySparkResource
 
-
 STATE_DIR = ".lake"
 
 

@@ -5,8 +5,9 @@ of the Iceberg tables (`kafka_lake.iceberg_catalog`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING
 
 from dagster import ConfigurableResource
 
@@ -22,8 +23,8 @@ CATALOG_KINDS = ("hive", "glue")
 
 class TableCatalogResource(ConfigurableResource):
     kind: str = "hive"
-    hive_metastore_uri: Optional[str] = None  # Spark itself is pointed at it by resources.spark
-    glue_region: Optional[str] = None  # unset: the standard AWS region configuration
+    hive_metastore_uri: str | None = None  # Spark itself is pointed at it by resources.spark
+    glue_region: str | None = None  # unset: the standard AWS region configuration
 
     def catalog(self, spark_session: Callable[[], object]) -> TableCatalog:
         """The catalog; `spark_session` is called only for `hive`, so Glue never starts Spark."""
@@ -35,7 +36,7 @@ class TableCatalogResource(ConfigurableResource):
             return HiveCatalog(spark_session(), metastore_uri=self.hive_metastore_uri)
         raise ValueError(f"TABLE_CATALOG is {self.kind!r}; it must be one of {', '.join(CATALOG_KINDS)}")
 
-    def iceberg_catalog(self, lake_root: str) -> "IcebergCatalogConfig":
+    def iceberg_catalog(self, lake_root: str) -> IcebergCatalogConfig:
         """Where the Iceberg tables are: Glue with this `kind`, else `ICEBERG_REST_URI` or `ICEBERG_CATALOG_URI`, read
         from the environment at use (they may carry credentials, which the UI would show as resource config), else
         the embedded SQLite catalog beside a local lake."""

@@ -8,7 +8,8 @@ cause buried in the worker's traceback: the driver raises `SparkTaskFailed` nami
 from __future__ import annotations
 
 import re
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from pyspark.errors import PythonException
 from pyspark.sql import SparkSession

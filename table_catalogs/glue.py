@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
-from typing import Collection, Iterable, Mapping
 
 from kafka_lake.aws_clients import glue_client
-from kafka_lake.table_catalog import TableCatalogError, TableChange, batches, normalize_location, partition_from_values, plan_table_change, utc_hour
+from kafka_lake.table_catalog import (
+    TableCatalogError,
+    TableChange,
+    batches,
+    normalize_location,
+    partition_from_values,
+    plan_table_change,
+    utc_hour,
+)
 from kafka_lake.table_partition import TablePartition
 from kafka_lake.table_schema import (
     PARQUET_INPUT_FORMAT,

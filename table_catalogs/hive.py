@@ -8,15 +8,22 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Collection, Mapping
 from datetime import datetime, timezone
-from typing import Collection, Mapping
 
 from pyspark.sql import SparkSession
 
 from kafka_lake.layout import date_text
-from kafka_lake.table_catalog import TableCatalogError, TableChange, batches, normalize_location, partition_from_values, plan_table_change
-from kafka_lake.table_schema import Column, TableDefinition, parse_hive_type
+from kafka_lake.table_catalog import (
+    TableCatalogError,
+    TableChange,
+    batches,
+    normalize_location,
+    partition_from_values,
+    plan_table_change,
+)
 from kafka_lake.table_partition import TablePartition
+from kafka_lake.table_schema import Column, TableDefinition, parse_hive_type
 
 log = logging.getLogger(__name__)
 

@@ -142,7 +142,7 @@ def landed(request, broker, spark, tmp_path, lake_root, _landings_of_module, tmp
 
     marker = request.node.get_closest_marker("retention_days")
     retention = (marker.args[0], marker.args[0]) if marker else (1, None)  # (the topic's, its dead letters')
-    settings_for = lambda root: LandingSettings(  # noqa: E731
+    settings_for = lambda root: LandingSettings(
         lake_root=root, kafka_config=consumer_config(broker.bootstrap_servers), pii_key=PII_TEST_KEY.encode())
     if request.node.get_closest_marker("own_landing"):
         topic, traffic = _land_test_topic(broker, spark, tmp_path / "catalog", settings_for(lake_root), retention)
@@ -163,7 +163,13 @@ def landed(request, broker, spark, tmp_path, lake_root, _landings_of_module, tmp
 
 def _land_test_topic(broker, spark, catalog_dir, settings, retention):
     from tests.landing_fixtures import (
-        PARTITIONS, RAW_HOURS, build_traffic, land_on_spark, produce, unique_topic_name, write_test_topic,
+        PARTITIONS,
+        RAW_HOURS,
+        build_traffic,
+        land_on_spark,
+        produce,
+        unique_topic_name,
+        write_test_topic,
     )
 
     kafka_topic = unique_topic_name()

@@ -38,7 +38,7 @@ class Interruption:
     nth: int
 
     @classmethod
-    def parse(cls, text: str | None) -> "Interruption | None":
+    def parse(cls, text: str | None) -> Interruption | None:
         if not text:
             return None
         point, _, nth = text.partition(":")

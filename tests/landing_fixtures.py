@@ -105,7 +105,7 @@ class Traffic:
     def dead(self) -> list[Produced]:
         return [p for p in self.produced if p.kind not in ("row", "tombstone")]
 
-    def in_hours(self, hours: list[datetime]) -> "Traffic":
+    def in_hours(self, hours: list[datetime]) -> Traffic:
         starts = {to_millis(h) // 3_600_000 for h in hours}
         return Traffic(self.topic, [p for p in self.produced if p.timestamp_ms // 3_600_000 in starts])
 

@@ -99,7 +99,7 @@ class RestCatalogServer:
         self._server = uvicorn.Server(uvicorn.Config(_app(catalog), host="127.0.0.1", port=self.port, log_level="warning"))
         self._thread = threading.Thread(target=self._server.run, daemon=True)
 
-    def __enter__(self) -> "RestCatalogServer":
+    def __enter__(self) -> RestCatalogServer:
         self._thread.start()
         while not self._server.started:
             if not self._thread.is_alive():

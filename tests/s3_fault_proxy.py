@@ -10,9 +10,9 @@ import http.client
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 from urllib.parse import urlparse
 
 from dev_services.ports import LOOPBACK
@@ -109,7 +109,7 @@ class S3FaultProxy:
     def endpoint_url(self) -> str:
         return f"http://{LOOPBACK}:{self._server.server_address[1]}"
 
-    def __enter__(self) -> "S3FaultProxy":
+    def __enter__(self) -> S3FaultProxy:
         self._thread.start()
         return self
 

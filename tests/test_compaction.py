@@ -20,14 +20,15 @@ from kafka_lake.table_state import partition_location, storage_partitions
 from spark_jobs.compaction_job import run_compactions_on_spark
 from tests.landing_fixtures import (
     HOURS,
-    RAW_HOURS,
-    land_on_spark,
     PARTITIONS,
+    RAW_HOURS,
     Produced,
+    land_on_spark,
     produce,
     read_lake,
     rows_as_readers_see_them,
 )
+
 
 def run_on(spark):
     return lambda tasks: run_compactions_on_spark(spark, tasks)
@@ -120,8 +121,8 @@ def test_files_landed_before_and_after_the_headers_column_compact_into_one_schem
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from kafka_lake.kafka_records import KAFKA_HEADERS_TYPE
     from kafka_lake.compaction import CompactionTask
+    from kafka_lake.kafka_records import KAFKA_HEADERS_TYPE
     from kafka_lake.storage import LakeStorage
     from kafka_lake.table_partition import TablePartition
     from tests.landing_fixtures import write_test_topic

@@ -13,9 +13,8 @@ import pytest
 import yaml
 
 from kafka_lake import layout
+from kafka_lake.audit import read_audit
 from kafka_lake.catalog import CatalogError, load_catalog, load_topic
-from kafka_lake.decoded_batch import DEAD_LETTER_SCHEMA
-from kafka_lake.topic_yaml import DEFAULT_DEAD_LETTER_RETENTION_DAYS
 from kafka_lake.dead_letters import (
     DeadLetterDecryptionError,
     DeadLetterEncryption,
@@ -23,9 +22,10 @@ from kafka_lake.dead_letters import (
     decrypt_value,
     is_encrypted,
 )
-from kafka_lake.audit import read_audit
+from kafka_lake.decoded_batch import DEAD_LETTER_SCHEMA
 from kafka_lake.retention import apply_retention
 from kafka_lake.storage import LakeStorage
+from kafka_lake.topic_yaml import DEFAULT_DEAD_LETTER_RETENTION_DAYS
 from tests.conftest import REPO
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)

@@ -24,17 +24,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kafka_lake import layout
 from kafka_lake.arrow_mapping import MAX_JSON_DEPTH, arrow_mapping_for, arrow_schema_for, column_comment
 from kafka_lake.catalog import CatalogError, TopicSpec, load_catalog, load_topic
 from kafka_lake.decoded_batch import DEAD_LETTER_SCHEMA, DecodedBatch, Placement
 from kafka_lake.decoding import BatchDecoder
 from kafka_lake.event_time import parse_event_time
-from kafka_lake.kafka_records import KAFKA_COLUMNS, KafkaRecord
-from kafka_lake.schema_resolution import CatalogSchemas, RegistrySchemas, SchemaRegistryUnavailable
-from kafka_lake import layout
 from kafka_lake.framing import encode_confluent
 from kafka_lake.hours import KafkaHour
+from kafka_lake.kafka_records import KAFKA_COLUMNS, KafkaRecord
 from kafka_lake.pii import MissingPiiKey, Pseudonymizer
+from kafka_lake.schema_resolution import CatalogSchemas, RegistrySchemas, SchemaRegistryUnavailable
 
 UTC = dt.timezone.utc
 CATALOG = Path(__file__).resolve().parent.parent / "schema_catalog"
@@ -930,7 +930,7 @@ class RegistryStandIn(ThreadingHTTPServer):
 class _RegistryHandler(BaseHTTPRequestHandler):
     server: RegistryStandIn
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_GET(self) -> None:
         path = urlsplit(self.path).path
         self.server.requests.append(path)
         prefix = "/schemas/ids/"

@@ -13,9 +13,9 @@ import pytest
 from dagster import AssetKey
 
 from kafka_lake.catalog import load_catalog
+from kafka_lake.manifests import ManifestStore
 from kafka_lake.settings import PlatformSettings
 from kafka_lake.storage import LakeStorage
-from kafka_lake.manifests import ManifestStore
 from platform_assets.definitions import build_definitions
 from tests.conftest import PII_TEST_KEY, REPO
 from tests.landing_fixtures import HOURS, PARTITIONS, build_traffic, produce, unique_topic_name, write_test_topic

@@ -9,7 +9,8 @@ import io
 import subprocess
 import sys
 import time
-from datetime import date, datetime, time as time_of_day, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
+from datetime import time as time_of_day
 from decimal import Decimal
 from pathlib import Path
 
@@ -18,7 +19,11 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from dev_services.demo_traffic import (
-    PAGE_VIEWS_TOPIC, TRANSACTIONS_TOPIC, last_closed_hours, plan_topic, produce_demo_traffic,
+    PAGE_VIEWS_TOPIC,
+    TRANSACTIONS_TOPIC,
+    last_closed_hours,
+    plan_topic,
+    produce_demo_traffic,
 )
 from dev_services.ports import free_port, is_listening, wait_for_port
 from dev_services.processes import is_alive
@@ -258,7 +263,7 @@ def test_records_are_in_their_hours_in_kafka_time_order_with_a_schema_change_mid
 
 
 def test_page_views_decode_with_their_event_time_seconds_or_hours_before_kafka_time(demo, catalog):
-    summary, consumed = demo
+    _summary, consumed = demo
     late = 0
     for message in consumed[PAGE_VIEWS_TOPIC][::7]:
         if classify(catalog, PAGE_VIEWS_TOPIC, message) != "valid":

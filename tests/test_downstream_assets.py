@@ -10,11 +10,11 @@ import pytest
 from dagster import DagsterInstance, materialize
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from kafka_lake.hours import KafkaHour
 from kafka_lake.audit import read_audit
+from kafka_lake.compaction_manifest import read_compaction
+from kafka_lake.hours import KafkaHour
 from kafka_lake.layout import ERASURE_REQUESTS_PREFIX
 from kafka_lake.settings import PlatformSettings
-from kafka_lake.compaction_manifest import read_compaction
 from kafka_lake.table_state import storage_partitions
 from platform_assets.catalog_assets import catalog_asset
 from platform_assets.compaction_assets import compacted_asset
@@ -42,7 +42,7 @@ def sql_rows(spark, topic) -> set[tuple[int, int]]:
 @pytest.mark.retention_days(3650)  # the real clock decides expiry here: keep the 2026-11-01 test data
 @pytest.mark.parametrize("lake_root", ["local"], indirect=True)  # Spark here cannot read s3:// (no hadoop-aws)
 def test_compaction_catalog_and_retention_through_dagster(landed, spark, lake_root, no_test_table_in_hive):
-    topic, traffic, landing, storage = landed
+    topic, traffic, _landing, storage = landed
     settings = PlatformSettings(kafka_bootstrap_servers="unused:9092", lake_root=lake_root)
     hours = sorted({p.hour for p in storage_partitions(storage, topic.database, topic.table)})
 

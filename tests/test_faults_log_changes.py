@@ -16,12 +16,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from dagster import DagsterInstance, materialize
 
 from dev_services.tansu import admin_client
+from kafka_lake.audit import read_audit
 from kafka_lake.framing import encode_confluent
 from kafka_lake.hours import KafkaHour, to_millis
 from kafka_lake.kafka_log import KafkaLog, consumer_config
 from kafka_lake.landing_checks import slices_contiguous
 from kafka_lake.manifests import ManifestStore
-from kafka_lake.audit import read_audit
 from kafka_lake.settings import PlatformSettings
 from kafka_lake.slices import HourNotClosed, OffsetsLost
 from kafka_lake.storage import LakeStorage
@@ -30,7 +30,16 @@ from platform_assets.definitions import platform_resources
 from spark_jobs.landing_job import run_slices_on_spark
 from tests.exactly_once import assert_exactly_once
 from tests.landing_fixtures import (
-    HOURS, Produced, Traffic, build_traffic, land, land_on_spark, landing_settings, produce, topic_with_traffic, unique_topic_name,
+    HOURS,
+    Produced,
+    Traffic,
+    build_traffic,
+    land,
+    land_on_spark,
+    landing_settings,
+    produce,
+    topic_with_traffic,
+    unique_topic_name,
     write_test_topic,
 )
 

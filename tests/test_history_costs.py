@@ -18,7 +18,15 @@ from kafka_lake.hours import KafkaHour
 from kafka_lake.manifests import AttemptJournal, ManifestStore
 from kafka_lake.storage import LakeStorage
 from tests.exactly_once import assert_exactly_once
-from tests.landing_fixtures import HOURS, build_traffic, in_this_process, landing_settings, produce, unique_topic_name, write_test_topic
+from tests.landing_fixtures import (
+    HOURS,
+    build_traffic,
+    in_this_process,
+    landing_settings,
+    produce,
+    unique_topic_name,
+    write_test_topic,
+)
 from tests.landing_fixtures import land as land_hours_in_this_process
 from tests.s3_fault_proxy import S3FaultProxy
 

@@ -29,8 +29,22 @@ from platform_assets.compaction_assets import compacted_asset
 from platform_assets.definitions import platform_resources
 from platform_assets.retention_assets import retention_asset
 from tests.conftest import PII_TEST_KEY
-from tests.landing_fixtures import HOURS, RAW_HOURS, in_this_process, land, landing_settings, pseudonym, topic_with_traffic
-from tests.test_iceberg_tables import _keys, _StopsBeforeTheTableCommit, duckdb_rows, pyiceberg_rows, topic_deleted_after
+from tests.landing_fixtures import (
+    HOURS,
+    RAW_HOURS,
+    in_this_process,
+    land,
+    landing_settings,
+    pseudonym,
+    topic_with_traffic,
+)
+from tests.test_iceberg_tables import (
+    _keys,
+    _StopsBeforeTheTableCommit,
+    duckdb_rows,
+    pyiceberg_rows,
+    topic_deleted_after,
+)
 
 
 def run(assets, settings, partition_key=None, hours=None):

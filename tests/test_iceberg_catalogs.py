@@ -16,12 +16,11 @@ from kafka_lake.iceberg_catalog import IcebergCatalogConfig, IcebergCatalogError
 from kafka_lake.iceberg_commits import landed_hour_matches_table
 from kafka_lake.iceberg_schema import IcebergSchemaError, ensure_table, table_schema
 from kafka_lake.iceberg_tables import IcebergCommitFailed, IcebergTables
-from kafka_lake.table_formats import TableAccess
 from kafka_lake.storage import LakeStorage
-from tests.landing_fixtures import RAW_HOURS
-from tests.rest_catalog_server import RestCatalogServer
+from kafka_lake.table_formats import TableAccess
 from tests.exactly_once import assert_exactly_once
-from tests.landing_fixtures import in_this_process, land
+from tests.landing_fixtures import RAW_HOURS, in_this_process, land
+from tests.rest_catalog_server import RestCatalogServer
 from tests.test_iceberg_tables import NOW, Lake, _keys, duckdb_rows, pyiceberg_rows, topic_deleted_after
 from tests.test_table_catalog import record, write_topic
 

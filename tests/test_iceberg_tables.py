@@ -17,8 +17,8 @@ from pyiceberg.exceptions import CommitFailedException, ValidationException
 
 from dev_services.tansu import admin_client
 from kafka_lake import layout
-from kafka_lake.hours import KafkaHour, floor_hour
 from kafka_lake.duckdb_reader import duckdb_connection
+from kafka_lake.hours import floor_hour
 from kafka_lake.iceberg_catalog import IcebergCatalogConfig, lake_relative_path, open_catalog, table_location
 from kafka_lake.iceberg_commits import (
     KAFKA_HOUR,
@@ -37,12 +37,12 @@ from kafka_lake.iceberg_maintenance import (
     remove_orphan_files,
 )
 from kafka_lake.iceberg_schema import ensure_table
+from kafka_lake.iceberg_tables import IcebergTables
 from kafka_lake.manifests import HourManifest, ManifestStore
 from kafka_lake.storage import LakeStorage
+from kafka_lake.table_formats import HourCommitted, TableAccess
 from kafka_lake.table_state import partition_of_path
 from tests.conftest import PII_TEST_KEY
-from kafka_lake.iceberg_tables import IcebergTables
-from kafka_lake.table_formats import HourCommitted, TableAccess
 from tests.landing_fixtures import RAW_HOURS, in_this_process, land, landing_settings, pseudonym, topic_with_traffic
 from tests.test_log_boundaries import land_in_process
 
@@ -365,12 +365,13 @@ def test_compacting_a_placement_hour_is_one_replace_snapshot_with_the_same_rows_
 
 def test_the_compaction_check_fails_for_a_replace_that_lost_a_row(local_lake):
     """A replace snapshot recorded as a compaction whose new file misses one row of the file it replaced."""
+    from pyiceberg.expressions import AlwaysFalse
+    from pyiceberg.table.snapshots import Operation
+
     from kafka_lake.compaction import KEY_COLUMNS, offsets_checksum
     from kafka_lake.iceberg_commits import ACTION
     from kafka_lake.iceberg_files import commit_files, read_rows, write_rows
     from kafka_lake.iceberg_maintenance import OFFSETS_CHECKSUM, PLACEMENT
-    from pyiceberg.expressions import AlwaysFalse
-    from pyiceberg.table.snapshots import Operation
 
     local_lake.land(RAW_HOURS[:1])
     table = local_lake.table

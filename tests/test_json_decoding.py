@@ -6,7 +6,6 @@ itself.
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import json
 import uuid

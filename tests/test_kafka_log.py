@@ -12,8 +12,8 @@ from confluent_kafka import Producer
 
 from kafka_lake.hours import KafkaHour, floor_hour, to_millis
 from kafka_lake.kafka_log import KafkaLog, consumer_config
-from kafka_lake.settings import LandingSettings
 from kafka_lake.manifests import ManifestStore
+from kafka_lake.settings import LandingSettings
 from kafka_lake.slice_landing import land_slice
 from kafka_lake.slices import HourNotClosed
 from kafka_lake.storage import LakeStorage

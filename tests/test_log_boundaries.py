@@ -24,7 +24,14 @@ from kafka_lake.manifests import ManifestStore
 from kafka_lake.settings import KafkaClientConfigError, PlatformSettings
 from kafka_lake.storage import LakeStorage
 from tests.exactly_once import assert_exactly_once
-from tests.landing_fixtures import Produced, in_this_process, land, landing_settings, unique_topic_name, write_test_topic
+from tests.landing_fixtures import (
+    Produced,
+    in_this_process,
+    land,
+    landing_settings,
+    unique_topic_name,
+    write_test_topic,
+)
 
 H = datetime(2026, 11, 1, 10, tzinfo=timezone.utc)
 
@@ -81,7 +88,7 @@ class Transaction:
         self.producer.init_transactions(30)
         self.producer.begin_transaction()
 
-    def produce(self, items: list[Produced]) -> "Transaction":
+    def produce(self, items: list[Produced]) -> Transaction:
         for item in items:
             self.producer.produce(self.topic_name, value=item.value, partition=item.partition,
                                   timestamp=item.timestamp_ms, on_delivery=_delivered(item))

@@ -27,12 +27,12 @@ from platform_assets.definitions import platform_resources
 from tests.conftest import PII_TEST_KEY
 from tests.landing_fixtures import (
     EXPECTED_CAUSE,
-    in_this_process,
-    land,
     HOURS,
     PARTITIONS,
     build_traffic,
+    in_this_process,
     lake_snapshot,
+    land,
     landing_settings,
     placement_of,
     produce,
@@ -173,7 +173,7 @@ def test_a_range_run_lands_each_hour_as_one_run_per_hour_does(landed_topic):
 def test_when_an_hour_of_a_range_fails_the_hours_before_are_committed_and_the_one_started_after_is_not(
         landed_topic, tmp_path):
     """Slices run in this process (a thread per hour), the failure raised by the second hour's slices."""
-    topic, traffic, settings = landed_topic
+    topic, _traffic, settings = landed_topic
     landing = landing_settings(settings.lake_root, settings.kafka_bootstrap_servers)
     hours = [KafkaHour(hour) for hour in HOURS]
     threads = ThreadPoolExecutor(max_workers=2)
@@ -205,7 +205,7 @@ def test_when_an_hour_of_a_range_fails_the_hours_before_are_committed_and_the_on
 
 def test_when_the_last_hour_of_a_range_is_still_open_the_hours_before_it_land(landed_topic):
     """A backfill selected up to the current hour: that hour is refused, the one landing ahead of it commits."""
-    topic, traffic, settings = landed_topic
+    topic, _traffic, settings = landed_topic
     landing = landing_settings(settings.lake_root, settings.kafka_bootstrap_servers)
     open_hour = KafkaHour(datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0))
     hours = [KafkaHour(HOURS[0]), KafkaHour(HOURS[1]), open_hour]

@@ -160,10 +160,10 @@ def test_given_renamed_fields_wide_decimals_and_a_recursive_record_then_they_lan
     with a Debezium MySQL DECIMAL(65,30) and a record that contains itself, produced to the broker."""
     from decimal import Decimal
 
+    from kafka_lake.catalog_reconciliation import reconcile
     from kafka_lake.layout import ERASURE_REQUESTS_PREFIX
     from kafka_lake.retention import apply_retention
     from kafka_lake.settings import PlatformSettings
-    from kafka_lake.catalog_reconciliation import reconcile
     from kafka_lake.table_schema import table_definition
     from kafka_lake.table_state import storage_partitions
     from spark_jobs.compaction_job import run_compactions_on_spark

@@ -28,15 +28,21 @@ from kafka_lake import layout
 from kafka_lake.dead_letters import DeadLetterDecryptionError, decrypt_table, decrypt_value, is_encrypted
 from kafka_lake.framing import encode_confluent
 from kafka_lake.hours import KafkaHour, to_millis
-from kafka_lake.settings import LandingSettings
-from kafka_lake.settings import PlatformSettings, dead_letter_key_from_env
+from kafka_lake.settings import LandingSettings, PlatformSettings, dead_letter_key_from_env
 from kafka_lake.slice_landing import SliceTask
 from kafka_lake.slices import OffsetSlice
 from kafka_lake.storage import LakeStorage
 from platform_assets.assets import raw_landing_asset
 from platform_assets.definitions import platform_resources
 from tests.landing_fixtures import (
-    HOURS, PARTITIONS, Produced, build_traffic, produce, pseudonym, unique_topic_name, write_test_topic,
+    HOURS,
+    PARTITIONS,
+    Produced,
+    build_traffic,
+    produce,
+    pseudonym,
+    unique_topic_name,
+    write_test_topic,
 )
 from tests.test_decoding import RegistryStandIn
 

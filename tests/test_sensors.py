@@ -13,13 +13,23 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 from confluent_kafka import Producer
 from dagster import (
-    AssetCheckKey, AssetMaterialization, AssetSelection, AssetSpec, Definitions, SensorResult, asset, define_asset_job, build_run_status_sensor_context, build_sensor_context, instance_for_test,
+    AssetCheckKey,
+    AssetMaterialization,
+    AssetSelection,
+    AssetSpec,
+    Definitions,
+    SensorResult,
+    asset,
+    build_run_status_sensor_context,
+    build_sensor_context,
+    define_asset_job,
+    instance_for_test,
     materialize,
 )
 
 from kafka_lake.catalog import TopicCatalog, archived_table_name
-from kafka_lake.hours import KafkaHour, to_millis
 from kafka_lake.cluster import KafkaCluster
+from kafka_lake.hours import KafkaHour, to_millis
 from kafka_lake.landing_counts import LandingCounts
 from kafka_lake.manifests import HourManifest, LandedFile, ManifestStore, PartitionLanding
 from kafka_lake.settings import PlatformSettings

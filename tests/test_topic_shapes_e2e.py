@@ -19,16 +19,22 @@ from dagster import DagsterInstance, materialize
 
 from kafka_lake import layout
 from kafka_lake.catalog import load_catalog
-from kafka_lake.hours import KafkaHour, to_millis
-from kafka_lake.manifests import ManifestStore
-from kafka_lake.storage import LakeStorage
-from kafka_lake.kafka_log import KafkaLog
 from kafka_lake.compaction import compact_hour, compact_partition
+from kafka_lake.hours import KafkaHour, to_millis
+from kafka_lake.kafka_log import KafkaLog
+from kafka_lake.manifests import ManifestStore
 from kafka_lake.settings import PlatformSettings
+from kafka_lake.storage import LakeStorage
 from platform_assets.assets import landing_groups, raw_landing_asset
 from platform_assets.definitions import platform_resources
 from tests.landing_fixtures import (
-    in_this_process, land, land_on_spark, landing_settings, read_lake, rows_as_readers_see_them)
+    in_this_process,
+    land,
+    land_on_spark,
+    landing_settings,
+    read_lake,
+    rows_as_readers_see_them,
+)
 
 H = datetime(2026, 11, 1, 10, tzinfo=timezone.utc)
 HOURS = [H, H + timedelta(hours=1)]

@@ -289,7 +289,7 @@ def test_a_sensor_started_from_the_ui_says_per_topic_what_it_judged_and_why(brow
     assert not switch.is_checked(), "automation starts stopped in this test"
 
     switch.dispatch_event("click")
-    wait_for(lambda: shown(page.get_by_text("View logs").first, 2_000) or page.reload() and False,
+    wait_for(lambda: shown(page.get_by_text("View logs").first, 2_000) or (page.reload() and False),
              "the sensor's first tick", log_file)
     page.get_by_text("View logs").first.click()
     logs = page.get_by_role("dialog")
