@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 from kafka_lake import layout
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.hours import ONE_HOUR
+from kafka_lake.landed_files import letter_prefixes
 from kafka_lake.storage import LakeStorage
 from kafka_lake.table_partition import TablePartition
 
@@ -60,13 +61,15 @@ def expire(
 
 
 def expire_dead_letters(storage: LakeStorage, topic: TopicSpec, now: datetime) -> list[str]:
-    """Deletes the dead-letter files of Kafka hours past `dead_letter_cutoff`; returns their paths."""
+    """Deletes the dead-letter files of Kafka hours past `dead_letter_cutoff`, the topic's unrouted ones too where
+    this table is the routed table that lands them; returns their paths."""
     deleted = []
     dead_letters_until = dead_letter_cutoff(topic, now)
-    for folder, _ in _expired_hour_folders(storage, layout.dead_letter_prefix(topic.database, topic.table), dead_letters_until):
-        for stored in storage.list_files(folder):
-            storage.delete(stored.path)
-            deleted.append(stored.path)
+    for prefix in letter_prefixes(topic):
+        for folder, _ in _expired_hour_folders(storage, prefix, dead_letters_until):
+            for stored in storage.list_files(folder):
+                storage.delete(stored.path)
+                deleted.append(stored.path)
     return deleted
 
 

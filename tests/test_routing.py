@@ -112,3 +112,31 @@ def test_the_dead_letter_rate_of_a_routed_table_counts_only_the_records_it_took(
     assert counts_balance(manifest).passed
     outcome = dead_letter_rate(manifest, threshold=0.4)
     assert not outcome.passed and outcome.metadata["rate"] == 0.5
+
+
+def test_unrouted_dead_letters_expire_with_the_routed_table_that_lands_them(tmp_path):
+    """The topic's unrouted dead letters are kept by its first routed table, so that table's retention expires them
+    (and only it: the other table would expire them on a retention of its own)."""
+    from datetime import datetime, timezone
+
+    from kafka_lake import layout
+    from kafka_lake.expiry import expire_dead_letters
+    from kafka_lake.storage import LakeStorage
+
+    write(tmp_path / "catalog", "shop/orders", ORDER, 11, route={"field": "record_name", "equals": "shop.Order"},
+          dead_letter_retention_days=1)
+    write(tmp_path / "catalog", "shop/refunds", REFUND, 12, route={"field": "record_name", "equals": "shop.Refund"},
+          dead_letter_retention_days=1)
+    catalog = load_catalog(tmp_path / "catalog")
+    orders, refunds = catalog.by_name("shop", "orders"), catalog.by_name("shop", "refunds")
+    storage = LakeStorage(str(tmp_path / "lake"))
+    old, recent = datetime(2026, 11, 1, 3, tzinfo=timezone.utc), datetime(2026, 11, 10, 3, tzinfo=timezone.utc)
+    for hour in (old, recent):
+        storage.write_bytes(f"{layout.unrouted_directory('shop.mixed', hour)}/shop.mixed+0+0000000000000000000.parquet", b"x")
+    now = datetime(2026, 11, 10, 12, tzinfo=timezone.utc)
+
+    assert expire_dead_letters(storage, refunds, now) == [], "not the table that lands them"
+    deleted = expire_dead_letters(storage, orders, now)
+    assert deleted == [f"{layout.unrouted_directory('shop.mixed', old)}/shop.mixed+0+0000000000000000000.parquet"]
+    assert [f.path for f in storage.list_files(layout.unrouted_prefix("shop.mixed"))] == [
+        f"{layout.unrouted_directory('shop.mixed', recent)}/shop.mixed+0+0000000000000000000.parquet"]
