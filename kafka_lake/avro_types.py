@@ -6,7 +6,7 @@ Field lookup by dotted path, time-field types, and what counts as a compatible e
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +56,25 @@ def resolve(node: AvroType, names: dict[str, AvroType]) -> AvroType:
     if isinstance(node, dict) and isinstance(node.get("type"), (dict, list)) and "logicalType" not in node:
         return resolve(node["type"], names)
     return node
+
+
+def rewritten(node: Any, change: Callable[[dict], dict]) -> Any:
+    """A copy of a schema in which every type node (a mapping with `type`, a field's type, an item or value type,
+    a union member) has been given to `change` after its own children were rewritten; the input is left as it was."""
+    if isinstance(node, list):
+        return [rewritten(member, change) for member in node]
+    if not isinstance(node, dict):
+        return node
+    copy = dict(node)
+    if isinstance(copy.get("type"), (dict, list)):
+        copy["type"] = rewritten(copy["type"], change)
+    if isinstance(copy.get("fields"), list):
+        copy["fields"] = [dict(f, type=rewritten(f.get("type"), change)) if isinstance(f, dict) else f
+                          for f in copy["fields"]]
+    for key in ("items", "values"):
+        if key in copy:
+            copy[key] = rewritten(copy[key], change)
+    return change(copy)
 
 
 def non_null_members(union: list) -> list[AvroType]:

@@ -22,7 +22,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafka_lake.arrow_mapping import BASE_ARROW_TYPES, ArrowMapping, python_type_of
-from kafka_lake.avro_types import NAMED_KINDS, AvroType, logical_type, named_types, non_null_members, resolve, type_name
+from kafka_lake.avro_types import (
+    NAMED_KINDS,
+    AvroType,
+    logical_type,
+    named_types,
+    non_null_members,
+    resolve,
+    rewritten,
+    type_name,
+)
 from kafka_lake.catalog import SchemaVersion
 from kafka_lake.connect_types import NANO_TIME, NANO_TIMESTAMP, VARIABLE_SCALE_DECIMAL, ZONED_TIMESTAMP, connect_name
 from kafka_lake.event_time import END_SECOND, FIRST_SECOND
@@ -112,24 +121,14 @@ def columnar_mapping_for(
 
 def _block_schema(node: AvroType) -> AvroType:
     """The schema with every logical type the columnar nodes do not read natively made plain (uuid → string)."""
-    if isinstance(node, list):
-        return [_block_schema(member) for member in node]
-    if not isinstance(node, dict):
-        return node
-    out = dict(node)
-    kind = out.get("type")
-    if isinstance(kind, (dict, list)):
-        out["type"] = _block_schema(kind)
-    if "fields" in out:
-        out["fields"] = [dict(f, type=_block_schema(f["type"])) for f in out["fields"]]
-    if "items" in out:
-        out["items"] = _block_schema(out["items"])
-    if "values" in out:
-        out["values"] = _block_schema(out["values"])
-    logical = out.get("logicalType")
+    return rewritten(node, _plain_unless_read_natively)
+
+
+def _plain_unless_read_natively(node: dict) -> dict:
+    kind, logical = node.get("type"), node.get("logicalType")
     if logical is not None and not ((kind, logical) in _COLUMNAR_LOGICAL_RANGES or logical == "decimal"):
-        del out["logicalType"]
-    return out
+        del node["logicalType"]
+    return node
 
 
 class _ColumnarCompiler:

@@ -18,6 +18,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from kafka_lake.avro_types import rewritten
+
 NANO_TIMESTAMP = "io.debezium.time.NanoTimestamp"
 NANO_TIME = "io.debezium.time.NanoTime"
 ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"
@@ -49,20 +51,11 @@ def connect_name(node: Any) -> str | None:
 
 def with_connect_logical_types(schema: Any) -> Any:
     """A copy of the schema in which every Connect type with an Avro twin carries that logical type."""
-    if isinstance(schema, list):
-        return [with_connect_logical_types(member) for member in schema]
-    if not isinstance(schema, dict):
-        return schema
-    node = dict(schema)
+    return rewritten(schema, _with_connect_logical_type)
+
+
+def _with_connect_logical_type(node: dict) -> dict:
     kind = node.get("type")
-    if isinstance(kind, (dict, list)):
-        node["type"] = with_connect_logical_types(kind)
-    if isinstance(node.get("fields"), list):
-        node["fields"] = [dict(f, type=with_connect_logical_types(f.get("type"))) if isinstance(f, dict) else f
-                          for f in node["fields"]]
-    for key in ("items", "values"):
-        if key in node:
-            node[key] = with_connect_logical_types(node[key])
     if "logicalType" in node or not isinstance(kind, str):
         return node
     name = connect_name(node)
