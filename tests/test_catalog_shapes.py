@@ -145,6 +145,8 @@ def test_one_registry_id_may_name_one_schema_in_several_tables_but_never_two_sch
          "keep_tombstones and route exclude each other"),
         ({"keep_tombstones": "yes"}, TAP, "keep_tombstones must be true or false, got 'yes'"),
         ({"table_format": "delta"}, TAP, "table_format must be one of hive, iceberg, got 'delta'"),
+        ({"format": "raw", "table_format": "iceberg", "time_partitioning": {"source": "kafka_time"}}, None,
+         "table_format iceberg: a raw archive (format: raw) lands in the Hive layout only"),
         ({"key_schema": "nokey.avsc"}, TAP, "nokey.avsc: schema file does not exist"),
         ({"key_schema": "../key.avsc"}, TAP, "key_schema must sit beside topic.yaml"),
         ({"time_partitioning": None}, TAP, "missing required key 'time_partitioning'"),
@@ -158,6 +160,13 @@ def test_a_wrong_shape_key_fails_at_load_naming_the_file_and_the_key(tmp_path, k
 
     assert str(failure.value).startswith(str(path)) or str(path.parent) in str(failure.value)
     assert message in str(failure.value)
+
+
+def test_a_raw_archive_is_in_the_hive_layout_whatever_the_deployments_table_format(tmp_path):
+    """An Iceberg schema is folded from schema versions, and an archive has none."""
+    path = entry(tmp_path, "archive.events", None, format="raw")
+    assert load_topic(path, table_format="iceberg").table_format == "hive"
+    assert load_topic(entry(tmp_path, "events.taps", TAP), table_format="iceberg").table_format == "iceberg"
 
 
 def test_an_avro_version_needs_its_registry_id_and_a_json_one_may_go_without(tmp_path):
