@@ -223,3 +223,23 @@ def test_with_table_format_iceberg_every_topic_is_an_iceberg_table_whose_assets_
         assert ("iceberg" in node.kinds) == (not name.startswith("raw/")), name
         if name.startswith(("raw/", "catalog/")):
             assert "table_matches_landing" in checks and "catalog_matches_storage" not in checks, (name, checks)
+
+
+def test_secrets_reach_their_resources_as_the_names_of_their_variables(monkeypatch):
+    """What the UI's resource page shows is the variable's name; the value is read when the resource is used."""
+    from dagster import EnvVar
+
+    from kafka_lake.settings import PlatformSettings
+    from platform_assets.definitions import platform_resources
+
+    monkeypatch.setenv("PII_HMAC_KEY", "a-pii-secret")
+    monkeypatch.setenv("ALERT_WEBHOOK_URL", "https://hooks.example/a-webhook-secret")
+    monkeypatch.delenv("DEAD_LETTER_KEY", raising=False)
+    resources = platform_resources(PlatformSettings.from_env())
+    pii, alerts = resources["pii"], resources["alerts"]
+
+    assert isinstance(pii.hmac_key, EnvVar) and pii.hmac_key == "PII_HMAC_KEY"
+    assert isinstance(alerts.webhook_url, EnvVar) and alerts.webhook_url == "ALERT_WEBHOOK_URL"
+    assert pii.dead_letter_key_base64 is None, "an unset variable is no EnvVar: Dagster would fail every run on it"
+    assert "secret" not in repr(pii) + repr(alerts)
+    assert pii.key() == b"a-pii-secret"
