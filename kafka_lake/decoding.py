@@ -28,6 +28,7 @@ from kafka_lake.hours import KafkaHour
 from kafka_lake.json_columns import JsonColumns, json_mapping_for
 from kafka_lake.json_records import JsonRecords
 from kafka_lake.kafka_records import KafkaBatch, KafkaColumns, KafkaRecord, names_an_hour
+from kafka_lake.key_columns import BatchPositions, EveryIdIsTheKey, KeyColumns, key_topic, trailing_columns
 from kafka_lake.pii import ColumnPseudonymizer, pseudonymizer_for
 from kafka_lake.placement import HOUR_MS, TimePlacement, split_by_hour
 from kafka_lake.record_decoding import AvroRecords, DecodedValue, decode_records
@@ -87,6 +88,9 @@ class BatchDecoder:
         self._by_schema_id: dict[int | None, VersionDecoding | str] = {}  # a decoding, or why the id is unknown
         self._by_version: dict[int, VersionDecoding] = {}
         self._router = TopicRouter(topic, schemas.version_for) if topic.route is not None else None
+        self._trailing = bool(trailing_columns(topic))
+        self._keys = (BatchDecoder(key_topic(topic), EveryIdIsTheKey(topic.key_schema), None, columnar)
+                      if topic.key_schema is not None else None)
 
     @property
     def decoding_paths(self) -> dict[int, str]:
@@ -117,6 +121,17 @@ class BatchDecoder:
         return decoded
 
     def _decode_framed(self, batch: KafkaBatch, framed: FramedValues) -> DecodedBatch:
+        records = len(batch)
+        dead: dict[datetime, list[Rejected]] = defaultdict(list)
+        keys = None
+        if self._keys is not None:
+            keys, bad_keys = self._decoded_keys(batch)
+            for index, error in bad_keys:
+                record = batch.record(index)
+                dead[self._placement.dead_letter_hour(record)].append(Rejected(record, "undecodable_key", error))
+            if bad_keys:
+                batch = batch.take(sorted(set(range(len(batch))) - {index for index, _ in bad_keys}))
+                framed = FramedValues(pa.array(batch.values, pa.binary()), plain_json=self._topic.format == "json")
         kafka = KafkaColumns(self._topic.topic, batch)
         placed: dict[Placement, list[pa.Table]] = defaultdict(list)
         by_record: list[int] = list(np.flatnonzero(framed.needs_record_path))
@@ -131,18 +146,67 @@ class BatchDecoder:
                 continue
             by_record.extend(decoding.columns.decode(framed, indices, batch, kafka, placed))
 
-        dead: dict[datetime, list[Rejected]] = defaultdict(list)
         self._decode_records(batch, sorted(by_record), placed, dead)
-        return self._gathered(batch, placed, dead, framed.tombstones)
+        tombstones = framed.tombstones
+        if self._topic.keep_tombstones:
+            self._place_tombstones(batch, kafka, placed, dead)
+            tombstones = 0
+        return self._gathered(batch, placed, dead, tombstones, keys, records)
+
+    def _decoded_keys(self, batch: KafkaBatch) -> tuple[pa.Table | None, list[tuple[int, str]]]:
+        """(the key decoder's rows, (position, error) of each record whose key does not decode). The keys go through
+        the topic's own decode paths as the values of a topic of their own; their time plays no part."""
+        assert self._keys is not None
+        as_values = KafkaBatch(batch.partitions, batch.offsets, [0] * len(batch), batch.keys, batch.keys)
+        decoded = self._keys.decode(as_values)
+        keys = pa.concat_tables(decoded.rows.values()) if decoded.rows else None
+        bad: list[tuple[int, str]] = []
+        file = self._topic.key_schema.file if self._topic.key_schema is not None else ""
+        for letters in decoded.dead_letters.values():
+            positions = BatchPositions(batch).of(letters)
+            for position, error in zip(positions, letters.column("error").to_pylist()):
+                bad.append((int(position), f"undecodable_key: the key does not read as {file}: {error}"))
+        return keys, bad
+
+    def _place_tombstones(self, batch: KafkaBatch, kafka: KafkaColumns, placed: dict[Placement, list[pa.Table]],
+                          dead: dict[datetime, list[Rejected]]) -> None:
+        """A topic that keeps its tombstones lands each as a row by its Kafka time, in the newest schema version's
+        partition, every value column null (`_kafka_tombstone` says which rows they are); one whose Kafka timestamp
+        names no hour is a dead letter."""
+        values = pa.array(batch.values, pa.binary())
+        timestamps = np.asarray(batch.timestamps_ms, dtype=np.int64)
+        tombstone = ~np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        placeable = names_an_hour(timestamps)
+        for index in np.flatnonzero(tombstone & ~placeable):
+            record = batch.record(int(index))
+            why = (f"unplaceable_kafka_timestamp: a tombstone stamped {record.timestamp_ms}, which names no hour; kept "
+                   f"in the Kafka hour that was landed, the one whose offsets hold it")
+            dead[self._placement.dead_letter_hour(record)].append(Rejected(record, "unplaceable_kafka_timestamp", why))
+        rows = np.flatnonzero(tombstone & placeable)
+        if not len(rows):
+            return
+        if self._topic.format == "raw":
+            mapping, version = RAW_MAPPING, RAW_SCHEMA_VERSION
+        else:
+            version = self._topic.schema_versions[-1].version
+            mapping = self._version_decoding(self._topic.schema_versions[-1]).mapping
+        nulls = [pa.nulls(len(rows), column.type) for column in list(mapping.schema)[: len(mapping.field_names)]]
+        table = pa.Table.from_arrays([*nulls, *kafka.take(rows)], schema=mapping.schema)
+        for hour, part in split_by_hour(table, timestamps[rows] // HOUR_MS):
+            placed[Placement(version, hour)].append(part)
 
     def _gathered(self, batch: KafkaBatch, placed: dict[Placement, list[pa.Table]], dead: dict[datetime, list[Rejected]],
-                  tombstones: int) -> DecodedBatch:
+                  tombstones: int, keys: pa.Table | None = None, records: int | None = None) -> DecodedBatch:
+        rows = {placement: _in_log_order(tables) for placement, tables in placed.items()}
+        if self._trailing and rows:
+            trailing = KeyColumns.of(self._topic, batch, keys)
+            rows = {placement: trailing.appended_to(table) for placement, table in rows.items()}
         return DecodedBatch(
-            rows={placement: _in_log_order(tables) for placement, tables in placed.items()},
+            rows=rows,
             dead_letters={hour: dead_letter_table(self._topic.topic, letters) for hour, letters in dead.items()},
             tombstones=tombstones,
             dead_letter_causes=Counter(letter.cause for letters in dead.values() for letter in letters),
-            records=len(batch),
+            records=len(batch) if records is None else records,
         )
 
     def _decode_records(self, batch: KafkaBatch, indices: list[int], placed: dict[Placement, list[pa.Table]],
@@ -211,6 +275,9 @@ class BatchDecoder:
                 placed[Placement(RAW_SCHEMA_VERSION, hour)].append(part)
         dead: dict[datetime, list[Rejected]] = defaultdict(list)
         self._decode_records(batch, list(np.flatnonzero(present & ~placeable)), placed, dead)
+        if self._topic.keep_tombstones:
+            self._place_tombstones(batch, KafkaColumns(self._topic.topic, batch), placed, dead)
+            return self._gathered(batch, placed, dead, tombstones=0)
         return self._gathered(batch, placed, dead, tombstones=int(len(values) - present.sum()))
 
 

@@ -22,6 +22,7 @@ from pyiceberg.transforms import IdentityTransform
 from kafka_lake.arrow_mapping import arrow_schema_for
 from kafka_lake.catalog import KAFKA_COLUMN_PREFIX, SchemaVersion, TopicSpec
 from kafka_lake.kafka_records import KAFKA_COLUMNS
+from kafka_lake.key_columns import trailing_columns
 from kafka_lake.layout import PARTITION_COLUMNS
 from kafka_lake.table_schema import PARTITION_KEYS
 
@@ -50,7 +51,7 @@ def table_schema(topic: TopicSpec) -> Schema:
     building = _scratch_transaction()
     for version in topic.schema_versions:
         where = f"{topic.source_file or topic.name}: version {version.version} ({version.file})"
-        columns = version_columns(version, topic.pii_fields, where)
+        columns = version_columns(version, topic.pii_fields, where, trailing_columns(topic))
         evolve_schema(building, columns, where)
     return building.table_metadata.schema()
 
@@ -61,11 +62,12 @@ def check_topic(topic: TopicSpec) -> None:
     table_schema(topic)
 
 
-def version_columns(version: SchemaVersion, pii_fields: tuple[tuple[str, ...], ...], where: str) -> pa.Schema:
+def version_columns(version: SchemaVersion, pii_fields: tuple[tuple[str, ...], ...], where: str,
+                    trailing: tuple[pa.Field, ...] = ()) -> pa.Schema:
     """A version's columns as the table declares them: the Arrow schema an Iceberg topic lands (`iceberg_rows`) with
-    every field optional (SPEC: every column is written nullable, so readers unify versions), then the placement
-    columns."""
-    landed = iceberg_schema_of(arrow_schema_for(version, pii_fields))
+    every field optional (SPEC: every column is written nullable, so readers unify versions), the key's and
+    tombstone columns (`trailing`), then the placement columns."""
+    landed = iceberg_schema_of(pa.schema([*arrow_schema_for(version, pii_fields), *trailing]))
     for landed_field in landed:
         _check_readable(landed_field.type, (landed_field.name,), where)
     return pa.schema([_optional(f) for f in landed] + list(PLACEMENT_COLUMNS))

@@ -13,7 +13,8 @@ class LandingCounts:
     """rows + dead letters + tombstones + routed away + unrouted = records read; a table routed from a shared topic
     leaves the records other tables take (`routed_away`), and its topic's first routed table writes those no table
     takes to the unrouted dead letters (`unrouted`; the other tables count them routed away); late events are rows placed in an hour before the Kafka hour
-    landed; the timestamps span the records' Kafka timestamps that name a time."""
+    landed; a table that keeps its tombstones counts them as rows (`kept_tombstones` says how many), not as
+    tombstones; the timestamps span the records' Kafka timestamps that name a time."""
 
     records: int = 0
     rows: int = 0
@@ -24,6 +25,7 @@ class LandingCounts:
     max_timestamp_ms: int | None = None
     routed_away: int = 0
     unrouted: int = 0
+    kept_tombstones: int = 0  # rows that are tombstones, of a table that keeps them (part of `rows`)
 
     def __add__(self, other: LandingCounts) -> LandingCounts:
         return LandingCounts(
@@ -34,6 +36,7 @@ class LandingCounts:
             late_events=self.late_events + other.late_events,
             routed_away=self.routed_away + other.routed_away,
             unrouted=self.unrouted + other.unrouted,
+            kept_tombstones=self.kept_tombstones + other.kept_tombstones,
             min_timestamp_ms=_either(min, self.min_timestamp_ms, other.min_timestamp_ms),
             max_timestamp_ms=_either(max, self.max_timestamp_ms, other.max_timestamp_ms),
         )

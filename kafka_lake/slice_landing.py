@@ -26,6 +26,7 @@ from kafka_lake.decoding import BatchDecoder
 from kafka_lake.hours import KafkaHour, hour_key
 from kafka_lake.kafka_log import KafkaLog
 from kafka_lake.kafka_records import kafka_timestamps
+from kafka_lake.key_columns import TOMBSTONE_COLUMN
 from kafka_lake.landing_counts import LandingCounts
 from kafka_lake.manifests import AttemptJournal, LandedFile
 from kafka_lake.parquet_output import ParquetOutput, dictionary_columns, statistics_columns
@@ -287,9 +288,11 @@ class _Totals:
 
     def add(self, batch: DecodedBatch, timestamps_ms: Sequence[int], hour: KafkaHour) -> None:
         self.dead_letter_causes.update(batch.dead_letter_causes)
-        rows = late = 0
+        rows = late = kept_tombstones = 0
         for placement, table in batch.rows.items():
             rows += table.num_rows
+            if TOMBSTONE_COLUMN.name in table.column_names:
+                kept_tombstones += pc.sum(table.column(TOMBSTONE_COLUMN.name)).as_py() or 0
             self.schema_versions[placement.schema_version] += table.num_rows
             if placement.hour < hour.start:
                 late += table.num_rows
@@ -300,5 +303,6 @@ class _Totals:
             records=batch.records, rows=rows, tombstones=batch.tombstones, late_events=late,
             dead_letters=sum(table.num_rows for table in batch.dead_letters.values()),
             routed_away=batch.routed_away, unrouted=sum(table.num_rows for table in batch.unrouted.values()),
+            kept_tombstones=kept_tombstones,
             min_timestamp_ms=low, max_timestamp_ms=high,
         )

@@ -15,6 +15,7 @@ import pyarrow as pa
 from kafka_lake.arrow_mapping import RAW_MAPPING, arrow_schema_for, column_comment
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.kafka_records import KAFKA_COLUMNS
+from kafka_lake.key_columns import trailing_columns
 from kafka_lake.layout import PARTITION_COLUMN_TYPES, is_lake_column
 from kafka_lake.type_widening import shared_column_type
 
@@ -128,11 +129,13 @@ def table_definition(topic: TopicSpec, location: str) -> TableDefinition:
 
 def table_columns(topic: TopicSpec) -> tuple[Column, ...]:
     """The union of every version's fields in version order (new fields appended, struct fields
-    unioned, types widened), then the `_kafka_*` columns."""
+    unioned, types widened), then the `_kafka_*` columns, then the key's and `_kafka_tombstone` (`key_columns`)."""
     kafka_names = {f.name for f in KAFKA_COLUMNS}
+    trailing = tuple(column_of(f, f"{topic.source_file or topic.name}: the key and tombstone columns")
+                     for f in trailing_columns(topic))
     if topic.format == "raw":  # no schema: the value's bytes
         return tuple(column_of(f, f"{topic.name}: the raw value" if f.name not in kafka_names else "the Kafka columns")
-                     for f in RAW_MAPPING.schema)
+                     for f in RAW_MAPPING.schema) + trailing
     per_version = []
     for version in topic.schema_versions:
         label = f"{topic.source_file or topic.name}: version {version.version} ({version.file})"
@@ -146,7 +149,7 @@ def table_columns(topic: TopicSpec) -> tuple[Column, ...]:
             merged = merge_columns(merged, columns)
         except _Conflict as conflict:
             raise _name_versions(conflict, per_version[: index + 1]) from None
-    return merged + tuple(column_of(f, "the Kafka columns") for f in KAFKA_COLUMNS)
+    return merged + tuple(column_of(f, "the Kafka columns") for f in KAFKA_COLUMNS) + trailing
 
 
 def column_of(arrow_field: pa.Field, where: str) -> Column:

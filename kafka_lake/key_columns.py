@@ -1,0 +1,115 @@
+"""The columns a table has after the `_kafka_*` ones: the record's key decoded into a column per field of the topic's
+`key_schema` (`_kafka_key_<field>`, beside the key's bytes in `_kafka_key`), and `_kafka_tombstone` where the topic
+keeps its tombstones as rows (`keep_tombstones`), so a compacted topic's deletes can be rebuilt downstream.
+
+A key is decoded as the topic's values are (Confluent-framed Avro, or JSON plain or framed), by the same decode paths:
+the key is treated as the value of a topic of its own whose one schema version is `key_schema` and which every schema
+id names (the key's subject has ids of its own, which the catalog does not list).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pyarrow as pa
+
+from kafka_lake.arrow_mapping import arrow_schema_for
+from kafka_lake.catalog import SchemaVersion, TopicSpec
+from kafka_lake.kafka_records import KAFKA_COLUMNS, KafkaBatch
+
+KEY_COLUMN_PREFIX = "_kafka_key_"
+TOMBSTONE_COLUMN = pa.field("_kafka_tombstone", pa.bool_())
+
+
+def key_column_name(field: str) -> str:
+    return f"{KEY_COLUMN_PREFIX}{field}"
+
+
+def trailing_columns(topic: TopicSpec) -> tuple[pa.Field, ...]:
+    """The key's columns (a `key_schema`), then `_kafka_tombstone` (`keep_tombstones`); none for other topics."""
+    fields: list[pa.Field] = []
+    if topic.key_schema is not None:
+        key_fields = list(arrow_schema_for(topic.key_schema, ()))[: -len(KAFKA_COLUMNS)]
+        fields.extend(field.with_name(key_column_name(field.name)) for field in key_fields)
+    if topic.keep_tombstones:
+        fields.append(TOMBSTONE_COLUMN)
+    return tuple(fields)
+
+
+def key_topic(topic: TopicSpec) -> TopicSpec:
+    """The key as the value of a topic of its own: `key_schema` its one version, placed by Kafka time (the key's columns
+    do not depend on time: `KeyColumns` reads them out whatever their placement)."""
+    if topic.key_schema is None:
+        raise ValueError(f"{topic.name} has no key_schema")
+    return replace(topic, schema_versions=(topic.key_schema,), time_source="kafka_time", time_field=None, time_unit=None,
+                   route=None, routed_siblings=(), rename=(), pii_fields=(), subject_field=None, key_schema=None,
+                   keep_tombstones=False)
+
+
+class EveryIdIsTheKey:
+    """The schema resolver of a key: whatever id a framed key carries, it is read with `key_schema`."""
+
+    def __init__(self, key_schema: SchemaVersion):
+        self._key_schema = key_schema
+
+    def version_for(self, schema_id: int) -> SchemaVersion | None:
+        return self._key_schema
+
+    def unknown_reason(self, schema_id: int) -> str:
+        return f"schema id {schema_id} is read as {self._key_schema.file}"
+
+
+class BatchPositions:
+    """Where the rows of a decoded table sit in their batch (in log order), by their partition and offset."""
+
+    def __init__(self, batch: KafkaBatch):
+        self._partitions = np.asarray(batch.partitions, dtype=np.int64)
+        self._offsets = np.asarray(batch.offsets, dtype=np.int64)
+
+    def of(self, table: pa.Table) -> np.ndarray:
+        partitions = table.column("_kafka_partition").to_numpy().astype(np.int64)
+        offsets = table.column("_kafka_offset").to_numpy()
+        positions = np.empty(len(offsets), dtype=np.int64)
+        for partition in np.unique(partitions):
+            first, last = np.searchsorted(self._partitions, [partition, partition + 1])
+            rows = partitions == partition
+            positions[rows] = first + np.searchsorted(self._offsets[first:last], offsets[rows])
+        return positions
+
+
+class KeyColumns:
+    """The trailing columns of every record of a batch, from which each decoded table takes its rows'."""
+
+    def __init__(self, fields: tuple[pa.Field, ...], columns: list[pa.Array], batch: KafkaBatch):
+        self._fields = fields
+        self._columns = columns  # one per field, a value per record of the batch
+        self._positions = BatchPositions(batch)
+
+    @classmethod
+    def of(cls, topic: TopicSpec, batch: KafkaBatch, keys: pa.Table | None) -> KeyColumns:
+        """`keys`: the key decoder's rows (the key's fields, then the `_kafka_*` columns) for the records whose key
+        decoded; a record without (a null key) has null key columns. The tombstone flag is whether the value is null."""
+        fields = trailing_columns(topic)
+        columns: list[pa.Array] = []
+        if topic.key_schema is not None:
+            key_fields = fields[: len(fields) - int(topic.keep_tombstones)]
+            if keys is None or not keys.num_rows:
+                columns.extend(pa.nulls(len(batch), field.type) for field in key_fields)
+            else:
+                where = np.full(len(batch), -1, dtype=np.int64)
+                where[BatchPositions(batch).of(keys)] = np.arange(keys.num_rows)
+                picks = pa.array(where, mask=where < 0)
+                columns.extend(keys.column(index).take(picks) for index in range(len(key_fields)))
+        if topic.keep_tombstones:
+            columns.append(pa.array(batch.values, pa.binary()).is_null())
+        return cls(fields, columns, batch)
+
+    def appended_to(self, table: pa.Table) -> pa.Table:
+        """The table with the trailing columns of its rows."""
+        if not self._fields:
+            return table
+        picks = pa.array(self._positions.of(table))
+        for field, column in zip(self._fields, self._columns):
+            table = table.append_column(field, column.take(picks))
+        return table

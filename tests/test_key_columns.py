@@ -1,0 +1,145 @@
+"""A topic's key decoded into columns beside `_kafka_key` (`key_schema`), and tombstones kept as rows that say so
+(`keep_tombstones`): decoded on both decode paths, for Avro and JSON topics; a key that does not read as its schema
+makes its record a dead letter, and costs only itself.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from fastavro import parse_schema
+
+from kafka_lake.catalog import TopicSpec, load_topic
+from kafka_lake.decoding import BatchDecoder
+from kafka_lake.framing import encode_confluent
+from kafka_lake.hours import KafkaHour
+from kafka_lake.kafka_records import KAFKA_COLUMNS, KafkaRecord
+from kafka_lake.key_columns import trailing_columns
+from kafka_lake.schema_resolution import CatalogSchemas
+from kafka_lake.table_schema import table_columns
+
+H = datetime(2026, 11, 1, 10, tzinfo=timezone.utc)
+MS = int(H.timestamp() * 1000) + 60_000
+KEY = {"type": "record", "name": "Key", "namespace": "db.server.customers",
+       "fields": [{"name": "id", "type": "long"}, {"name": "region", "type": ["null", "string"], "default": None}]}
+VALUE = {"type": "record", "name": "Value", "namespace": "db.server.customers", "fields": [
+    {"name": "id", "type": "long"}, {"name": "email", "type": "string"},
+    {"name": "updated_at", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}
+KEY_ID, VALUE_ID = 3, 4  # the key's subject has ids of its own: the catalog does not list them
+
+
+def topic_folder(root: Path, fmt: str = "avro", placed: str = "event_time", **keys) -> TopicSpec:
+    folder = root / "db" / "customers"
+    folder.mkdir(parents=True)
+    (folder / "v1.avsc").write_text(json.dumps(VALUE))
+    (folder / "key.avsc").write_text(json.dumps(KEY))
+    time_partitioning = {"source": "event_time", "field": "updated_at"} if placed == "event_time" else {"source": placed}
+    version = {"version": 1, "file": "v1.avsc", **({"registry_id": VALUE_ID} if fmt == "avro" else {})}
+    document = {"topic": "db.server.customers", "owner": "team-test", "start_hour": "2026-11-01T00:00Z",
+                "format": fmt, "time_partitioning": time_partitioning, "schema_versions": [version],
+                "key_schema": "key.avsc", **keys}
+    (folder / "topic.yaml").write_text(json.dumps(document))
+    return load_topic(folder / "topic.yaml")
+
+
+def avro(schema: dict, schema_id: int, value: dict) -> bytes:
+    return encode_confluent(schema_id, parse_schema(schema), value)
+
+
+def customer(number: int) -> dict:
+    return {"id": number, "email": f"c{number}@example.com", "updated_at": MS + number}
+
+
+def decode(topic: TopicSpec, records: list[KafkaRecord], columnar: bool):
+    return BatchDecoder(topic, CatalogSchemas(topic), None, columnar=columnar, kafka_hour=None).decode(records)
+
+
+def rows_of(decoded) -> list[dict]:
+    rows = [row for table in decoded.rows.values() for row in table.to_pylist()]
+    return sorted(rows, key=lambda row: row["_kafka_offset"])
+
+
+@pytest.mark.parametrize("columnar", [True, False], ids=["columnar", "record by record"])
+def test_given_a_key_schema_the_key_lands_as_columns_beside_its_bytes_and_a_key_that_does_not_read_is_a_dead_letter(
+        tmp_path, columnar):
+    topic = topic_folder(tmp_path, keep_tombstones=True)
+    keys = [avro(KEY, KEY_ID, {"id": 1, "region": "eu"}), avro(KEY, KEY_ID + 10, {"id": 2, "region": None}),
+            None, b"\x00\x00\x00\x00\x03\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", avro(KEY, KEY_ID, {"id": 5, "region": "us"})]
+    values = [avro(VALUE, VALUE_ID, customer(1)), avro(VALUE, VALUE_ID, customer(2)), avro(VALUE, VALUE_ID, customer(3)),
+              avro(VALUE, VALUE_ID, customer(4)), None]
+    records = [KafkaRecord(0, offset, MS, key, value) for offset, (key, value) in enumerate(zip(keys, values))]
+
+    decoded = decode(topic, records, columnar)
+
+    rows = rows_of(decoded)
+    assert [(r["_kafka_offset"], r["id"], r["_kafka_key_id"], r["_kafka_key_region"], r["_kafka_tombstone"])
+            for r in rows] == [(0, 1, 1, "eu", False), (1, 2, 2, None, False), (2, 3, None, None, False),
+                               (4, None, 5, "us", True)]
+    assert [r["_kafka_key"] for r in rows] == [keys[0], keys[1], None, keys[4]]
+    tombstone = rows[-1]
+    assert tombstone["email"] is None and tombstone["updated_at"] is None, "a tombstone's value columns are null"
+    [letters] = decoded.dead_letters.values()
+    [letter] = letters.to_pylist()
+    assert (letter["_kafka_offset"], letter["_kafka_key"], letter["value"]) == (3, keys[3], values[3])
+    assert letter["error"].startswith("undecodable_key: the key does not read as key.avsc: ")
+    assert decoded.dead_letter_causes == {"undecodable_key": 1}
+    assert (decoded.rows_count, decoded.tombstones, decoded.records) == (4, 0, 5), "a kept tombstone is a row"
+    for table in decoded.rows.values():
+        assert list(table.schema)[-3:] == list(trailing_columns(topic))
+
+
+def test_a_kept_tombstone_lands_by_its_kafka_time_in_the_newest_version_and_one_stamped_in_no_hour_is_a_dead_letter(
+        tmp_path):
+    topic = topic_folder(tmp_path, keep_tombstones=True)
+    later = MS + 3 * 3_600_000
+    records = [KafkaRecord(0, 0, later, avro(KEY, KEY_ID, {"id": 7, "region": None}), None),
+               KafkaRecord(0, 1, -1, avro(KEY, KEY_ID, {"id": 8, "region": None}), None)]
+
+    decoded = BatchDecoder(topic, CatalogSchemas(topic), None, kafka_hour=None).decode(records[:1])
+    [(placement, table)] = decoded.rows.items()
+    assert (placement.schema_version, placement.hour) == (1, datetime(2026, 11, 1, 13, tzinfo=timezone.utc))
+    assert table.column("_kafka_key_id").to_pylist() == [7] and table.column("_kafka_tombstone").to_pylist() == [True]
+
+    decoded = BatchDecoder(topic, CatalogSchemas(topic), None, kafka_hour=KafkaHour(H)).decode(records[1:])
+    assert decoded.rows == {} and decoded.dead_letter_causes == {"unplaceable_kafka_timestamp": 1}
+
+
+def test_without_keep_tombstones_a_tombstone_is_counted_not_landed_and_the_table_has_no_tombstone_column(tmp_path):
+    topic = topic_folder(tmp_path)
+    records = [KafkaRecord(0, 0, MS, avro(KEY, KEY_ID, {"id": 1, "region": None}), avro(VALUE, VALUE_ID, customer(1))),
+               KafkaRecord(0, 1, MS, avro(KEY, KEY_ID, {"id": 1, "region": None}), None)]
+
+    decoded = decode(topic, records, columnar=True)
+
+    assert (decoded.rows_count, decoded.tombstones) == (1, 1)
+    [table] = decoded.rows.values()
+    assert table.column_names[-2:] == ["_kafka_key_id", "_kafka_key_region"]
+    assert [c.name for c in table_columns(topic)][-2:] == ["_kafka_key_id", "_kafka_key_region"]
+
+
+@pytest.mark.parametrize("columnar", [True, False], ids=["columnar", "record by record"])
+def test_a_json_topic_reads_its_keys_as_json_plain_or_framed(tmp_path, columnar):
+    topic = topic_folder(tmp_path, fmt="json", placed="kafka_time")
+    value = json.dumps({"id": 1, "email": "a@example.com", "updated_at": MS}).encode()
+    keys = [b'{"id": 1, "region": "eu"}', b"\x00\x00\x00\x00\x09" + b'{"id": 2}', b'{"id": "one"}']
+    records = [KafkaRecord(0, offset, MS, key, value) for offset, key in enumerate(keys)]
+
+    decoded = decode(topic, records, columnar)
+
+    assert [(r["_kafka_key_id"], r["_kafka_key_region"]) for r in rows_of(decoded)] == [(1, "eu"), (2, None)]
+    [letters] = decoded.dead_letters.values()
+    assert letters.column("_kafka_offset").to_pylist() == [2]
+    assert "id" in letters.column("error")[0].as_py()
+
+
+def test_the_table_declares_the_key_and_tombstone_columns_after_the_kafka_columns(tmp_path):
+    topic = topic_folder(tmp_path, keep_tombstones=True)
+    names = [column.name for column in table_columns(topic)]
+    kafka = [field.name for field in KAFKA_COLUMNS]
+    assert names == ["id", "email", "updated_at", *kafka, "_kafka_key_id", "_kafka_key_region", "_kafka_tombstone"]
+    assert {c.name: c.type.hive() for c in table_columns(topic)}["_kafka_key_id"] == "bigint"
+    assert pa.bool_() == trailing_columns(topic)[-1].type
