@@ -146,7 +146,7 @@ class TopicSpec:
     snapshot_retention_days: int  # Iceberg tables: how long snapshots are kept for time travel
     format: Literal["avro", "json", "raw"] = "avro"
     route: Route | None = None  # None: every record of the topic
-    key_schema: SchemaVersion | None = None  # the key's schema (version 0): decoded into `_kafka_key_decoded`
+    key_schema: SchemaVersion | None = None  # the key's schema (version 0): its fields land as `_kafka_key_<field>`
     keep_tombstones: bool = False
     archived: bool = False  # made by the archive rule, not by a folder of its own
     # The other routed tables of the topic (set by `load_catalog`): a record one of them takes is theirs, one that
@@ -609,7 +609,7 @@ def record_full_name(schema: dict) -> str:
 
 
 def _load_key_schema(file: str, folder: Path, where: str) -> SchemaVersion:
-    """The key's schema, as version 0 of its own: a record whose fields become `_kafka_key_decoded`'s."""
+    """The key's schema, as version 0 of its own: a record whose fields become the columns `_kafka_key_<field>`."""
     [key] = _load_versions((SchemaVersionYaml(version=1, file=file, registry_id=None),), folder, where, label="key_schema")
     if key.recursions:
         raise CatalogError(f"{where}: key_schema {file} has a record that contains itself ({key.recursions[0]}); a key "

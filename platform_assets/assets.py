@@ -26,6 +26,7 @@ from dagster_pyspark import LazyPySparkResource
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.hours import KafkaHour
 from kafka_lake.landing import LandingResult, LandingSettings, land_hours
+from kafka_lake.landing_counts import LandingCounts
 from kafka_lake.manifests import ManifestStore
 from kafka_lake.pii import pseudonymizer_for
 from platform_assets.checks import HourLanded, evaluated_against, hour_check_evaluations, raw_check_specs
@@ -182,10 +183,14 @@ def _latest_materialization(context: AssetExecutionContext, topic: TopicSpec, ho
 def _summary_line(topic: TopicSpec, result: LandingResult) -> str:
     manifest, counts = result.manifest, result.manifest.counts
     return (
-        f"{topic.topic} {manifest.hour}: {counts.rows} rows, {counts.dead_letters} dead letters, "
+        f"{topic.topic} {manifest.hour}: {counts.rows} rows{_kept(counts)}, {counts.dead_letters} dead letters, "
         f"{counts.tombstones} tombstones, {counts.late_events} late, {len(manifest.files)} files from "
         f"{manifest.offsets} offsets in {result.slices} slice(s)"
     )
+
+
+def _kept(counts: LandingCounts) -> str:
+    return f" ({counts.kept_tombstones} of them tombstones kept)" if counts.kept_tombstones else ""
 
 
 def raw_metadata(lake: LakeStorageResource, result: LandingResult) -> dict:
@@ -206,6 +211,7 @@ def raw_metadata(lake: LakeStorageResource, result: LandingResult) -> dict:
         "offsets": manifest.offsets,
         "dead_letters": counts.dead_letters,
         "tombstones": counts.tombstones,
+        **({"tombstones_kept_as_rows": counts.kept_tombstones} if counts.kept_tombstones else {}),
         "late_events": counts.late_events,
         "files": len(manifest.files),
         "bytes": manifest.file_bytes,
