@@ -143,3 +143,19 @@ def test_the_table_declares_the_key_and_tombstone_columns_after_the_kafka_column
     assert names == ["id", "email", "updated_at", *kafka, "_kafka_key_id", "_kafka_key_region", "_kafka_tombstone"]
     assert {c.name: c.type.hive() for c in table_columns(topic)}["_kafka_key_id"] == "bigint"
     assert pa.bool_() == trailing_columns(topic)[-1].type
+
+
+def test_a_raw_archive_that_keeps_its_tombstones_lands_them_as_rows_with_a_null_value(tmp_path):
+    folder = tmp_path / "archive" / "customers"
+    folder.mkdir(parents=True)
+    (folder / "topic.yaml").write_text(json.dumps({"topic": "db.server.customers", "owner": "team-test", "format": "raw",
+                                                   "start_hour": "2026-11-01T00:00Z", "keep_tombstones": True}))
+    topic = load_topic(folder / "topic.yaml")
+    records = [KafkaRecord(0, 0, MS, b"k1", b"anything"), KafkaRecord(0, 1, MS, b"k1", None)]
+
+    decoded = BatchDecoder(topic, CatalogSchemas(topic), None, kafka_hour=None).decode(records)
+
+    assert [(row["value"], row["_kafka_key"], row["_kafka_tombstone"]) for row in rows_of(decoded)] == [
+        (b"anything", b"k1", False), (None, b"k1", True)]
+    assert (decoded.rows_count, decoded.tombstones) == (2, 0)
+    assert [c.name for c in table_columns(topic)][-1] == "_kafka_tombstone"
