@@ -51,7 +51,7 @@ def table_schema(topic: TopicSpec) -> Schema:
     building = _scratch_transaction()
     for version in topic.schema_versions:
         where = f"{topic.source_file or topic.name}: version {version.version} ({version.file})"
-        columns = version_columns(version, topic.pii_fields, where, trailing_columns(topic))
+        columns = version_columns(version, topic.pii_fields, where, trailing_columns(topic), topic.columns_by_field)
         evolve_schema(building, columns, where)
     return building.table_metadata.schema()
 
@@ -63,11 +63,11 @@ def check_topic(topic: TopicSpec) -> None:
 
 
 def version_columns(version: SchemaVersion, pii_fields: tuple[tuple[str, ...], ...], where: str,
-                    trailing: tuple[pa.Field, ...] = ()) -> pa.Schema:
-    """A version's columns as the table declares them: the Arrow schema an Iceberg topic lands (`iceberg_rows`) with
-    every field optional (SPEC: every column is written nullable, so readers unify versions), the key's and
-    tombstone columns (`trailing`), then the placement columns."""
-    landed = iceberg_schema_of(pa.schema([*arrow_schema_for(version, pii_fields), *trailing]))
+                    trailing: tuple[pa.Field, ...] = (), rename: dict[str, str] | None = None) -> pa.Schema:
+    """A version's columns as the table declares them: the Arrow schema an Iceberg topic lands (`iceberg_rows`, its
+    fields named by `rename` where it says) with every field optional (SPEC: every column is written nullable, so
+    readers unify versions), the key's and tombstone columns (`trailing`), then the placement columns."""
+    landed = iceberg_schema_of(pa.schema([*arrow_schema_for(version, pii_fields, rename), *trailing]))
     for landed_field in landed:
         _check_readable(landed_field.type, (landed_field.name,), where)
     return pa.schema([_optional(f) for f in landed] + list(PLACEMENT_COLUMNS))

@@ -373,6 +373,7 @@ CUSTOMER = {"type": "record", "name": "Value", "namespace": "dbserver.inventory.
     {"name": "email", "type": "string"},
     {"name": "birth_date", "type": ["null", {"type": "int", "connect.name": "io.debezium.time.Date"}], "default": None},
     {"name": "op", "type": "string"},
+    {"name": "date", "type": "string"},  # a column name the partition keys take: renamed
     {"name": "ts_ms", "type": "long"}]}
 
 
@@ -384,7 +385,8 @@ def test_a_change_topic_lands_its_keys_as_columns_and_its_tombstones_as_rows_fro
     tombstone, and a record whose key is corrupt) declaring `key_schema` and `keep_tombstones`; when its hour lands
     through Dagster (every check passing) and the table is registered in Hive, then each row carries its key's
     columns, the tombstone is a row that says so, the corrupt key is a dead letter, and a query of the latest row
-    per key rebuilds the source table without the deleted customer; an Iceberg table holds the same rows."""
+    per key rebuilds the source table without the deleted customer; an Iceberg table holds the same rows (a field
+    renamed away from the partition column `date` included)."""
     from fastavro import parse_schema
 
     from kafka_lake.catalog_reconciliation import reconcile
@@ -403,14 +405,14 @@ def test_a_change_topic_lands_its_keys_as_columns_and_its_tombstones_as_rows_fro
     (catalog_dir / "e2e" / "orders" / "key.avsc").write_text(json.dumps(CUSTOMER_KEY))
     topic = write_topic(catalog_dir, unique_topic_name(), [CUSTOMER], key_schema="key.avsc", keep_tombstones=True,
                         time_partitioning={"source": "event_time", "field": "ts_ms", "unit": "ms"},
-                        table_format=table_format)
+                        table_format=table_format, rename={"date": "signup_date"})
     hour = HOURS[0]
     key_schema = parse_schema(CUSTOMER_KEY)
 
     def change(n: int, customer: int, op: str, email: str = "", key: bytes | None = None) -> Produced:
         moment = hour + timedelta(minutes=n)
         value = {"id": customer, "email": email or f"c{customer}@example.com", "birth_date": 7000 + customer, "op": op,
-                 "ts_ms": to_millis(moment)}
+                 "date": f"2020-01-0{customer}", "ts_ms": to_millis(moment)}
         item = produced(topic, 1, value, moment)
         return replace(item, key=key if key is not None else encode_confluent(901, key_schema, {"id": customer}))
 
@@ -432,6 +434,7 @@ def test_a_change_topic_lands_its_keys_as_columns_and_its_tombstones_as_rows_fro
         (1, 1, "c", False), (2, 2, "c", False), (3, 3, "c", False), (2, 2, "u", False), (3, 3, "d", False),
         (3, None, None, True)]
     assert rows[0]["birth_date"] == date(1970, 1, 1) + timedelta(days=7001), "a Debezium date is a date column"
+    assert [row["signup_date"] for row in rows[:3]] == ["2020-01-01", "2020-01-02", "2020-01-03"]
     assert rows[-1]["_kafka_key"] == tombstone.key
     [letter] = [row.row for row in read_lake(storage, layout.dead_letter_prefix(topic.database, topic.table))]
     assert letter["error"].startswith("undecodable_key: ") and letter["_kafka_key"] == items[-1].key
@@ -441,10 +444,11 @@ def test_a_change_topic_lands_its_keys_as_columns_and_its_tombstones_as_rows_fro
 
     if table_format == "iceberg":
         table = open_catalog(IcebergCatalogConfig.from_settings(settings)).load_table((topic.database, topic.table))
-        landed = [(row["_kafka_key_id"], row["_kafka_tombstone"]) for row in rows]
+        landed = [(row["_kafka_key_id"], row["_kafka_tombstone"], row["signup_date"]) for row in rows]
         for read in (pyiceberg_rows(table), duckdb_rows(table)):
             held = sorted(read.to_pylist(), key=lambda row: row["_kafka_offset"])
-            assert [(row["_kafka_key_id"], row["_kafka_tombstone"]) for row in held] == landed
+            assert [(row["_kafka_key_id"], row["_kafka_tombstone"], row["signup_date"]) for row in held] == landed
+            assert {row["date"] for row in held} == {f"{hour:%Y-%m-%d}"}, "`date` is the partition column"
         return
     if lake_root.startswith("s3://"):
         return  # Spark SQL reads a table on s3a:// only with hadoop-aws, which the test Spark has not (README)
