@@ -2,7 +2,8 @@
 
 The sample catalog's page views (version 1, PII pseudonymized) are generated once, kept as Avro and written as the
 JSON a producer would send for them (timestamps as epoch milliseconds); each is then decoded by `BatchDecoder` in
-the landing's batch size, columnar and record by record. No broker: this measures decoding alone, wall time and the
+the landing's batch size, columnar and record by record; and the Avro values again with a Confluent-framed Avro key
+decoded into columns (`key_schema`), for what a key costs. No broker: this measures decoding alone, wall time and the
 process's CPU time. Prints one line per path and a last `RESULT …` line.
 """
 
@@ -19,13 +20,15 @@ from datetime import datetime, timezone
 import fastavro
 
 from dev_services.demo_traffic import PageViews
-from kafka_lake.catalog import load_catalog
+from kafka_lake.catalog import SchemaVersion, load_catalog
 from kafka_lake.decoding import BatchDecoder
+from kafka_lake.framing import encode_confluent
 from kafka_lake.kafka_records import KafkaBatch
 from kafka_lake.schema_resolution import CatalogSchemas
 from kafka_lake.settings import LandingSettings
 
 PII_KEY = b"bench-pii-key-not-a-secret"
+KEY_SCHEMA = {"type": "record", "name": "PageViewKey", "namespace": "shop", "fields": [{"name": "view_id", "type": "long"}]}
 START_MS = int(datetime(2026, 11, 1, 10, tzinfo=timezone.utc).timestamp() * 1000)
 
 
@@ -57,24 +60,32 @@ def main(argv: list[str] | None = None) -> int:
     json_values = [as_json(r.value, parsed) for r in records]
     size = LandingSettings(lake_root="", kafka_config={}).batch_size
 
-    def batches(values: list[bytes]) -> list[KafkaBatch]:
+    parsed_key = fastavro.parse_schema(KEY_SCHEMA)
+    keyed_topic = replace(avro_topic, key_schema=SchemaVersion(0, "key.avsc", None, KEY_SCHEMA, parsed_key))
+    avro_keys = [encode_confluent(11, parsed_key, {"view_id": i}) for i in range(len(records))]
+
+    def batches(values: list[bytes], keys: list[bytes | None] | None = None) -> list[KafkaBatch]:
+        keys = keys or [r.key for r in records]
         out = []
         for first in range(0, len(values), size):
             part = records[first:first + size]
             out.append(KafkaBatch([0] * len(part), list(range(first, first + len(part))), [r.timestamp_ms for r in part],
-                                  [r.key for r in part], values[first:first + size]))
+                                  keys[first:first + size], values[first:first + size]))
         return out
 
     measured = []
-    for name, topic, values in (("avro", avro_topic, [r.value for r in records]), ("json", json_topic, json_values)):
-        for columnar in (True, False):
+    avro_values = [r.value for r in records]
+    for name, topic, values, keys, paths in (("avro", avro_topic, avro_values, None, (True, False)),
+                                             ("json", json_topic, json_values, None, (True, False)),
+                                             ("avro+key", keyed_topic, avro_values, avro_keys, (True,))):
+        for columnar in paths:
             decoder = BatchDecoder(topic, CatalogSchemas(topic), PII_KEY, columnar=columnar)
-            decode_all(decoder, batches(values[:size]))  # compiled and warm
-            wall, cpu, rows = decode_all(decoder, batches(values))
+            decode_all(decoder, batches(values[:size], keys and keys[:size]))  # compiled and warm
+            wall, cpu, rows = decode_all(decoder, batches(values, keys))
             assert rows == len(values), f"{name}: {rows} rows of {len(values)} records"
             path = "columnar" if columnar else "record by record"
             measured.append((f"{name} {path}", len(values), wall, cpu))
-            print(f"{name:4} {path:16} {len(values):>8} records {len(values) / wall:>10,.0f} records/s "
+            print(f"{name:8} {path:16} {len(values):>8} records {len(values) / wall:>10,.0f} records/s "
                   f"{cpu / len(values) * 1e6:7.2f} CPU µs/record  ({decoder.decoding_paths})")
     print("RESULT " + " ".join(f"{name.replace(' ', '_')}={count / wall:.0f}/s,{cpu / count * 1e6:.2f}us"
                                for name, count, wall, cpu in measured))
