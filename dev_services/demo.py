@@ -261,14 +261,16 @@ def _print_summary(landed, catalog, lake_root: str, elapsed: float) -> None:
     from kafka_lake.storage import LakeStorage
 
     print("\n=== Raw landing: what each Kafka hour produced ===")
-    header = f"{'asset':28} {'hour':17} {'rows':>6} {'dead':>5} {'tomb':>5} {'late':>5} {'files':>5} {'slices':>6}  checks"
+    header = (f"{'asset':28} {'hour':17} {'rows':>6} {'dead':>5} {'tomb':>5} {'unrouted':>8} {'late':>5} {'files':>5} "
+              f"{'slices':>6}  checks")
     print(header)
     print("-" * len(header))
     for topic, key, metadata, checks in landed:
         value = lambda name: metadata[name].value
         verdict = "all passed" if all(checks.values()) else "FAILED: " + ", ".join(n for n, ok in checks.items() if not ok)
+        unrouted = metadata["unrouted"].value if "unrouted" in metadata else "-"  # routed tables' records no table takes
         print(f"{'raw/' + topic.name:28} {key:17} {value('rows'):>6} {value('dead_letters'):>5} {value('tombstones'):>5} "
-              f"{value('late_events'):>5} {value('files'):>5} {value('slices'):>6}  {verdict}")
+              f"{unrouted:>8} {value('late_events'):>5} {value('files'):>5} {value('slices'):>6}  {verdict}")
     storage = LakeStorage(lake_root)
     print(f"\n=== The lake at {storage.root} ===")
     for topic in catalog.topics:

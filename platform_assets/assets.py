@@ -184,13 +184,17 @@ def _summary_line(topic: TopicSpec, result: LandingResult) -> str:
     manifest, counts = result.manifest, result.manifest.counts
     return (
         f"{topic.topic} {manifest.hour}: {counts.rows} rows{_kept(counts)}, {counts.dead_letters} dead letters, "
-        f"{counts.tombstones} tombstones, {counts.late_events} late, {len(manifest.files)} files from "
+        f"{counts.tombstones} tombstones{_routed(topic, counts)}, {counts.late_events} late, {len(manifest.files)} files from "
         f"{manifest.offsets} offsets in {result.slices} slice(s)"
     )
 
 
 def _kept(counts: LandingCounts) -> str:
     return f" ({counts.kept_tombstones} of them tombstones kept)" if counts.kept_tombstones else ""
+
+
+def _routed(topic: TopicSpec, counts: LandingCounts) -> str:
+    return f", {counts.routed_away} routed to other tables, {counts.unrouted} unrouted" if topic.route is not None else ""
 
 
 def raw_metadata(lake: LakeStorageResource, result: LandingResult) -> dict:
@@ -212,6 +216,9 @@ def raw_metadata(lake: LakeStorageResource, result: LandingResult) -> dict:
         "dead_letters": counts.dead_letters,
         "tombstones": counts.tombstones,
         **({"tombstones_kept_as_rows": counts.kept_tombstones} if counts.kept_tombstones else {}),
+        # A routed table: the records other tables of its topic take, and those none takes (owned by one table).
+        **({"routed_away": counts.routed_away, "unrouted": counts.unrouted}
+           if counts.routed_away or counts.unrouted else {}),
         "late_events": counts.late_events,
         "files": len(manifest.files),
         "bytes": manifest.file_bytes,

@@ -238,6 +238,13 @@ def test_one_dagster_run_lands_every_table_of_a_topic_each_with_its_own_material
         assert result.success
         landed = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
         assert landed >= {f"raw/{t.name}" for t in group}
+        # Each routed table's materialization accounts for every record read: its own, other tables', no table's.
+        for event in result.get_asset_materialization_events():
+            shown = {name: value.value for name, value in event.materialization.metadata.items()}
+            if event.asset_key.to_user_string() in ("raw/shop/cart_open", "raw/shop/cart_close"):
+                assert shown["routed_away"] > 0
+                assert (shown["rows"] + shown["dead_letters"] + shown["tombstones"] + shown["routed_away"]
+                        + shown["unrouted"]) == shown["records_read"], shown
         checks = result.get_asset_check_evaluations()
         assert len(checks) == 4 * len(group), checks
         assert all(c.passed for c in checks), [(c.asset_key.to_user_string(), c.check_name, c.description) for c in checks if not c.passed]
