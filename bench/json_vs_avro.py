@@ -3,7 +3,8 @@
 The sample catalog's page views (version 1, PII pseudonymized) are generated once, kept as Avro and written as the
 JSON a producer would send for them (timestamps as epoch milliseconds); each is then decoded by `BatchDecoder` in
 the landing's batch size, columnar and record by record; and the Avro values again with a Confluent-framed Avro key
-decoded into columns (`key_schema`), for what a key costs. No broker: this measures decoding alone, wall time and the
+decoded into columns (`key_schema`), for what a key costs, and routed by a field (half the URLs to this table, the
+rest to another), for what a route costs. No broker: this measures decoding alone, wall time and the
 process's CPU time. Prints one line per path and a last `RESULT …` line.
 """
 
@@ -20,7 +21,7 @@ from datetime import datetime, timezone
 import fastavro
 
 from dev_services.demo_traffic import PageViews
-from kafka_lake.catalog import SchemaVersion, load_catalog
+from kafka_lake.catalog import Route, RoutedSibling, SchemaVersion, load_catalog
 from kafka_lake.decoding import BatchDecoder
 from kafka_lake.framing import encode_confluent
 from kafka_lake.kafka_records import KafkaBatch
@@ -75,17 +76,22 @@ def main(argv: list[str] | None = None) -> int:
 
     measured = []
     avro_values = [r.value for r in records]
+    urls = sorted({fastavro.schemaless_reader(io.BytesIO(r.value[5:]), parsed, parsed)["url"] for r in records[:5000]})
+    registry_ids = frozenset(v.registry_id for v in avro_topic.schema_versions if v.registry_id is not None)
+    routed_topic = replace(avro_topic, route=Route(("url",), tuple(urls[::2])),
+                           routed_siblings=(RoutedSibling("shop/other", Route(("url",), tuple(urls[1::2])), registry_ids),))
     for name, topic, values, keys, paths in (("avro", avro_topic, avro_values, None, (True, False)),
                                              ("json", json_topic, json_values, None, (True, False)),
-                                             ("avro+key", keyed_topic, avro_values, avro_keys, (True,))):
+                                             ("avro+key", keyed_topic, avro_values, avro_keys, (True,)),
+                                             ("avro routed", routed_topic, avro_values, None, (True,))):
         for columnar in paths:
             decoder = BatchDecoder(topic, CatalogSchemas(topic), PII_KEY, columnar=columnar)
             decode_all(decoder, batches(values[:size], keys and keys[:size]))  # compiled and warm
             wall, cpu, rows = decode_all(decoder, batches(values, keys))
-            assert rows == len(values), f"{name}: {rows} rows of {len(values)} records"
+            assert rows == len(values) or topic.route is not None, f"{name}: {rows} rows of {len(values)} records"
             path = "columnar" if columnar else "record by record"
             measured.append((f"{name} {path}", len(values), wall, cpu))
-            print(f"{name:8} {path:16} {len(values):>8} records {len(values) / wall:>10,.0f} records/s "
+            print(f"{name:11} {path:16} {len(values):>8} records {len(values) / wall:>10,.0f} records/s "
                   f"{cpu / len(values) * 1e6:7.2f} CPU µs/record  ({decoder.decoding_paths})")
     print("RESULT " + " ".join(f"{name.replace(' ', '_')}={count / wall:.0f}/s,{cpu / count * 1e6:.2f}us"
                                for name, count, wall, cpu in measured))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
 
@@ -27,8 +27,8 @@ from kafka_lake.framing import FramedValues, FramingError, split_confluent, spli
 from kafka_lake.hours import KafkaHour
 from kafka_lake.json_columns import JsonColumns, json_mapping_for
 from kafka_lake.json_records import JsonRecords
-from kafka_lake.kafka_records import KafkaBatch, KafkaColumns, KafkaRecord, names_an_hour
-from kafka_lake.key_columns import BatchPositions, EveryIdIsTheKey, KeyColumns, key_topic, trailing_columns
+from kafka_lake.kafka_records import BatchPositions, KafkaBatch, KafkaColumns, KafkaRecord, names_an_hour
+from kafka_lake.key_columns import EveryIdIsTheKey, KeyColumns, trailing_columns
 from kafka_lake.pii import ColumnPseudonymizer, pseudonymizer_for
 from kafka_lake.placement import HOUR_MS, TimePlacement, split_by_hour
 from kafka_lake.record_decoding import AvroRecords, DecodedValue, decode_records
@@ -87,10 +87,17 @@ class BatchDecoder:
         self._columnar = columnar
         self._by_schema_id: dict[int | None, VersionDecoding | str] = {}  # a decoding, or why the id is unknown
         self._by_version: dict[int, VersionDecoding] = {}
-        self._router = TopicRouter(topic, schemas.version_for) if topic.route is not None else None
+        self._router = None
+        if topic.route is not None:
+            # An Avro field's route values are read from the values decoded as columns, before any table's own
+            # decoding: by a decoder of the values alone, whose placement cannot fail.
+            routing = BatchDecoder(values_alone(topic, topic.schema_versions), schemas, None, columnar)
+            self._router = TopicRouter(topic, schemas.version_for, lambda batch: routing.decode(_untimed(batch)))
         self._trailing = bool(trailing_columns(topic))
-        self._keys = (BatchDecoder(key_topic(topic), EveryIdIsTheKey(topic.key_schema), None, columnar)
-                      if topic.key_schema is not None else None)
+        self._keys = None
+        if topic.key_schema is not None:
+            self._keys = BatchDecoder(values_alone(topic, (topic.key_schema,)), EveryIdIsTheKey(topic.key_schema), None,
+                                      columnar)
 
     @property
     def decoding_paths(self) -> dict[int, str]:
@@ -157,8 +164,8 @@ class BatchDecoder:
         """(the key decoder's rows, (position, error) of each record whose key does not decode). The keys go through
         the topic's own decode paths as the values of a topic of their own; their time plays no part."""
         assert self._keys is not None
-        as_values = KafkaBatch(batch.partitions, batch.offsets, [0] * len(batch), batch.keys, batch.keys)
-        decoded = self._keys.decode(as_values)
+        decoded = self._keys.decode(_untimed(KafkaBatch(batch.partitions, batch.offsets, batch.timestamps_ms, batch.keys,
+                                                        batch.keys)))
         keys = pa.concat_tables(decoded.rows.values()) if decoded.rows else None
         bad: list[tuple[int, str]] = []
         file = self._topic.key_schema.file if self._topic.key_schema is not None else ""
@@ -279,6 +286,19 @@ class BatchDecoder:
             self._place_tombstones(batch, KafkaColumns(self._topic.topic, batch), placed, dead)
             return self._gathered(batch, placed, dead, tombstones=0)
         return self._gathered(batch, placed, dead, tombstones=int(len(values) - present.sum()))
+
+
+def values_alone(topic: TopicSpec, versions: tuple[SchemaVersion, ...]) -> TopicSpec:
+    """The topic's values as `versions` read them and nothing more: no route, key, tombstone rows, PII or renames,
+    placed by Kafka time; what reading a route's field or a key needs (their columns, not a table's rows)."""
+    return replace(topic, schema_versions=versions, time_source="kafka_time", time_field=None, time_unit=None, route=None,
+                   routed_siblings=(), rename=(), pii_fields=(), subject_field=None, key_schema=None,
+                   keep_tombstones=False)
+
+
+def _untimed(batch: KafkaBatch) -> KafkaBatch:
+    """The batch stamped at the epoch: a decoder of `values_alone` then places every record, whatever its time."""
+    return KafkaBatch(batch.partitions, batch.offsets, [0] * len(batch), batch.keys, batch.values)
 
 
 def _in_log_order(tables: list[pa.Table]) -> pa.Table:

@@ -80,6 +80,24 @@ class KafkaBatch:
         return KafkaBatch.of([self.record(i) for i in range(len(self))])
 
 
+class BatchPositions:
+    """Where the rows of a decoded table sit in their batch (in log order), by their partition and offset."""
+
+    def __init__(self, batch: KafkaBatch):
+        self._partitions = np.asarray(batch.partitions, dtype=np.int64)
+        self._offsets = np.asarray(batch.offsets, dtype=np.int64)
+
+    def of(self, table: pa.Table) -> np.ndarray:
+        partitions = table.column("_kafka_partition").to_numpy().astype(np.int64)
+        offsets = table.column("_kafka_offset").to_numpy()
+        positions = np.empty(len(offsets), dtype=np.int64)
+        for partition in np.unique(partitions):
+            first, last = np.searchsorted(self._partitions, [partition, partition + 1])
+            rows = partitions == partition
+            positions[rows] = first + np.searchsorted(self._offsets[first:last], offsets[rows])
+        return positions
+
+
 def names_an_hour(timestamps_ms):
     """Whether a Kafka timestamp (or each of an array) places a record in an hour: [1970, 10000). Kafka itself
     refuses negative timestamps but -1, its "none"; producers' clocks and clients can still send anything."""

@@ -2,21 +2,19 @@
 `key_schema` (`_kafka_key_<field>`, beside the key's bytes in `_kafka_key`), and `_kafka_tombstone` where the topic
 keeps its tombstones as rows (`keep_tombstones`), so a compacted topic's deletes can be rebuilt downstream.
 
-A key is decoded as the topic's values are (Confluent-framed Avro, or JSON plain or framed), by the same decode paths:
-the key is treated as the value of a topic of its own whose one schema version is `key_schema` and which every schema
+A key is decoded as the topic's values are (Confluent-framed Avro, or JSON plain or framed), by the same decode paths
+(`BatchDecoder`): as the value of a topic of its own whose one schema version is `key_schema` and which every schema
 id names (the key's subject has ids of its own, which the catalog does not list).
 """
 
 from __future__ import annotations
-
-from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
 
 from kafka_lake.arrow_mapping import arrow_schema_for
 from kafka_lake.catalog import SchemaVersion, TopicSpec
-from kafka_lake.kafka_records import KAFKA_COLUMNS, KafkaBatch
+from kafka_lake.kafka_records import KAFKA_COLUMNS, BatchPositions, KafkaBatch
 
 KEY_COLUMN_PREFIX = "_kafka_key_"
 TOMBSTONE_COLUMN = pa.field("_kafka_tombstone", pa.bool_())
@@ -37,16 +35,6 @@ def trailing_columns(topic: TopicSpec) -> tuple[pa.Field, ...]:
     return tuple(fields)
 
 
-def key_topic(topic: TopicSpec) -> TopicSpec:
-    """The key as the value of a topic of its own: `key_schema` its one version, placed by Kafka time (the key's columns
-    do not depend on time: `KeyColumns` reads them out whatever their placement)."""
-    if topic.key_schema is None:
-        raise ValueError(f"{topic.name} has no key_schema")
-    return replace(topic, schema_versions=(topic.key_schema,), time_source="kafka_time", time_field=None, time_unit=None,
-                   route=None, routed_siblings=(), rename=(), pii_fields=(), subject_field=None, key_schema=None,
-                   keep_tombstones=False)
-
-
 class EveryIdIsTheKey:
     """The schema resolver of a key: whatever id a framed key carries, it is read with `key_schema`."""
 
@@ -58,24 +46,6 @@ class EveryIdIsTheKey:
 
     def unknown_reason(self, schema_id: int) -> str:
         return f"schema id {schema_id} is read as {self._key_schema.file}"
-
-
-class BatchPositions:
-    """Where the rows of a decoded table sit in their batch (in log order), by their partition and offset."""
-
-    def __init__(self, batch: KafkaBatch):
-        self._partitions = np.asarray(batch.partitions, dtype=np.int64)
-        self._offsets = np.asarray(batch.offsets, dtype=np.int64)
-
-    def of(self, table: pa.Table) -> np.ndarray:
-        partitions = table.column("_kafka_partition").to_numpy().astype(np.int64)
-        offsets = table.column("_kafka_offset").to_numpy()
-        positions = np.empty(len(offsets), dtype=np.int64)
-        for partition in np.unique(partitions):
-            first, last = np.searchsorted(self._partitions, [partition, partition + 1])
-            rows = partitions == partition
-            positions[rows] = first + np.searchsorted(self._offsets[first:last], offsets[rows])
-        return positions
 
 
 class KeyColumns:

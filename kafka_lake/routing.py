@@ -3,27 +3,27 @@
 
 A route reads one value of the record before it is decoded for a table: the Avro record's full name (its schema id
 names the version), or a field. A JSON field is read for the whole batch at once by the columnar JSON reader, and
-record by record only where that reader refuses a value; an Avro field is read from the value the table's own
-version decodes. A record whose route value cannot be read at all (no JSON, an unknown schema id) is unrouted too:
+record by record only where that reader refuses a value; an Avro field from the batch's values decoded as the
+table's own versions read them, by the decode paths (as columns where they can). A record whose route value cannot be read at all (no JSON, an unknown schema id) is unrouted too:
 no table could say it is theirs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from kafka_lake.catalog import SchemaVersion, TopicSpec, record_full_name
-from kafka_lake.decoded_batch import Undecodable
+from kafka_lake.decoded_batch import DecodedBatch, Undecodable
 from kafka_lake.framing import FramedValues, FramingError, split_confluent, split_json
 from kafka_lake.json_columns import read_json_field
 from kafka_lake.json_records import parse_json_object
-from kafka_lake.kafka_records import KafkaBatch
-from kafka_lake.record_decoding import AvroRecords
+from kafka_lake.kafka_records import BatchPositions, KafkaBatch
 from kafka_lake.topic_yaml import shown
 
 _ABSENT = object()
@@ -41,20 +41,26 @@ class Routing:
 class TopicRouter:
     """Routes the batches of one routed table (`topic.route`) against its topic's other routed tables."""
 
-    def __init__(self, topic: TopicSpec, version_for: Callable[[int], SchemaVersion | None]):
+    def __init__(self, topic: TopicSpec, version_for: Callable[[int], SchemaVersion | None],
+                 decode_values: Callable[[KafkaBatch], DecodedBatch]):
+        """`decode_values`: the batch's values decoded by the table's versions, every record a row or a dead letter."""
         if topic.route is None:
             raise ValueError(f"{topic.name} has no route")
         self._topic = topic
         self._route = topic.route
         self._version_for = version_for
-        self._avro_records: dict[int, AvroRecords] = {}
+        self._decode_values = decode_values
 
     def route(self, batch: KafkaBatch, framed: FramedValues) -> Routing:
         present = np.asarray(framed.values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
         owner = np.full(len(batch), -1, dtype=np.int64)  # 0: this table, 1: another, -1: none
         why: dict[int, str] = {}
-        values = self._route_values(batch, framed, present, why)
-        for position in np.flatnonzero(present):
+        if self._topic.format == "avro" and self._route.field is not None:
+            self._route_by_columns(batch, self._route.field, owner, why)
+            values: list[Any] = []
+        else:
+            values = self._route_values(batch, framed, present, why)
+        for position in np.flatnonzero(present) if values else ():
             index = int(position)
             if index in why:
                 continue
@@ -91,8 +97,38 @@ class TopicRouter:
             return values
         for position in np.flatnonzero(present):  # present: not a tombstone
             index = int(position)
-            values[index] = self._read_avro_route(cast(bytes, batch.values[index]), why, index)
+            values[index] = self._read_record_name(cast(bytes, batch.values[index]), why, index)
         return values
+
+    def _route_by_columns(self, batch: KafkaBatch, field: tuple[str, ...], owner: np.ndarray, why: dict[int, str]) -> None:
+        """Routes by an Avro field, read as a column of the batch's values decoded by the table's versions: `owner`
+        0 where this table takes the value, 1 where another does; `why` for the rest. A value no version of this
+        table reads is another table's where its schema id is theirs."""
+        decoded = self._decode_values(batch)
+        positions = BatchPositions(batch)
+        others = [value for sibling in self._topic.routed_siblings for value in sibling.route.values]
+        for table in decoded.rows.values():
+            where = positions.of(table)
+            column = _column_at(table, field)
+            if pa.types.is_integer(column.type):
+                column = column.cast(pa.int64())
+            takes = _is_in(column, self._route.values)
+            elsewhere = _is_in(column, others) & ~takes
+            owner[where[takes]] = 0
+            owner[where[elsewhere]] = 1
+            absent = ~np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            for row in np.flatnonzero(absent):
+                why[int(where[row])] = f"route field {self._route.field_text!r} is absent or null"
+            for row in np.flatnonzero(~(takes | elsewhere | absent)):  # a value no table takes: said with the value
+                value = column[int(row)].as_py()
+                why[int(where[row])] = f"no table of topic {self._topic.topic!r} takes {self._route.field_text} = {shown(value)}"
+        for letters in decoded.dead_letters.values():
+            for index, error in zip(positions.of(letters), letters.column("error").to_pylist()):
+                index = int(index)
+                if not error.startswith("unknown_schema_id"):
+                    why[index] = f"its route field cannot be read: {error}"
+                elif isinstance(self._read_record_name(cast(bytes, batch.values[index]), why, index), _Elsewhere):
+                    owner[index] = 1
 
     def _read_json_route(self, value: bytes, why: dict[int, str], index: int) -> Any:
         try:
@@ -103,9 +139,11 @@ class TopicRouter:
             return None
         return _at_path(document, self._route.field)
 
-    def _read_avro_route(self, value: bytes, why: dict[int, str], index: int) -> Any:
+    def _read_record_name(self, value: bytes, why: dict[int, str], index: int) -> Any:
+        """The full name of the record the value's schema id names; an `_Elsewhere` for an id only another table
+        knows."""
         try:
-            schema_id, payload = split_confluent(value)
+            schema_id, _ = split_confluent(value)
         except FramingError as error:
             why[index] = f"its route cannot be read: {error}"
             return None
@@ -115,19 +153,28 @@ class TopicRouter:
                 return _Elsewhere()
             why[index] = f"schema id {schema_id} is a version of no table of topic {self._topic.topic!r}"
             return None
-        if self._route.by_record_name:
-            return record_full_name(version.schema)
-        records = self._avro_records.setdefault(version.version, AvroRecords(version))
-        try:
-            decoded = records.read(memoryview(payload), schema_id)
-        except Undecodable as error:
-            why[index] = f"its route field cannot be read: {error}"
-            return None
-        return _at_path(decoded, self._route.field)
+        return record_full_name(version.schema)
 
 
 class _Elsewhere:
     """The route value of a record whose schema only another table of the topic knows."""
+
+
+def _column_at(table: pa.Table, path: tuple[str, ...]) -> pa.Array:
+    """The column at an Avro field path (every version has it, the catalog checks at load; no renames: the routing
+    decoder's own columns), null where a record on the path is null."""
+    column = table.column(path[0]).combine_chunks()
+    for step in path[1:]:
+        column = column.flatten()[column.type.get_field_index(step)]  # flatten: the parent's nulls carried down
+    return column
+
+
+def _is_in(column: pa.Array, values: Sequence[object]) -> np.ndarray:
+    """Where the column holds one of `values` (of the kind the catalog checked the field against)."""
+    if not values:
+        return np.zeros(len(column), dtype=bool)
+    found = pc.is_in(column, value_set=pa.array(list(values), column.type))
+    return np.asarray(found.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def _at_path(document: Any, path: tuple[str, ...] | None) -> Any:
