@@ -133,6 +133,20 @@ class Freshness:
     missing_hours: int
 
 
+def freshness_window(topic: TopicSpec, now: datetime) -> list[KafkaHour]:
+    """The hours `freshness` may ask about: the latest closed hour due and those before it, within
+    `FRESHNESS_LOOKBACK`; none without an SLA. What the check reads does not grow with the table's history."""
+    if topic.freshness_minutes is None:
+        return []
+    due = KafkaHour.containing(now - timedelta(minutes=topic.freshness_minutes)).previous()
+    floor = max(topic.start_hour, floor_hour(now - FRESHNESS_LOOKBACK))
+    hours = []
+    while due.start >= floor:
+        hours.append(due)
+        due = due.previous()
+    return hours
+
+
 def freshness(topic: TopicSpec, is_landed: Callable[[KafkaHour], bool], now: datetime,
               newest_landed: KafkaHour | None) -> Freshness | None:
     """The latest closed hour must be landed within `freshness_minutes` of its end. None when the

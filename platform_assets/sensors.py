@@ -34,7 +34,14 @@ from kafka_lake.hours import KafkaHour
 from kafka_lake.manifests import ManifestStore
 from platform_assets.assets import HOURS_PER_BACKFILL_RUN
 from platform_assets.catalog_health import rejected_entries_sensor
-from platform_assets.checks import FRESHNESS, evaluate_freshness, evaluated_against, freshness_metadata, landed_hours
+from platform_assets.checks import (
+    FRESHNESS,
+    evaluate_freshness,
+    evaluated_against,
+    freshness_metadata,
+    landed_hours,
+    landed_in_freshness_window,
+)
 from platform_assets.jobs import compaction_job, landing_job, registration_job
 from platform_assets.keys import asset_key, raw_key
 from resources import AlertWebhookResource, KafkaResource, LakeStorageResource
@@ -247,7 +254,7 @@ def health_sensor(catalog: TopicCatalog, running: bool = True):
         shown = shown_freshness(context.instance, [t for t in topics if t.freshness_minutes is not None])
         events = []
         for topic in topics:
-            landed, newest = landed_hours(context.instance, topic)
+            landed, newest = landed_in_freshness_window(context.instance, topic, now)
             result = automation.freshness(topic, lambda h: h.partition_key in landed, now, newest)
             if result is not None:
                 previous = state.get(topic.topic)

@@ -421,3 +421,32 @@ def test_a_failed_landing_that_planned_freshness_leaves_it_evaluated_not_executi
 
     latest = instance.event_log_storage.get_latest_asset_check_execution_by_key([check])[check]
     assert latest.status.value in ("SUCCEEDED", "FAILED") and latest.run_id != result.run_id
+
+
+def test_the_freshness_check_asks_dagster_about_its_window_of_hours_only(topic, instance, monkeypatch):
+    """Given a topic landed for weeks (an hour older than the freshness window, and the hours of the window but the
+    due one); the check reads the window's hours alone, whatever the history, and names the newest landed hour."""
+    from platform_assets.checks import evaluate_freshness
+
+    now = datetime.now(timezone.utc)
+    due = KafkaHour.containing(now - timedelta(minutes=topic.freshness_minutes)).previous()
+    old = KafkaHour.containing(now - timedelta(days=30))
+    spec = replace(topic, start_hour=old.start)
+    for hour in (old, due.previous(), due.previous().previous()):
+        instance.report_runless_asset_event(AssetMaterialization(raw_key(spec), partition=hour.partition_key))
+    asked = []
+    fetch = type(instance).fetch_materializations
+
+    def fetched(self, records_filter, *args, **kwargs):
+        asked.append(records_filter.asset_partitions)
+        return fetch(self, records_filter, *args, **kwargs)
+    monkeypatch.setattr(type(instance), "fetch_materializations", fetched)
+    monkeypatch.setattr(type(instance), "get_materialized_partitions", None)  # every partition ever landed: not asked
+
+    late = evaluate_freshness(instance, spec, now)
+
+    assert not late.passed and late.missing_hours == 1 and f"newest landed hour {due.previous()}" in late.description
+    assert all(len(partitions) <= 7 * 24 and old.partition_key not in partitions for partitions in asked) and asked
+
+    instance.report_runless_asset_event(AssetMaterialization(raw_key(spec), partition=due.partition_key))
+    assert evaluate_freshness(instance, spec, now).passed
