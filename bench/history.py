@@ -173,9 +173,9 @@ def compact(topic: TopicSpec, hour: KafkaHour, storage) -> object:
 def register(topic: TopicSpec, hour: KafkaHour, storage, catalog) -> object:
     """What `catalog/<db>/<table>` does for one hour: the table ensured, the hour's partitions made equal to storage."""
     from kafka_lake.catalog_reconciliation import reconcile
+    from kafka_lake.hive_tables import definition_for
     from kafka_lake.table_partition import TablePartition
     from kafka_lake.table_state import storage_partitions
-    from platform_assets.table_publishing import definition_for
 
     definition = definition_for(topic, storage)
     catalog.ensure_table(definition)
