@@ -152,23 +152,30 @@ def landed_hours(instance, topic: TopicSpec) -> tuple[set[str], KafkaHour | None
 
 def landed_in_freshness_window(instance, topic: TopicSpec, now: datetime) -> tuple[set[str], KafkaHour | None]:
     """The hours of the freshness window (`automation.freshness_window`) Dagster has seen landed, and the newest landed
-    hour: the window's newest, else the hour of the asset's latest materialization. Asks only about the window's
-    hours, so a check costs the same on a topic landed for years as on a new one."""
+    hour (of the window, or of the asset's latest materialization). Asks about the due hour first and about the rest
+    of the window only when it is missing, so a check reads a few events on a topic landed for years."""
     window = [hour.partition_key for hour in automation.freshness_window(topic, now)]
-    landed: set[str] = set()
+    landed = _materialized(instance, topic, window[:1])
+    if window and not landed:
+        landed = _materialized(instance, topic, window[1:])
+    latest = instance.get_latest_materialization_event(raw_key(topic))
+    partition = latest.dagster_event.partition if latest is not None and latest.dagster_event is not None else None
+    newest = max(landed | ({partition} if partition else set()), default=None)
+    return landed, KafkaHour.from_partition_key(newest) if newest else None
+
+
+def _materialized(instance, topic: TopicSpec, partitions: list[str]) -> set[str]:
+    """Which of `partitions` of the topic's raw asset Dagster has seen materialized."""
+    found: set[str] = set()
     cursor = None
-    while window:
-        page = instance.fetch_materializations(AssetRecordsFilter(asset_key=raw_key(topic), asset_partitions=window),
+    while partitions:
+        page = instance.fetch_materializations(AssetRecordsFilter(asset_key=raw_key(topic), asset_partitions=partitions),
                                                limit=1000, cursor=cursor)
-        landed.update(record.partition_key for record in page.records if record.partition_key)
+        found.update(record.partition_key for record in page.records if record.partition_key)
         if not page.has_more or page.cursor == cursor:
             break
         cursor = page.cursor
-    if landed:
-        return landed, KafkaHour.from_partition_key(max(landed))
-    latest = instance.get_latest_materialization_event(raw_key(topic))
-    partition = latest.dagster_event.partition if latest is not None and latest.dagster_event is not None else None
-    return landed, KafkaHour.from_partition_key(partition) if partition else None
+    return found
 
 
 def freshness_metadata(topic: TopicSpec, result: automation.Freshness) -> dict:
