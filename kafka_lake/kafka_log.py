@@ -393,7 +393,7 @@ class KafkaLog:
                         return
                     if not messages:
                         continue
-                offsets = list(map(_offset, messages))
+                offsets = list(map(Message.offset, messages))
                 if offsets[-1] >= end:
                     messages = messages[:bisect_left(offsets, end)]
                 if not messages:
