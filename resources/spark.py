@@ -15,10 +15,10 @@ from dagster_pyspark import LazyPySparkResource
 STATE_DIR = ".lake"
 
 
-# The JVM only schedules tasks and carries their pickled reports: every record is read, decoded and written in the
-# Python workers. Its optimizing compiler (C2) spent more CPU compiling Spark's scheduler than a landing run spends
-# in the JVM otherwise (0.8 µs a record landed on a fresh session, bench/RESULTS.md); the quick compiler (C1) alone
-# serves that work as well.
+# The driver's JVM (local mode's executors too) only schedules tasks and carries their pickled reports: every record
+# is read, decoded and written in the Python workers. Its optimizing compiler (C2) spent more CPU compiling Spark's
+# scheduler than the rest of the JVM's work in a landing run (bench/RESULTS.md); the quick compiler (C1) alone
+# serves that work as well. A cluster's executors take it from spark-defaults.conf (README).
 JIT_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 
@@ -38,7 +38,6 @@ def spark_config(master: str, extra: dict | None = None, hive_metastore_uri: str
         "spark.sql.catalogImplementation": "hive",
         "spark.sql.warehouse.dir": os.path.join(state, "spark-warehouse"),
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={os.path.join(state, 'metastore')} {JIT_OPTIONS}",
-        "spark.executor.extraJavaOptions": JIT_OPTIONS,
         # New Avro fields inside a record add fields to a struct column, which Hive refuses by default.
         "spark.hadoop.hive.metastore.disallow.incompatible.col.type.changes": "false",
     }
