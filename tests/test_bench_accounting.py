@@ -68,13 +68,15 @@ def test_processes_are_told_apart_by_what_they_run():
 
 
 def test_the_result_line_sets_the_landings_cpu_a_record_against_the_ceilings_of_the_same_run():
-    ceiling = Measured("ceiling", 1_000_000, 1.0, cpu_seconds=2.0)
+    ceiling = Measured("ceiling", 1_000_000, 1.0, cpu_seconds=2.0, cpu_split={"driver": 1.5, "broker": 0.5})
     naive = Measured("naive", 100_000, 2.0, cpu_seconds=2.5)
-    landing = Measured("landing", 2_000_000, 8.0, cpu_seconds=12.0)
+    landing = Measured("landing", 2_000_000, 8.0, cpu_seconds=12.0,
+                       cpu_split={"driver": 0.5, "jvm": 1.0, "python workers": 7.5, "broker": 3.0})
 
     line = result_line(landing, ceiling, naive, 421.4)
 
     fields = dict(field.split("=") for field in line.removeprefix("RESULT ").split())
     assert fields == {"landing_rows_per_s": "250000", "cpu_us_per_record": "6.00", "ceiling_cpu_us_per_record": "2.00",
-                      "cpu_vs_ceiling": "3.00", "ceiling_rows_per_s": "1000000", "vs_ceiling": "0.25",
+                      "cpu_vs_ceiling": "3.00", "cpu_vs_ceiling_without_broker": "3.00",
+                      "ceiling_rows_per_s": "1000000", "vs_ceiling": "0.25",
                       "vs_naive": "5.00", "peak_task_rss_mb": "421"}
