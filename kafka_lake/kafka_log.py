@@ -398,7 +398,7 @@ class KafkaLog:
                         return
                     if not messages:
                         continue
-                offsets = list(map(Message.offset, messages))
+                offsets = cast(list[int], list(map(Message.offset, messages)))  # records: none without one
                 if offsets[-1] >= end:
                     messages = messages[:bisect_left(offsets, end)]
                 if not messages:

@@ -42,7 +42,7 @@ class SplicedPayloads:
     def container(self, header: bytes, first: int, stop: int) -> bytes:
         """An Avro container of `header` and one block holding records [first, stop): the payloads' one copy
         (a batch's payloads are megabytes, and each copy of them costs fresh pages as much as the copying)."""
-        data = self.data[self.starts[first]:self.starts[stop]]
+        data = self.data[self.starts[first]:self.starts[stop]].data  # a view, not a copy
         return b"".join((header, _zigzag(stop - first), _zigzag(len(data)), data, _SYNC_MARKER))
 
 
