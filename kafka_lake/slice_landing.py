@@ -193,7 +193,7 @@ def _keep_freed_batch_memory() -> None:
 
     A batch allocates and frees the same few tens of megabytes (values, payloads spliced into blocks, columns): by
     default glibc maps each large block afresh and hands freed memory back to the kernel, which zeroes every page
-    again on its first touch; that was a sixth of a task's CPU. Peak memory stays what it was; freed memory up to
+    again on its first touch: page faults were a sixth of a task's CPU. Peak memory stays what it was; freed memory up to
     `_TRIM_THRESHOLD` stays with the process until it ends. Without glibc (musl, macOS) nothing changes."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
@@ -204,7 +204,6 @@ def _keep_freed_batch_memory() -> None:
     mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD)
 
 
-
 @contextmanager
 def _collector_held() -> Iterator[None]:
     """Keeps the garbage collector off the task's hot loop, which collects every few batches itself.
@@ -213,8 +212,9 @@ def _collector_held() -> Iterator[None]:
     messages again and again as they age. Every full collection (the task's own, and the one Spark's Python worker
     makes after each task) would also walk the ~100k objects the process held before its first task (pyarrow's,
     polars', Spark's modules), 40-50 ms each time: the first task of a process freezes those out of every sweep for
-    the process's life, after one collection so that no garbage is frozen with them. What a task makes stays
-    collectable. Tasks sharing a process (threads) hold the collector together: the last one out restores it."""
+    the process's life, after one collection so that no garbage is frozen with them (one of them that later becomes
+    cyclic garbage stays: once a process, bounded by what it held then). What a task makes stays collectable. Tasks
+    sharing a process (threads) hold the collector together: the last one out restores it."""
     global _holders, _collector_was_enabled, _frozen_in
     with _holders_lock:
         if _holders == 0:
