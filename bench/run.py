@@ -50,6 +50,7 @@ class Measured:
     seconds: float
     note: str = ""
     cpu_seconds: float | None = None  # of every process the measure ran, the broker included
+    cpu_split: dict[str, float] | None = None  # the same by kind of process (`PROCESS_KINDS`)
 
     @property
     def rate(self) -> float:
@@ -58,6 +59,25 @@ class Measured:
     @property
     def cpu_us_per_record(self) -> str:
         return f"{self.cpu_seconds / self.records * 1e6:.2f}" if self.cpu_seconds is not None and self.records else "-"
+
+    @property
+    def cpu_split_note(self) -> str:
+        """µs a record by kind of process, those that spent any."""
+        if not self.cpu_split or not self.records:
+            return ""
+        return ", ".join(f"{kind} {seconds / self.records * 1e6:.2f}" for kind, seconds in self.cpu_split.items()
+                         if seconds > 0)
+
+
+class CpuMeter:
+    """CPU of this process and everything under it, by kind, since it was made."""
+
+    def __init__(self):
+        self._before = cpu_by_process()
+
+    def split(self) -> dict[str, float]:
+        now = cpu_by_process()
+        return {kind: now[kind] - self._before[kind] for kind in PROCESS_KINDS}
 
 
 def machine() -> str:
@@ -69,22 +89,56 @@ def machine() -> str:
 def cpu_seconds() -> float:
     """User and system CPU seconds of this process and every process under it (the broker, Spark's JVM and its
     Python workers), with what they have reaped: all the measure cost the machine, whatever else shares it."""
+    return sum(cpu_by_process().values())
+
+
+PROCESS_KINDS = ("driver", "jvm", "python workers", "broker", "other")
+
+
+def cpu_by_process() -> dict[str, float]:
+    """`cpu_seconds` by kind of process: this one (the driver), Spark's JVM, its Python workers, the broker, and
+    any other under it; a process's reaped children count with it (a worker that ended, with the workers)."""
     ticks = os.sysconf("SC_CLK_TCK")
-    parents, used = {}, {}
+    parents, used, kinds = {}, {}, {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
+                name, fields = handle.read().split(" (", 1)[1].rsplit(")", 1)
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                command = handle.read()
         except OSError:
             continue  # ended while we looked
+        fields = fields.split()
         parents[int(pid)] = int(fields[1])
         used[int(pid)] = sum(map(int, fields[11:15])) / ticks  # utime, stime, cutime, cstime
+        kinds[int(pid)] = _process_kind(int(pid), name, command)
     ours = {os.getpid()}
     while True:
         found = {pid for pid, parent in parents.items() if parent in ours} - ours
         if not found:
-            return sum(used[pid] for pid in ours)
+            break
         ours |= found
+    split = dict.fromkeys(PROCESS_KINDS, 0.0)
+    for pid in ours:
+        split[kinds[pid]] += used[pid]
+    return split
+
+
+def _process_kind(pid: int, name: str, command: bytes) -> str:
+    if pid == os.getpid():
+        return "driver"
+    if name == "java":
+        return "jvm"
+    if b"pyspark" in command:
+        return "python workers"
+    if b"tansu" in command.split(b"\0", 1)[0]:
+        return "broker"
+    return "other"
+
+
+def _measured(name: str, records: int, seconds: float, meter: CpuMeter, note: str = "") -> Measured:
+    split = meter.split()
+    return Measured(name, records, seconds, note, sum(split.values()), split)
 
 
 # --- (a) the ceiling ----------------------------------------------------------------------------------------
@@ -93,7 +147,7 @@ def cpu_seconds() -> float:
 def raw_consume(bootstrap: str, topic: str, partitions: int) -> Measured:
     """One consumer, values only: what reading the log costs with nothing done to the records."""
     consumer = Consumer(consumer_config(bootstrap))
-    total, started, used = 0, time.monotonic(), cpu_seconds()
+    total, started, meter = 0, time.monotonic(), CpuMeter()
     try:
         for partition in range(partitions):
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
@@ -110,8 +164,7 @@ def raw_consume(bootstrap: str, topic: str, partitions: int) -> Measured:
             total += seen
     finally:
         consumer.close()
-    return Measured("(a) raw consume, 1 consumer, values only", total, time.monotonic() - started,
-                    cpu_seconds=cpu_seconds() - used)
+    return _measured("(a) raw consume, 1 consumer, values only", total, time.monotonic() - started, meter)
 
 
 # --- (b) the naive valve --------------------------------------------------------------------------------------
@@ -122,7 +175,7 @@ def naive_valve(bootstrap: str, topic, lake_root: str, records: int, partitions:
     the columnar path, over the first `records` records."""
     storage = LakeStorage(lake_root)
     decoder = BatchDecoder(topic, CatalogSchemas(topic), PII_KEY, columnar=False)
-    total, started, used = 0, time.monotonic(), cpu_seconds()
+    total, started, meter = 0, time.monotonic(), CpuMeter()
     with KafkaLog(consumer_config(bootstrap), topic.topic) as log:
         for partition in range(partitions):
             files = PlacementFiles(storage, topic, partition, 16)
@@ -133,8 +186,8 @@ def naive_valve(bootstrap: str, topic, lake_root: str, records: int, partitions:
                     files.write(("data", placement), directory, table, placement.schema_version, placement.hour)
                 total += len(batch)
             files.close_all()
-    return Measured("(b) naive valve: per-record fastavro + pyarrow, 1 process", total, time.monotonic() - started,
-                    f"first {total:,} records", cpu_seconds() - used)
+    return _measured("(b) naive valve: per-record fastavro + pyarrow, 1 process", total, time.monotonic() - started,
+                     meter, f"first {total:,} records")
 
 
 # --- (c) the platform on Spark --------------------------------------------------------------------------------
@@ -212,12 +265,12 @@ def platform_landing(spark, bootstrap: str, topic, hours, lake_root: str) -> tup
 
     settings = LandingSettings(lake_root=lake_root, kafka_config=consumer_config(bootstrap), pii_key=PII_KEY)
     with WorkerMemory() as memory:
-        started, used = time.monotonic(), cpu_seconds()
+        started, meter = time.monotonic(), CpuMeter()
         results = list(land_hours(topic, [KafkaHour(hour) for hour in hours], settings,
                                   SlicesOnSpark(spark, topic.topic), now=hours[-1] + timedelta(hours=3)))
         records = sum(result.manifest.counts.records for result in results)
-        whole = Measured("(c) platform landing on Spark local[2], end to end", records, time.monotonic() - started,
-                         f"{len(hours)} hours in one run: planning + tasks + commits", cpu_seconds() - used)
+        whole = _measured("(c) platform landing on Spark local[2], end to end", records, time.monotonic() - started,
+                          meter, f"{len(hours)} hours in one run: planning + tasks + commits")
     return whole, memory.peak_kb
 
 
@@ -228,14 +281,16 @@ def slice_task_rss(bootstrap: str, topic, hours, records: int, lake_root: str) -
     """Lands offsets [0, records) of the long-slice topic as one task in a fresh process; (rate, peak RSS MiB)."""
     command = [sys.executable, "-m", "bench.run", "--one-slice", bootstrap, topic.topic, str(records), lake_root,
                hours[0].isoformat()]
-    started, used = time.monotonic(), cpu_seconds()
+    started, meter = time.monotonic(), CpuMeter()
     child = subprocess.Popen(command)
     _, status, usage = os.wait4(child.pid, 0)
     if status != 0:
         raise RuntimeError(f"the slice task of {records:,} records failed (status {status})")
     seconds = time.monotonic() - started
-    measured = Measured(f"(d) one landing task, slice of {records:,}", records, seconds, "fresh process",
-                        cpu_seconds() - used)
+    measured = _measured(f"(d) one landing task, slice of {records:,}", records, seconds, meter, "fresh process")
+    task_cpu = usage.ru_utime + usage.ru_stime  # reaped by this process: counted as the driver's until moved
+    measured.cpu_split = {**measured.cpu_split, "driver": measured.cpu_split["driver"] - task_cpu,
+                          "other": measured.cpu_split["other"] + task_cpu}
     return measured, usage.ru_maxrss / 1024
 
 
@@ -248,6 +303,20 @@ def one_slice(bootstrap: str, kafka_topic: str, records: int, lake_root: str, fi
                      LandingSettings(lake_root, consumer_config(bootstrap), pii_key=PII_KEY))
     report = land_slice(task)
     assert report.counts.records == records, report
+
+
+def result_line(landing: Measured, ceiling: Measured, naive: Measured, peak_task_rss_mb: float) -> str:
+    """The bench's last line: the landing's records a second and CPU a record, each against the ceiling measured in
+    the same run, against the naive valve, and a task's peak memory."""
+    landing_cpu, ceiling_cpu = (row.cpu_seconds / row.records * 1e6 for row in (landing, ceiling))
+    line = (f"RESULT landing_rows_per_s={landing.rate:.0f} cpu_us_per_record={landing_cpu:.2f} "
+            f"ceiling_cpu_us_per_record={ceiling_cpu:.2f} cpu_vs_ceiling={landing_cpu / ceiling_cpu:.2f} ")
+    if landing.cpu_split and ceiling.cpu_split:
+        # The test broker's share swings several-fold between runs with the same records: the rest is steadier.
+        landing_own, ceiling_own = (row.cpu_seconds - row.cpu_split["broker"] for row in (landing, ceiling))
+        line += f"cpu_vs_ceiling_without_broker={landing_own / landing.records / (ceiling_own / ceiling.records):.2f} "
+    return line + (f"ceiling_rows_per_s={ceiling.rate:.0f} vs_ceiling={landing.rate / ceiling.rate:.2f} "
+                   f"vs_naive={landing.rate / naive.rate:.2f} peak_task_rss_mb={peak_task_rss_mb:.0f}")
 
 
 # --- the run ------------------------------------------------------------------------------------------------
@@ -323,10 +392,12 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         print(f"| {row.name:<62} | {row.records:>10,} | {row.seconds:>8.1f} | {row.rate:>10,.0f} | "
               f"{row.cpu_us_per_record:>13} | {row.note}")
+    print()
+    print("CPU µs/record by process (driver: this process; other: the slice task's own process in (d))")
+    for row in rows:
+        print(f"  {row.name}: {row.cpu_split_note}")
     peak = max(peaks.values(), default=worker_peak_kb / 1024)
-    print(f"RESULT landing_rows_per_s={landing.rate:.0f} ceiling_rows_per_s={ceiling.rate:.0f} "
-          f"vs_ceiling={landing.rate / ceiling.rate:.2f} vs_naive={landing.rate / naive.rate:.2f} "
-          f"peak_task_rss_mb={peak:.0f}")
+    print(result_line(landing, ceiling, naive, peak))
     return 0
 
 

@@ -353,10 +353,15 @@ class KafkaLog:
             columns[4].extend(map(Message.headers, messages))
             held += _bytes_of(values)
             while len(columns[0]) >= batch_size or held >= max_batch_bytes:
-                cut, cut_bytes = _next_batch(columns[3], batch_size, max_batch_bytes)
-                yield KafkaBatch([partition] * cut, *(column[:cut] for column in columns))
-                held -= cut_bytes
-                columns = tuple(column[cut:] for column in columns)
+                # Under the cap, the first `batch_size` values are too: they need no counting again.
+                cut = batch_size if held < max_batch_bytes else _next_batch(columns[3], batch_size, max_batch_bytes)
+                if cut == len(columns[0]):  # the common case, chunks adding up to a batch: no copies of the lists
+                    batch, columns, held = columns, ([], [], [], [], []), 0
+                else:
+                    batch = tuple(column[:cut] for column in columns)
+                    columns = tuple(column[cut:] for column in columns)
+                    held = _bytes_of(columns[3])
+                yield KafkaBatch([partition] * cut, *batch)
         if columns[0]:
             yield KafkaBatch([partition] * len(columns[0]), *columns)
 
@@ -393,7 +398,7 @@ class KafkaLog:
                         return
                     if not messages:
                         continue
-                offsets = list(map(_offset, messages))
+                offsets = cast(list[int], list(map(Message.offset, messages)))  # records: none without one
                 if offsets[-1] >= end:
                     messages = messages[:bisect_left(offsets, end)]
                 if not messages:
@@ -458,16 +463,12 @@ def _bytes_of(values: list[bytes | None]) -> int:
     return sum(map(len, filter(None, values)))
 
 
-def _next_batch(values: list[bytes | None], batch_size: int, max_batch_bytes: int) -> tuple[int, int]:
-    """(how many of `values` the next batch takes, their bytes): `batch_size`, or fewer whose bytes reach
-    `max_batch_bytes` (always at least one, so a single value larger than the cap still makes a batch)."""
-    first = values[:batch_size]
-    total = _bytes_of(first)
-    if total < max_batch_bytes:
-        return len(first), total
+def _next_batch(values: list[bytes | None], batch_size: int, max_batch_bytes: int) -> int:
+    """How many of `values` the next batch takes: `batch_size`, or fewer whose bytes reach `max_batch_bytes` (always
+    at least one, so a single value larger than the cap still makes a batch)."""
     held = 0
-    for length, value in enumerate(first, start=1):
+    for length, value in enumerate(values[:batch_size], start=1):
         held += len(value) if value else 0
         if held >= max_batch_bytes:
-            return length, held
-    return len(first), held
+            return length
+    return min(len(values), batch_size)

@@ -35,15 +35,15 @@ class SplicedPayloads:
         data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, dtype=np.uint8)
         self.starts = offsets - offsets[0]
         self.data = data[offsets[0]:offsets[-1]]
-        self.payload = self.data.tobytes()
 
     def sizes(self, first: int, stop: int) -> np.ndarray:
         return np.diff(self.starts[first:stop + 1])
 
-    def block(self, first: int, stop: int) -> bytes:
-        """An Avro container block holding records [first, stop)."""
-        data = memoryview(self.payload)[self.starts[first]:self.starts[stop]]
-        return b"".join((_zigzag(stop - first), _zigzag(len(data)), data, _SYNC_MARKER))
+    def container(self, header: bytes, first: int, stop: int) -> bytes:
+        """An Avro container of `header` and one block holding records [first, stop): the payloads' one copy
+        (a batch's payloads are megabytes, and each copy of them costs fresh pages as much as the copying)."""
+        data = self.data[self.starts[first]:self.starts[stop]].data  # a view, not a copy
+        return b"".join((header, _zigzag(stop - first), _zigzag(len(data)), data, _SYNC_MARKER))
 
 
 def decode_block_isolating(
@@ -57,7 +57,7 @@ def decode_block_isolating(
         first, stop = stretches.pop()
         if first >= stop:
             continue
-        decoded = _read_block(header, payloads.block(first, stop), stop - first)
+        decoded = _read_block(payloads.container(header, first, stop), stop - first)
         suspect = None
         if decoded is not None:
             lengths = columnar.field_lengths(decoded)
@@ -77,13 +77,12 @@ def decode_block_isolating(
             stretches += [(middle, stop), (first, middle)]
 
 
-def _read_block(header: bytes, block: bytes, count: int) -> pa.RecordBatch | None:
-    """The block's records decoded by the native reader, or None when it refuses them.
+def _read_block(container: bytes, count: int) -> pa.RecordBatch | None:
+    """The records of a container's one block decoded by the native reader, or None when it refuses them.
 
     Exactly one batch of exactly `count` rows is asked for: the reader loops forever on bytes left over after
     a block's last record, so it is never asked for a second batch.
     """
-    container = header + block
     try:
         source = AvroSource([lambda: contextlib.nullcontext(io.BytesIO(container))], False, False)
         decoded = pa.record_batch(next(source.batch_iter(count, None)))

@@ -15,6 +15,13 @@ from dagster_pyspark import LazyPySparkResource
 STATE_DIR = ".lake"
 
 
+# The driver's JVM (local mode's executors too) only schedules tasks and carries their pickled reports: every record
+# is read, decoded and written in the Python workers. Its optimizing compiler (C2) spent more CPU compiling Spark's
+# scheduler than the rest of the JVM's work in a landing run (bench/RESULTS.md); the quick compiler (C1) alone
+# serves that work as well. A cluster's executors take it from spark-defaults.conf (README).
+JIT_OPTIONS = "-XX:TieredStopAtLevel=1"
+
+
 def spark_config(master: str, extra: dict | None = None, hive_metastore_uri: str | None = None) -> dict:
     state = os.path.abspath(STATE_DIR)  # absolute: Spark's JVM and tasks may run elsewhere
     config = {
@@ -30,7 +37,7 @@ def spark_config(master: str, extra: dict | None = None, hive_metastore_uri: str
         # The table catalog: Spark's Hive support, embedded Derby (one process at a time) unless a URI is given.
         "spark.sql.catalogImplementation": "hive",
         "spark.sql.warehouse.dir": os.path.join(state, "spark-warehouse"),
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={os.path.join(state, 'metastore')}",
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={os.path.join(state, 'metastore')} {JIT_OPTIONS}",
         # New Avro fields inside a record add fields to a struct column, which Hive refuses by default.
         "spark.hadoop.hive.metastore.disallow.incompatible.col.type.changes": "false",
     }
