@@ -165,7 +165,7 @@ def landed_hour_events(context: AssetExecutionContext, landed: HourLanded, lake:
     topic, hour = landed.topic, result.manifest.hour
     selected = context.selected_asset_keys
     if raw_key(topic) in selected:
-        yield AssetMaterialization(raw_key(topic), partition=hour, metadata=raw_metadata(lake, result))
+        yield AssetMaterialization(raw_key(topic), partition=hour, metadata=raw_metadata(lake, result, routed=topic.route is not None))
     if dead_letters_key(topic) in selected:
         yield AssetMaterialization(dead_letters_key(topic), partition=hour, metadata=dead_letter_metadata(lake, result))
     checks = {key.name for key in context.selected_asset_check_keys if key.asset_key == raw_key(topic)}
@@ -197,7 +197,7 @@ def _routed(topic: TopicSpec, counts: LandingCounts) -> str:
     return f", {counts.routed_away} routed to other tables, {counts.unrouted} unrouted" if topic.route is not None else ""
 
 
-def raw_metadata(lake: LakeStorageResource, result: LandingResult) -> dict:
+def raw_metadata(lake: LakeStorageResource, result: LandingResult, routed: bool = False) -> dict:
     manifest = result.manifest
     counts = manifest.counts
     rows = ["| partition | start | end | records | rows | dead letters | tombstones | late | start from | end from |",
@@ -217,8 +217,7 @@ def raw_metadata(lake: LakeStorageResource, result: LandingResult) -> dict:
         "tombstones": counts.tombstones,
         **({"tombstones_kept_as_rows": counts.kept_tombstones} if counts.kept_tombstones else {}),
         # A routed table: the records other tables of its topic take, and those none takes (owned by one table).
-        **({"routed_away": counts.routed_away, "unrouted": counts.unrouted}
-           if counts.routed_away or counts.unrouted else {}),
+        **({"routed_away": counts.routed_away, "unrouted": counts.unrouted} if routed else {}),
         "late_events": counts.late_events,
         "files": len(manifest.files),
         "bytes": manifest.file_bytes,
