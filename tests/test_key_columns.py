@@ -12,6 +12,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from fastavro import parse_schema
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kafka_lake.catalog import TopicSpec, load_topic
 from kafka_lake.decoding import BatchDecoder
@@ -159,3 +161,43 @@ def test_a_raw_archive_that_keeps_its_tombstones_lands_them_as_rows_with_a_null_
         (b"anything", b"k1", False), (None, b"k1", True)]
     assert (decoded.rows_count, decoded.tombstones) == (2, 0)
     assert [c.name for c in table_columns(topic)][-1] == "_kafka_tombstone"
+
+
+def _mangled_key(data, good: bytes) -> bytes | None:
+    """A key as a broken or hostile producer sends it: good, cut short, a byte flipped, random bytes, or none."""
+    how = data.draw(st.sampled_from(["good", "cut", "flip", "random", "none"]))
+    if how == "good":
+        return good
+    if how == "none":
+        return None
+    if how == "random":
+        return data.draw(st.binary(max_size=40))
+    if how == "cut":
+        return good[:data.draw(st.integers(0, len(good) - 1))]
+    position = data.draw(st.integers(0, len(good) - 1))
+    return good[:position] + bytes([good[position] ^ data.draw(st.integers(1, 255))]) + good[position + 1:]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_given_hostile_keys_then_each_record_is_one_row_or_dead_letter_and_both_paths_agree(tmp_path_factory, data):
+    """Keys broken every way, beside good values and tombstones: every record is exactly one row (with its key's
+    columns, or nulls for no key) or one dead letter, and the columnar and record paths land the same."""
+    topic = topic_folder(tmp_path_factory.mktemp("catalog"), keep_tombstones=True)
+    records = []
+    for offset in range(data.draw(st.integers(1, 30))):
+        good = avro(KEY, KEY_ID, {"id": offset, "region": data.draw(st.sampled_from([None, "eu", "é" * 3]))})
+        value = None if data.draw(st.booleans()) and offset % 3 == 0 else avro(VALUE, VALUE_ID, customer(offset))
+        records.append(KafkaRecord(0, offset, MS, _mangled_key(data, good), value))
+
+    columnar, by_record = decode(topic, records, True), decode(topic, records, False)
+
+    rows = [(r["_kafka_offset"], r["_kafka_key_id"], r["_kafka_key_region"], r["_kafka_tombstone"]) for r in rows_of(columnar)]
+    assert rows == [(r["_kafka_offset"], r["_kafka_key_id"], r["_kafka_key_region"], r["_kafka_tombstone"])
+                    for r in rows_of(by_record)]
+    letters = sorted(o for t in columnar.dead_letters.values() for o in t.column("_kafka_offset").to_pylist())
+    assert letters == sorted(o for t in by_record.dead_letters.values() for o in t.column("_kafka_offset").to_pylist())
+    assert sorted([offset for offset, *_ in rows] + letters) == list(range(len(records))), "each record once"
+    for offset, key_id, _, _ in rows:
+        if records[offset].key is None:
+            assert key_id is None
