@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from kafka_lake.catalog import TopicSpec, load_topic
 from kafka_lake.decoding import BatchDecoder
 from kafka_lake.framing import encode_confluent
-from kafka_lake.kafka_records import KafkaRecord
 from kafka_lake.schema_resolution import CatalogSchemas
-from tests.test_columnar import assert_same
+from tests.test_columnar import assert_same, decode_both, decoders
+from tests.test_columnar import records_of as records
 from tests.test_decoding import KAFKA_MS, PII_KEY, dead_letter_rows
 
 UTC = dt.timezone.utc
@@ -101,30 +101,6 @@ def as_avro(value: dict) -> dict:
         "items": [{**item, "price": None if item["price"] is None else Decimal(str(item["price"]))} for item in value["items"]],
         "address": value["address"] and {"street": value["address"]["street"], "zip": value["address"]["zip"]},
     }
-
-
-def records(values: list[bytes | None]) -> list[KafkaRecord]:
-    return [KafkaRecord(0, offset, KAFKA_MS + offset, b"k%d" % offset, value) for offset, value in enumerate(values)]
-
-
-def decoders(topic: TopicSpec) -> tuple[BatchDecoder, BatchDecoder]:
-    return (BatchDecoder(topic, CatalogSchemas(topic), PII_KEY),
-            BatchDecoder(topic, CatalogSchemas(topic), PII_KEY, columnar=False))
-
-
-def decode_both(topic: TopicSpec, values: list[bytes | None]):
-    """(columnar result, record path result, offsets the columnar path left to the record path)."""
-    columnar, reference = decoders(topic)
-    left: list[int] = []
-    original = columnar._decode_records
-
-    def spy(batch, indices, placed, dead):
-        left.extend(batch.offsets[i] for i in indices if batch.values[i] is not None)
-        return original(batch, indices, placed, dead)
-
-    columnar._decode_records = spy
-    batch = records(values)
-    return columnar.decode(batch), reference.decode(batch), left
 
 
 def text(value: dict, **options) -> bytes:
