@@ -12,7 +12,7 @@ from kafka_lake.columnar_mapping import ColumnarMapping
 from kafka_lake.decoded_batch import Placement
 from kafka_lake.framing import FramedValues
 from kafka_lake.kafka_records import KafkaBatch, KafkaColumns
-from kafka_lake.placement import TimePlacement, split_by_hour
+from kafka_lake.placement import TimePlacement, place_by_hour
 from kafka_lake.record_decoding import UNFIT_FOR_ARROW
 from kafka_lake.spliced_blocks import SplicedPayloads, container_header, decode_block_isolating
 
@@ -50,8 +50,7 @@ class AvroColumns:
             except UNFIT_FOR_ARROW:  # not expected: the record path then decides, record by record
                 left.extend(part)
                 continue
-            for hour, rows in split_by_hour(table, hours):
-                placed[Placement(self._version, hour)].append(rows)
+            place_by_hour(placed, self._version, table, hours)
         return left
 
 

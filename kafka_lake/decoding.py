@@ -30,7 +30,7 @@ from kafka_lake.json_records import JsonRecords
 from kafka_lake.kafka_records import BatchPositions, KafkaBatch, KafkaColumns, KafkaRecord, names_an_hour
 from kafka_lake.key_columns import EveryIdIsTheKey, KeyColumns, trailing_columns
 from kafka_lake.pii import ColumnPseudonymizer, pseudonymizer_for
-from kafka_lake.placement import HOUR_MS, TimePlacement, split_by_hour
+from kafka_lake.placement import HOUR_MS, TimePlacement, place_by_hour
 from kafka_lake.record_decoding import AvroRecords, DecodedValue, decode_records
 from kafka_lake.routing import TopicRouter
 from kafka_lake.schema_resolution import SchemaResolver
@@ -199,8 +199,7 @@ class BatchDecoder:
             mapping = self._version_decoding(self._topic.schema_versions[-1]).mapping
         nulls = [pa.nulls(len(rows), column.type) for column in list(mapping.schema)[: len(mapping.field_names)]]
         table = pa.Table.from_arrays([*nulls, *kafka.take(rows)], schema=mapping.schema)
-        for hour, part in split_by_hour(table, timestamps[rows] // HOUR_MS):
-            placed[Placement(version, hour)].append(part)
+        place_by_hour(placed, version, table, timestamps[rows] // HOUR_MS)
 
     def _gathered(self, batch: KafkaBatch, placed: dict[Placement, list[pa.Table]], dead: dict[datetime, list[Rejected]],
                   tombstones: int, keys: pa.Table | None = None, records: int | None = None) -> DecodedBatch:
@@ -278,8 +277,7 @@ class BatchDecoder:
         if len(rows):
             table = pa.Table.from_arrays([values.take(pa.array(rows)), *KafkaColumns(self._topic.topic, batch).take(rows)],
                                          schema=RAW_MAPPING.schema)
-            for hour, part in split_by_hour(table, timestamps[rows] // HOUR_MS):
-                placed[Placement(RAW_SCHEMA_VERSION, hour)].append(part)
+            place_by_hour(placed, RAW_SCHEMA_VERSION, table, timestamps[rows] // HOUR_MS)
         dead: dict[datetime, list[Rejected]] = defaultdict(list)
         self._decode_records(batch, list(np.flatnonzero(present & ~placeable)), placed, dead)
         if self._topic.keep_tombstones:

@@ -39,7 +39,7 @@ from kafka_lake.connect_types import NANO_TIME, NANO_TIMESTAMP, VARIABLE_SCALE_D
 from kafka_lake.decoded_batch import Placement
 from kafka_lake.framing import FramedValues
 from kafka_lake.kafka_records import KafkaBatch, KafkaColumns
-from kafka_lake.placement import TimePlacement, split_by_hour
+from kafka_lake.placement import TimePlacement, place_by_hour
 from kafka_lake.record_decoding import UNFIT_FOR_ARROW
 
 _PREFIX, _SUFFIX = b'{"v":', b"}\n"
@@ -86,8 +86,7 @@ class JsonColumns:
             except UNFIT_FOR_ARROW:  # not expected: the record path then decides, record by record
                 left.extend(part)
                 continue
-            for hour, rows in split_by_hour(table, hours):
-                placed[Placement(self._version, hour)].append(rows)
+            place_by_hour(placed, self._version, table, hours)
         return left
 
 

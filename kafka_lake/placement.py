@@ -4,7 +4,7 @@ one decoded value or for decoded columns; and the Kafka hour a dead letter lands
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.columnar_mapping import non_null
-from kafka_lake.decoded_batch import Undecodable
+from kafka_lake.decoded_batch import Placement, Undecodable
 from kafka_lake.event_time import EPOCH, hours_of_epoch_counts, hours_of_rfc3339, hours_of_timestamps, parse_event_time
 from kafka_lake.hours import KafkaHour, floor_hour, hour_of_millis
 from kafka_lake.kafka_records import KafkaRecord, names_an_hour
@@ -83,12 +83,14 @@ class TimePlacement:
         return self._kafka_hour.start
 
 
-def split_by_hour(table: pa.Table, hours: np.ndarray) -> Iterator[tuple[datetime, pa.Table]]:
-    """The rows of each hour (`hours`: the epoch hour of each row), in their order."""
+def place_by_hour(placed: dict[Placement, list[pa.Table]], schema_version: int, table: pa.Table,
+                  hours: np.ndarray) -> None:
+    """Adds the rows of each hour (`hours`: the epoch hour of each row), in their order, to `placed` under
+    (`schema_version`, that hour)."""
     distinct = np.unique(hours)
     for hour in distinct:
         rows = table if len(distinct) == 1 else table.filter(pa.array(hours == hour))
-        yield EPOCH + timedelta(hours=int(hour)), rows
+        placed[Placement(schema_version, EPOCH + timedelta(hours=int(hour)))].append(rows)
 
 
 def _unplaceable_kafka_timestamp(timestamp_ms: int) -> str:
