@@ -92,8 +92,9 @@ class BatchDecoder:
             # An Avro field's route values are read from the values decoded as columns, before any table's own
             # decoding: by a decoder of the values alone, whose placement cannot fail.
             routing = BatchDecoder(values_alone(topic, topic.schema_versions), schemas, None, columnar)
-            self._router = TopicRouter(topic, schemas.version_for, lambda batch: routing.decode(_untimed(batch)))
-        self._trailing = bool(trailing_columns(topic))
+            self._router = TopicRouter(topic, schemas.version_for,
+                                       lambda batch: routing.decode(_untimed(batch, batch.values)))
+        self._trailing = trailing_columns(topic)
         self._keys = None
         if topic.key_schema is not None:
             self._keys = BatchDecoder(values_alone(topic, (topic.key_schema,)), EveryIdIsTheKey(topic.key_schema), None,
@@ -156,33 +157,31 @@ class BatchDecoder:
         self._decode_records(batch, sorted(by_record), placed, dead)
         tombstones = framed.tombstones
         if self._topic.keep_tombstones:
-            self._place_tombstones(batch, kafka, placed, dead)
+            self._place_tombstones(batch, framed.present, kafka, placed, dead)
             tombstones = 0
-        return self._gathered(batch, placed, dead, tombstones, keys, records)
+        return self._gathered(batch, framed.present, placed, dead, tombstones, keys, records)
 
     def _decoded_keys(self, batch: KafkaBatch) -> tuple[pa.Table | None, list[tuple[int, str]]]:
         """(the key decoder's rows, (position, error) of each record whose key does not decode). The keys go through
         the topic's own decode paths as the values of a topic of their own; their time plays no part."""
         assert self._keys is not None
-        decoded = self._keys.decode(_untimed(KafkaBatch(batch.partitions, batch.offsets, batch.timestamps_ms, batch.keys,
-                                                        batch.keys)))
+        decoded = self._keys.decode(_untimed(batch, batch.keys))
         keys = pa.concat_tables(decoded.rows.values()) if decoded.rows else None
         bad: list[tuple[int, str]] = []
         file = self._topic.key_schema.file if self._topic.key_schema is not None else ""
+        positions = BatchPositions(batch)
         for letters in decoded.dead_letters.values():
-            positions = BatchPositions(batch).of(letters)
-            for position, error in zip(positions, letters.column("error").to_pylist()):
+            for position, error in zip(positions.of(letters), letters.column("error").to_pylist()):
                 bad.append((int(position), f"undecodable_key: the key does not read as {file}: {error}"))
         return keys, bad
 
-    def _place_tombstones(self, batch: KafkaBatch, kafka: KafkaColumns, placed: dict[Placement, list[pa.Table]],
-                          dead: dict[datetime, list[Rejected]]) -> None:
-        """A topic that keeps its tombstones lands each as a row by its Kafka time, in the newest schema version's
-        partition, every value column null (`_kafka_tombstone` says which rows they are); one whose Kafka timestamp
-        names no hour is a dead letter."""
-        values = pa.array(batch.values, pa.binary())
+    def _place_tombstones(self, batch: KafkaBatch, present: np.ndarray, kafka: KafkaColumns,
+                          placed: dict[Placement, list[pa.Table]], dead: dict[datetime, list[Rejected]]) -> None:
+        """A topic that keeps its tombstones (the records not `present`) lands each as a row by its Kafka time, in the
+        newest schema version's partition, every value column null (`_kafka_tombstone` says which rows they are); one
+        whose Kafka timestamp names no hour is a dead letter."""
         timestamps = np.asarray(batch.timestamps_ms, dtype=np.int64)
-        tombstone = ~np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        tombstone = ~present
         placeable = names_an_hour(timestamps)
         for index in np.flatnonzero(tombstone & ~placeable):
             record = batch.record(int(index))
@@ -201,11 +200,13 @@ class BatchDecoder:
         table = pa.Table.from_arrays([*nulls, *kafka.take(rows)], schema=mapping.schema)
         place_by_hour(placed, version, table, timestamps[rows] // HOUR_MS)
 
-    def _gathered(self, batch: KafkaBatch, placed: dict[Placement, list[pa.Table]], dead: dict[datetime, list[Rejected]],
-                  tombstones: int, keys: pa.Table | None = None, records: int | None = None) -> DecodedBatch:
+    def _gathered(self, batch: KafkaBatch, present: np.ndarray, placed: dict[Placement, list[pa.Table]],
+                  dead: dict[datetime, list[Rejected]], tombstones: int, keys: pa.Table | None = None,
+                  records: int | None = None) -> DecodedBatch:
+        """`present`: whether each record of the batch has a value (False: a tombstone)."""
         rows = {placement: _in_log_order(tables) for placement, tables in placed.items()}
         if self._trailing and rows:
-            trailing = KeyColumns.of(self._topic, batch, keys)
+            trailing = KeyColumns.of(self._topic, self._trailing, batch, keys, present)
             rows = {placement: trailing.appended_to(table) for placement, table in rows.items()}
         return DecodedBatch(
             rows=rows,
@@ -281,9 +282,9 @@ class BatchDecoder:
         dead: dict[datetime, list[Rejected]] = defaultdict(list)
         self._decode_records(batch, list(np.flatnonzero(present & ~placeable)), placed, dead)
         if self._topic.keep_tombstones:
-            self._place_tombstones(batch, KafkaColumns(self._topic.topic, batch), placed, dead)
-            return self._gathered(batch, placed, dead, tombstones=0)
-        return self._gathered(batch, placed, dead, tombstones=int(len(values) - present.sum()))
+            self._place_tombstones(batch, present, KafkaColumns(self._topic.topic, batch), placed, dead)
+            return self._gathered(batch, present, placed, dead, tombstones=0)
+        return self._gathered(batch, present, placed, dead, tombstones=int(len(values) - present.sum()))
 
 
 def values_alone(topic: TopicSpec, versions: tuple[SchemaVersion, ...]) -> TopicSpec:
@@ -294,9 +295,10 @@ def values_alone(topic: TopicSpec, versions: tuple[SchemaVersion, ...]) -> Topic
                    keep_tombstones=False)
 
 
-def _untimed(batch: KafkaBatch) -> KafkaBatch:
-    """The batch stamped at the epoch: a decoder of `values_alone` then places every record, whatever its time."""
-    return KafkaBatch(batch.partitions, batch.offsets, [0] * len(batch), batch.keys, batch.values)
+def _untimed(batch: KafkaBatch, values) -> KafkaBatch:
+    """The batch's records with `values` (theirs, or their keys) as values, stamped at the epoch: a decoder of
+    `values_alone` then places every record, whatever its time."""
+    return KafkaBatch(batch.partitions, batch.offsets, [0] * len(batch), batch.keys, values)
 
 
 def _in_log_order(tables: list[pa.Table]) -> pa.Table:

@@ -68,6 +68,7 @@ class FramedValues:
         data = values.buffers()[2]
         self.data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, dtype=np.uint8)
         present = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        self.present = present  # False: a tombstone
         self.tombstones = int(len(values) - present.sum())
         starts, sizes = self.offsets[:-1], np.diff(self.offsets)
         framed = present & (sizes >= HEADER_SIZE)

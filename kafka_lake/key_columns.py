@@ -51,16 +51,18 @@ class EveryIdIsTheKey:
 class KeyColumns:
     """The trailing columns of every record of a batch, from which each decoded table takes its rows'."""
 
-    def __init__(self, fields: tuple[pa.Field, ...], columns: list[pa.Array], batch: KafkaBatch):
+    def __init__(self, fields: tuple[pa.Field, ...], columns: list[pa.Array], positions: BatchPositions):
         self._fields = fields
         self._columns = columns  # one per field, a value per record of the batch
-        self._positions = BatchPositions(batch)
+        self._positions = positions
 
     @classmethod
-    def of(cls, topic: TopicSpec, batch: KafkaBatch, keys: pa.Table | None) -> KeyColumns:
-        """`keys`: the key decoder's rows (the key's fields, then the `_kafka_*` columns) for the records whose key
-        decoded; a record without (a null key) has null key columns. The tombstone flag is whether the value is null."""
-        fields = trailing_columns(topic)
+    def of(cls, topic: TopicSpec, fields: tuple[pa.Field, ...], batch: KafkaBatch, keys: pa.Table | None,
+           present: np.ndarray) -> KeyColumns:
+        """`fields`: the topic's `trailing_columns`; `keys`: the key decoder's rows (the key's fields, then the
+        `_kafka_*` columns) for the records whose key decoded, a record without (a null key) having null key columns;
+        `present`: whether each record has a value, the tombstone flag its negation."""
+        positions = BatchPositions(batch)
         columns: list[pa.Array] = []
         if topic.key_schema is not None:
             key_fields = fields[: len(fields) - int(topic.keep_tombstones)]
@@ -68,17 +70,15 @@ class KeyColumns:
                 columns.extend(pa.nulls(len(batch), field.type) for field in key_fields)
             else:
                 where = np.full(len(batch), -1, dtype=np.int64)
-                where[BatchPositions(batch).of(keys)] = np.arange(keys.num_rows)
+                where[positions.of(keys)] = np.arange(keys.num_rows)
                 picks = pa.array(where, mask=where < 0)
                 columns.extend(keys.column(index).take(picks) for index in range(len(key_fields)))
         if topic.keep_tombstones:
-            columns.append(pa.array(batch.values, pa.binary()).is_null())
-        return cls(fields, columns, batch)
+            columns.append(pa.array(~present))
+        return cls(fields, columns, positions)
 
     def appended_to(self, table: pa.Table) -> pa.Table:
         """The table with the trailing columns of its rows."""
-        if not self._fields:
-            return table
         picks = pa.array(self._positions.of(table))
         for field, column in zip(self._fields, self._columns):
             table = table.append_column(field, column.take(picks))
