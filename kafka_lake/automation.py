@@ -133,13 +133,18 @@ class Freshness:
     missing_hours: int
 
 
+def _due_and_floor(topic: TopicSpec, freshness_minutes: int, now: datetime) -> tuple[KafkaHour, datetime]:
+    """The latest closed hour whose deadline has passed, and the start of the oldest hour freshness looks back to."""
+    due = KafkaHour.containing(now - timedelta(minutes=freshness_minutes)).previous()
+    return due, max(topic.start_hour, floor_hour(now - FRESHNESS_LOOKBACK))
+
+
 def freshness_window(topic: TopicSpec, now: datetime) -> list[KafkaHour]:
     """The hours `freshness` may ask about: the latest closed hour due and those before it, within
     `FRESHNESS_LOOKBACK`; none without an SLA. What the check reads does not grow with the table's history."""
     if topic.freshness_minutes is None:
         return []
-    due = KafkaHour.containing(now - timedelta(minutes=topic.freshness_minutes)).previous()
-    floor = max(topic.start_hour, floor_hour(now - FRESHNESS_LOOKBACK))
+    due, floor = _due_and_floor(topic, topic.freshness_minutes, now)
     hours = []
     while due.start >= floor:
         hours.append(due)
@@ -154,14 +159,13 @@ def freshness(topic: TopicSpec, is_landed: Callable[[KafkaHour], bool], now: dat
     if topic.freshness_minutes is None:
         return None
     allowed = timedelta(minutes=topic.freshness_minutes)
-    due = KafkaHour.containing(now - allowed).previous()
+    due, floor = _due_and_floor(topic, topic.freshness_minutes, now)
     newest = f"newest landed hour {newest_landed}" if newest_landed else "no hour landed yet"
     if due.start < topic.start_hour:
         return Freshness(True, f"no hour is due yet (the topic starts at {KafkaHour(topic.start_hour)})", None, 0.0, 0)
     if is_landed(due):
         return Freshness(True, f"hour {due} landed within {topic.freshness_minutes} min; {newest}", due, 0.0, 0)
     oldest, missing = due, 1
-    floor = max(topic.start_hour, floor_hour(now - FRESHNESS_LOOKBACK))
     while oldest.start - ONE_HOUR >= floor and not is_landed(oldest.previous()):
         oldest, missing = oldest.previous(), missing + 1
     late = (now - (oldest.end + allowed)).total_seconds() / 60
