@@ -52,15 +52,21 @@ class TopicRouter:
         self._decode_values = decode_values
 
     def route(self, batch: KafkaBatch, framed: FramedValues) -> Routing:
-        present = np.asarray(framed.values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        present = framed.present
         owner = np.full(len(batch), -1, dtype=np.int64)  # 0: this table, 1: another, -1: none
         why: dict[int, str] = {}
         if self._topic.format == "avro" and self._route.field is not None:
             self._route_by_columns(batch, self._route.field, owner, why)
-            values: list[Any] = []
         else:
-            values = self._route_values(batch, framed, present, why)
-        for position in np.flatnonzero(present) if values else ():
+            self._route_by_values(self._route_values(batch, framed, present, why), present, owner, why)
+        mine = np.flatnonzero(~present | (owner == 0))
+        unrouted = sorted(why.items())
+        lands = self._topic.lands_unrouted
+        return Routing(mine, int((owner == 1).sum()) + (0 if lands else len(unrouted)), unrouted if lands else [])
+
+    def _route_by_values(self, values: list, present: np.ndarray, owner: np.ndarray, why: dict[int, str]) -> None:
+        """Routes each present record by its route value (`_route_values`), one by one."""
+        for position in np.flatnonzero(present):
             index = int(position)
             if index in why:
                 continue
@@ -68,17 +74,19 @@ class TopicRouter:
             if isinstance(value, _Elsewhere):
                 owner[index] = 1
             elif value is _ABSENT:
-                why[index] = f"route field {self._route.field_text!r} is absent or null"
+                why[index] = self._absent()
             elif self._route.takes(value):
                 owner[index] = 0
             elif any(sibling.route.takes(value) for sibling in self._topic.routed_siblings):
                 owner[index] = 1
             else:
-                why[index] = f"no table of topic {self._topic.topic!r} takes {self._route.field_text} = {shown(value)}"
-        mine = np.flatnonzero(~present | (owner == 0))
-        unrouted = sorted(why.items())
-        lands = self._topic.lands_unrouted
-        return Routing(mine, int((owner == 1).sum()) + (0 if lands else len(unrouted)), unrouted if lands else [])
+                why[index] = self._taken_by_none(value)
+
+    def _absent(self) -> str:
+        return f"route field {self._route.field_text!r} is absent or null"
+
+    def _taken_by_none(self, value: Any) -> str:
+        return f"no table of topic {self._topic.topic!r} takes {self._route.field_text} = {shown(value)}"
 
     def _route_values(self, batch: KafkaBatch, framed: FramedValues, present: np.ndarray, why: dict[int, str]) -> list:
         """The route value of each present record, `_ABSENT`, or an `_Elsewhere` (a schema id only another table
@@ -118,10 +126,9 @@ class TopicRouter:
             owner[where[elsewhere]] = 1
             absent = ~np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
             for row in np.flatnonzero(absent):
-                why[int(where[row])] = f"route field {self._route.field_text!r} is absent or null"
+                why[int(where[row])] = self._absent()
             for row in np.flatnonzero(~(takes | elsewhere | absent)):  # a value no table takes: said with the value
-                value = column[int(row)].as_py()
-                why[int(where[row])] = f"no table of topic {self._topic.topic!r} takes {self._route.field_text} = {shown(value)}"
+                why[int(where[row])] = self._taken_by_none(column[int(row)].as_py())
         for letters in decoded.dead_letters.values():
             for index, error in zip(positions.of(letters), letters.column("error").to_pylist()):
                 index = int(index)
