@@ -18,6 +18,7 @@ from operator import itemgetter
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from kafka_lake.avro_types import (
     NAMED_KINDS,
@@ -137,6 +138,12 @@ def arrow_mapping_for(
     if pii_fields and pseudonymize is None:
         raise ValueError(f"pii fields of {version.file} need a pseudonymizer; refusing to land them in clear")
     return _Compiler(version.schema, pseudonymize).mapping(version, pii_fields, rename)
+
+
+def column_at(table: pa.Table, path: tuple[str, ...]) -> pa.ChunkedArray:
+    """The column at a field path through struct columns, null where a struct on the path is null."""
+    column = table.column(path[0])
+    return pc.struct_field(column, list(path[1:])) if len(path) > 1 else column
 
 
 def column_comment(column: pa.Field) -> str:

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kafka_lake import layout
+from kafka_lake.arrow_mapping import column_at
 from kafka_lake.catalog import TopicSpec
 from kafka_lake.compaction_manifest import CompactedFile, CompactionManifest, read_compaction
 from kafka_lake.hours import FIRST_HOUR, LAST_HOUR, ONE_HOUR, KafkaHour, hour_key
@@ -202,10 +203,7 @@ def compact_partition(task: CompactionTask) -> CompactionReport:
 
 def subject_values(table: pa.Table, path: tuple[str, ...]) -> pa.ChunkedArray:
     """The column at a dotted path through struct columns, as text (subjects are matched as text)."""
-    column = table.column(path[0])
-    for step in path[1:]:
-        column = pc.struct_field(column, step)
-    return column.cast(pa.string())
+    return column_at(table, path).cast(pa.string())
 
 
 def _without_subjects(table: pa.Table, path: tuple[str, ...], subjects: frozenset) -> pa.Table:

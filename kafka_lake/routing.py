@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kafka_lake.arrow_mapping import column_at
 from kafka_lake.catalog import SchemaVersion, TopicSpec, record_full_name
 from kafka_lake.decoded_batch import DecodedBatch, Undecodable
 from kafka_lake.framing import FramedValues, FramingError, split_confluent, split_json
@@ -117,7 +118,7 @@ class TopicRouter:
         others = [value for sibling in self._topic.routed_siblings for value in sibling.route.values]
         for table in decoded.rows.values():
             where = positions.of(table)
-            column = _column_at(table, field)
+            column = column_at(table, field)  # every version has the field: the catalog checks at load
             if pa.types.is_integer(column.type):
                 column = column.cast(pa.int64())
             takes = _is_in(column, self._route.values)
@@ -167,16 +168,7 @@ class _Elsewhere:
     """The route value of a record whose schema only another table of the topic knows."""
 
 
-def _column_at(table: pa.Table, path: tuple[str, ...]) -> pa.Array:
-    """The column at an Avro field path (every version has it, the catalog checks at load; no renames: the routing
-    decoder's own columns), null where a record on the path is null."""
-    column = table.column(path[0]).combine_chunks()
-    for step in path[1:]:
-        column = column.flatten()[column.type.get_field_index(step)]  # flatten: the parent's nulls carried down
-    return column
-
-
-def _is_in(column: pa.Array, values: Sequence[object]) -> np.ndarray:
+def _is_in(column: pa.ChunkedArray, values: Sequence[object]) -> np.ndarray:
     """Where the column holds one of `values` (of the kind the catalog checked the field against)."""
     if not values:
         return np.zeros(len(column), dtype=bool)
