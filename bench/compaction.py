@@ -24,12 +24,12 @@ import pyarrow.parquet as pq
 
 from bench.traffic import bench_topic, produce_page_views
 from dev_services.tansu import TansuBroker
-from kafka_lake.catalog import load_catalog
-from kafka_lake.compaction import CompactionTask, compact_partition, plan_compaction
 from kafka_lake.hours import KafkaHour, floor_hour
-from kafka_lake.landing import land_hours
-from kafka_lake.slice_landing import land_slice
-from kafka_lake.storage import LakeStorage
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.landing.driver import land_hours
+from kafka_lake.landing.slice_task import land_slice
+from kafka_lake.topics.loader import load_catalog
+from kafka_lake.upkeep.compaction import CompactionTask, compact_partition, plan_compaction
 from tests.landing_fixtures import landing_settings
 
 HOURS, PARTITIONS = 4, 4

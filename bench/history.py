@@ -30,11 +30,11 @@ from urllib.parse import parse_qs, urlparse
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kafka_lake import layout
-from kafka_lake.catalog import TopicSpec
 from kafka_lake.hours import ONE_HOUR, KafkaHour
-from kafka_lake.landing_counts import LandingCounts
-from kafka_lake.manifests import HourManifest, LandedFile, PartitionLanding
+from kafka_lake.lake import layout
+from kafka_lake.lake.landing_counts import LandingCounts
+from kafka_lake.lake.manifests import HourManifest, LandedFile, PartitionLanding
+from kafka_lake.topics.loader import TopicSpec
 
 KINDS = ("LIST", "GET", "HEAD", "PUT", "POST", "DELETE")
 FILES_PER_PLACEMENT = 2  # two slices a partition
@@ -156,8 +156,8 @@ def _done(value) -> Future:
 
 
 def land(topic: TopicSpec, hour: KafkaHour, settings) -> object:
-    from kafka_lake.landing import land_hours
-    from kafka_lake.slice_landing import land_slice
+    from kafka_lake.landing.driver import land_hours
+    from kafka_lake.landing.slice_task import land_slice
 
     [result] = land_hours(topic, [hour], settings, lambda tasks: _done([land_slice(t) for t in tasks]),
                           now=hour.end + timedelta(days=1))
@@ -165,17 +165,17 @@ def land(topic: TopicSpec, hour: KafkaHour, settings) -> object:
 
 
 def compact(topic: TopicSpec, hour: KafkaHour, storage) -> object:
-    from kafka_lake.compaction import compact_hour, compact_partition
+    from kafka_lake.upkeep.compaction import compact_hour, compact_partition
 
     return compact_hour(topic, hour.start, storage, lambda tasks: [compact_partition(t) for t in tasks], lambda m: None)
 
 
 def register(topic: TopicSpec, hour: KafkaHour, storage, catalog) -> object:
     """What `catalog/<db>/<table>` does for one hour: the table ensured, the hour's partitions made equal to storage."""
-    from kafka_lake.catalog_reconciliation import reconcile
-    from kafka_lake.hive_tables import definition_for
-    from kafka_lake.table_partition import TablePartition
-    from kafka_lake.table_state import storage_partitions
+    from kafka_lake.lake.table_partition import TablePartition
+    from kafka_lake.lake.table_state import storage_partitions
+    from kafka_lake.tables.catalogs.reconciliation import reconcile
+    from kafka_lake.tables.hive_layout import definition_for
 
     definition = definition_for(topic, storage)
     catalog.ensure_table(definition)
@@ -234,9 +234,9 @@ def main() -> None:
     from dev_services.ports import free_port
     from dev_services.seaweedfs import SeaweedS3
     from dev_services.tansu import TansuBroker
-    from kafka_lake.catalog import TopicCatalog
-    from kafka_lake.storage import LakeStorage
-    from table_catalogs.glue import GlueCatalog
+    from kafka_lake.lake.storage import LakeStorage
+    from kafka_lake.tables.catalogs.glue import GlueCatalog
+    from kafka_lake.topics.loader import TopicCatalog
     from tests.landing_fixtures import (
         HOURS,
         build_traffic,

@@ -23,19 +23,19 @@ from pathlib import Path
 import pyarrow as pa
 from pyiceberg.table.snapshots import Operation
 
-from kafka_lake import layout
-from kafka_lake.arrow_mapping import arrow_schema_for
-from kafka_lake.catalog import load_catalog
 from kafka_lake.hours import KafkaHour
-from kafka_lake.iceberg_catalog import IcebergCatalogConfig, open_catalog, table_location
-from kafka_lake.iceberg_commits import commit_landed_hour, landed_hour_matches_table
-from kafka_lake.iceberg_files import commit_files, landed_data_files, read_rows, write_rows
-from kafka_lake.iceberg_maintenance import compact_placement_hour, expire_snapshots
-from kafka_lake.iceberg_schema import ensure_table
-from kafka_lake.manifests import HourManifest, LandedFile, PartitionLanding
-from kafka_lake.parquet_output import ParquetOutput
-from kafka_lake.storage import LakeStorage
-from kafka_lake.table_partition import TablePartition
+from kafka_lake.lake import layout
+from kafka_lake.lake.manifests import HourManifest, LandedFile, PartitionLanding
+from kafka_lake.lake.parquet_output import ParquetOutput
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.lake.table_partition import TablePartition
+from kafka_lake.schemas.arrow_mapping import arrow_schema_for
+from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig, open_catalog, table_location
+from kafka_lake.tables.iceberg.commits import commit_landed_hour, landed_hour_matches_table
+from kafka_lake.tables.iceberg.files import commit_files, landed_data_files, read_rows, write_rows
+from kafka_lake.tables.iceberg.maintenance import compact_placement_hour, expire_snapshots
+from kafka_lake.tables.iceberg.schema import ensure_table
+from kafka_lake.topics.loader import load_catalog
 
 REPO = Path(__file__).resolve().parent.parent
 FIRST_HOUR = datetime(2026, 1, 1, tzinfo=timezone.utc)

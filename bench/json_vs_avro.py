@@ -21,12 +21,12 @@ from datetime import datetime, timezone
 import fastavro
 
 from dev_services.demo_traffic import PageViews
-from kafka_lake.catalog import Route, RoutedSibling, SchemaVersion, load_catalog
-from kafka_lake.decoding import BatchDecoder
-from kafka_lake.framing import encode_confluent
-from kafka_lake.kafka_records import KafkaBatch
-from kafka_lake.schema_resolution import CatalogSchemas
+from kafka_lake.decoding.batch_decoder import BatchDecoder
+from kafka_lake.kafka.framing import encode_confluent
+from kafka_lake.kafka.records import KafkaBatch
+from kafka_lake.kafka.schema_resolution import CatalogSchemas
 from kafka_lake.settings import LandingSettings
+from kafka_lake.topics.loader import Route, RoutedSibling, SchemaVersion, load_catalog
 
 PII_KEY = b"bench-pii-key-not-a-secret"
 KEY_SCHEMA = {"type": "record", "name": "PageViewKey", "namespace": "shop", "fields": [{"name": "view_id", "type": "long"}]}

@@ -24,17 +24,17 @@ from confluent_kafka import Consumer, Message, TopicPartition
 from bench.traffic import bench_topic, produce_one_long_slice, produce_page_views
 from dev_services.demo_traffic import last_closed_hours
 from dev_services.tansu import TansuBroker
-from kafka_lake import layout
-from kafka_lake.catalog import load_catalog
-from kafka_lake.decoding import BatchDecoder
+from kafka_lake.decoding.batch_decoder import BatchDecoder
 from kafka_lake.hours import KafkaHour
-from kafka_lake.kafka_log import KafkaLog, consumer_config
-from kafka_lake.landing import land_hours
-from kafka_lake.schema_resolution import CatalogSchemas
+from kafka_lake.kafka.log import KafkaLog, consumer_config
+from kafka_lake.kafka.schema_resolution import CatalogSchemas
+from kafka_lake.lake import layout
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.landing.driver import land_hours
+from kafka_lake.landing.slice_task import PlacementFiles, SliceTask, land_slice
+from kafka_lake.landing.slices import OffsetSlice
 from kafka_lake.settings import LandingSettings
-from kafka_lake.slice_landing import PlacementFiles, SliceTask, land_slice
-from kafka_lake.slices import OffsetSlice
-from kafka_lake.storage import LakeStorage
+from kafka_lake.topics.loader import load_catalog
 
 PII_KEY = b"bench-pii-key-not-a-secret"
 HOURS = 4
@@ -251,7 +251,7 @@ def _warm_workers(session) -> float:
     # A barrier stage runs all its tasks at once, so each lands in a worker of its own.
     # The lambda travels by value: the workers cannot import `bench`, which is no installed package.
     imported = session.sparkContext.parallelize(range(cores), cores).barrier().mapPartitions(
-        lambda rows: [__import__("kafka_lake.slice_landing").__name__]).collect()
+        lambda rows: [__import__("kafka_lake.landing.slice_task").__name__]).collect()
     assert len(imported) == cores, imported
     seconds = time.monotonic() - started
     print(f"Spark Python workers started, landing code imported in each: {seconds:.1f} s", flush=True)

@@ -21,10 +21,10 @@ from confluent_kafka.admin import NewTopic
 from dagster import build_sensor_context, instance_for_test
 
 from dev_services.tansu import TansuBroker, admin_client
-from kafka_lake.catalog import load_catalog
-from kafka_lake.cluster import KafkaCluster
 from kafka_lake.hours import KafkaHour, to_millis
-from kafka_lake.kafka_log import KafkaLog, consumer_config
+from kafka_lake.kafka.cluster import KafkaCluster
+from kafka_lake.kafka.log import KafkaLog, consumer_config
+from kafka_lake.topics.loader import load_catalog
 from platform_assets import sensors
 from resources import AlertWebhookResource, KafkaResource, LakeStorageResource
 

@@ -5,7 +5,7 @@ are produced to two brokers of their own (Tansu's memory storage slows with ever
 format reads from a fresh one), then landed by `land_hours` on Spark `local[2]` as a backfill run lands them: once
 as the Hive layout, once committing each hour to an Iceberg table in the embedded SQLite catalog, both on a local
 lake. Per format: records a second, CPU µs a record (every process of the measure, the broker and Spark included),
-and the seconds each hour's commit took (manifest, table commit and cleanup: `landing._commit`). The formats take
+and the seconds each hour's commit took (manifest, table commit and cleanup: `driver._commit`). The formats take
 turns over `--rounds` (hive first, then iceberg first, …): the first landing of a Spark application pays for the
 JVM's warm-up, which would otherwise count against one format only.
 """
@@ -26,21 +26,21 @@ from bench.run import HOURS, PARTITIONS, PII_KEY, Measured, cpu_seconds, machine
 from bench.traffic import bench_topic, produce_page_views
 from dev_services.demo_traffic import last_closed_hours
 from dev_services.tansu import TansuBroker
-from kafka_lake import landing
-from kafka_lake.catalog import load_catalog
 from kafka_lake.hours import KafkaHour
-from kafka_lake.kafka_log import consumer_config
+from kafka_lake.kafka.log import consumer_config
+from kafka_lake.landing import driver
 from kafka_lake.settings import LandingSettings
+from kafka_lake.topics.loader import load_catalog
 
 FORMATS = ("hive", "iceberg")
 
 
 class CommitClock:
-    """Times every hour's commit of the landing (`landing._commit`, looked up at each call)."""
+    """Times every hour's commit of the landing (`driver._commit`, looked up at each call)."""
 
     def __init__(self):
         self.seconds: list[float] = []
-        self._commit = landing._commit
+        self._commit = driver._commit
 
     def __enter__(self):
         def timed(*args, **kwargs):
@@ -50,11 +50,11 @@ class CommitClock:
             finally:
                 self.seconds.append(time.perf_counter() - started)
 
-        landing._commit = timed
+        driver._commit = timed
         return self
 
     def __exit__(self, *exc):
-        landing._commit = self._commit
+        driver._commit = self._commit
 
 
 def land_as(spark, bootstrap: str, topic, hours, lake_root: str) -> tuple[Measured, list[float]]:
@@ -63,7 +63,7 @@ def land_as(spark, bootstrap: str, topic, hours, lake_root: str) -> tuple[Measur
     settings = LandingSettings(lake_root=lake_root, kafka_config=consumer_config(bootstrap), pii_key=PII_KEY)
     with CommitClock() as commits:
         started, used = time.monotonic(), cpu_seconds()
-        results = list(landing.land_hours(topic, [KafkaHour(hour) for hour in hours], settings,
+        results = list(driver.land_hours(topic, [KafkaHour(hour) for hour in hours], settings,
                                           SlicesOnSpark(spark, topic.topic), now=hours[-1] + timedelta(hours=3)))
         measured = Measured(f"{topic.table_format}: landing on Spark local[2], end to end",
                             sum(r.manifest.counts.records for r in results), time.monotonic() - started,

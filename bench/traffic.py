@@ -13,8 +13,8 @@ from confluent_kafka import Producer
 
 from dev_services.demo_traffic import BROKEN_KINDS, DeliveryLog, PageViews, finish, kafka_timestamps
 from dev_services.tansu import ensure_topic
-from kafka_lake.catalog import TopicSpec
 from kafka_lake.hours import ONE_HOUR, to_millis
+from kafka_lake.topics.loader import TopicSpec
 
 BROKEN_EVERY = 200_000  # one broken record in this many: the columnar path must cut it out and land the rest
 

@@ -10,8 +10,8 @@ import argparse
 import os
 import sys
 
-from kafka_lake.catalog import CatalogError, load_catalog
 from kafka_lake.settings import PlatformSettings
+from kafka_lake.topics.loader import CatalogError, load_catalog
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -38,9 +38,9 @@ def main() -> int:
 
     from dev_services import tansu
     from dev_services.demo_traffic import produce_demo_traffic
-    from kafka_lake.catalog import load_catalog
     from kafka_lake.hours import floor_hour
     from kafka_lake.settings import PlatformSettings
+    from kafka_lake.topics.loader import load_catalog
     from platform_assets.definitions import build_definitions
 
     samples = PlatformSettings.from_env()
@@ -136,11 +136,11 @@ class _Demo:
         return topic, key, raw.metadata, checks
 
     def compact_due_hours(self, topic, lake_root):
-        from kafka_lake.compaction import missing_raw_hours
         from kafka_lake.hours import KafkaHour
-        from kafka_lake.manifests import ManifestStore
-        from kafka_lake.storage import LakeStorage
-        from kafka_lake.table_state import storage_partitions
+        from kafka_lake.lake.manifests import ManifestStore
+        from kafka_lake.lake.storage import LakeStorage
+        from kafka_lake.lake.table_state import storage_partitions
+        from kafka_lake.upkeep.compaction import missing_raw_hours
         from platform_assets.jobs import compaction_job
         from platform_assets.keys import asset_key
 
@@ -168,8 +168,8 @@ class _Demo:
         from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
         from kafka_lake.hours import KafkaHour
-        from kafka_lake.storage import LakeStorage
-        from kafka_lake.table_state import storage_partitions
+        from kafka_lake.lake.storage import LakeStorage
+        from kafka_lake.lake.table_state import storage_partitions
         from platform_assets.jobs import registration_job
         from platform_assets.keys import asset_key
 
@@ -246,7 +246,7 @@ def _print_iceberg_queries(tables) -> None:
     """The Iceberg tables read by a reader that needs no catalog: DuckDB, from each table's current metadata file."""
     if not tables:
         return
-    from kafka_lake.duckdb_reader import duckdb_connection
+    from kafka_lake.tables.iceberg.duckdb_reader import duckdb_connection
 
     connection = duckdb_connection()
     print("\n=== Querying the Iceberg tables (DuckDB's iceberg extension, from each table's metadata file) ===")
@@ -257,8 +257,8 @@ def _print_iceberg_queries(tables) -> None:
 
 
 def _print_summary(landed, catalog, lake_root: str, elapsed: float) -> None:
-    from kafka_lake import layout
-    from kafka_lake.storage import LakeStorage
+    from kafka_lake.lake import layout
+    from kafka_lake.lake.storage import LakeStorage
 
     print("\n=== Raw landing: what each Kafka hour produced ===")
     header = (f"{'asset':28} {'hour':17} {'rows':>6} {'dead':>5} {'tomb':>5} {'unrouted':>8} {'late':>5} {'files':>5} "

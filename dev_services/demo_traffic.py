@@ -24,9 +24,9 @@ from decimal import Decimal
 from confluent_kafka import KafkaException, Producer
 
 from dev_services.tansu import ensure_topic
-from kafka_lake.catalog import TopicCatalog, TopicSpec, load_catalog
-from kafka_lake.framing import encode_confluent
 from kafka_lake.hours import ONE_HOUR, floor_hour, hour_of_millis, to_millis
+from kafka_lake.kafka.framing import encode_confluent
+from kafka_lake.topics.loader import TopicCatalog, TopicSpec, load_catalog
 
 PAGE_VIEWS_TOPIC = "shop.page_views"
 TRANSACTIONS_TOPIC = "payments.transactions"

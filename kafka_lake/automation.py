@@ -10,10 +10,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from kafka_lake.catalog import TopicCatalog, TopicSpec, is_internal_topic
-from kafka_lake.compaction import missing_raw_hours, raw_hours_that_feed
 from kafka_lake.hours import ONE_HOUR, KafkaHour, floor_hour, to_millis
-from kafka_lake.manifests import HourManifest
+from kafka_lake.lake.manifests import HourManifest
+from kafka_lake.topics.loader import TopicCatalog, TopicSpec, is_internal_topic
+from kafka_lake.upkeep.compaction import missing_raw_hours, raw_hours_that_feed
 
 # A sensor that was off for days catches up a day at a time: older hours are a backfill, a person's call.
 MAX_HOURS_PER_TICK = 24

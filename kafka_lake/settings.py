@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
-    from kafka_lake.iceberg_catalog import IcebergCatalogConfig
+    from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig
 
 KAFKA_CLIENT_PREFIX = "KAFKA_CLIENT_"
 # How a topic's table is kept: Hive-style folders whose partitions a table catalog registers, or an Apache Iceberg

@@ -1,7 +1,7 @@
 """The asset factory: every catalog topic becomes `raw/<db>/<table>` + `dead_letters/<db>/<table>`.
 
 One multi-asset per table (per Kafka topic, for the tables landing one topic) lands Kafka hours on Spark; the work
-is `kafka_lake.landing`. A run of several hours (a backfill, `--partition-range`) lands them in order in one Spark
+is `kafka_lake.landing.driver`. A run of several hours (a backfill, `--partition-range`) lands them in order in one Spark
 application, and records each hour as it commits: its own materialization, metadata and check results, as a run of
 that hour alone would.
 """
@@ -23,12 +23,12 @@ from dagster import (
 from dagster._core.storage.event_log.base import AssetRecordsFilter
 from dagster_pyspark import LazyPySparkResource
 
-from kafka_lake.catalog import TopicSpec
+from kafka_lake.decoding.pii import pseudonymizer_for
 from kafka_lake.hours import KafkaHour
-from kafka_lake.landing import LandingResult, LandingSettings, land_hours
-from kafka_lake.landing_counts import LandingCounts
-from kafka_lake.manifests import ManifestStore
-from kafka_lake.pii import pseudonymizer_for
+from kafka_lake.lake.landing_counts import LandingCounts
+from kafka_lake.lake.manifests import ManifestStore
+from kafka_lake.landing.driver import LandingResult, LandingSettings, land_hours
+from kafka_lake.topics.loader import TopicSpec
 from platform_assets.checks import HourLanded, evaluated_against, hour_check_evaluations, raw_check_specs
 from platform_assets.failures import PreflightError, failures_explained
 from platform_assets.keys import dead_letters_key, layer_attributes, raw_key

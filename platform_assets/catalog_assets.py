@@ -1,7 +1,7 @@
 """`catalog/<db>/<table>`: the topic's table as readers find it, for placement hour H. The Hive layout: the table
 created or evolved in the table catalog from the Avro versions, and H's partitions made equal to the partitions in
 storage. Iceberg: the table created or evolved, and every landed hour that feeds H found committed in it (a commit
-its landing did not make is made from the hour's manifest). The work is `kafka_lake.table_formats`.
+its landing did not make is made from the hour's manifest). The work is `kafka_lake.tables.formats`.
 """
 
 import time
@@ -19,9 +19,9 @@ from dagster import (
 )
 from dagster_pyspark import LazyPySparkResource
 
-from kafka_lake.catalog import TopicSpec
 from kafka_lake.hours import KafkaHour
-from kafka_lake.table_formats import table_format_type
+from kafka_lake.tables.formats import table_format_type
+from kafka_lake.topics.loader import TopicSpec
 from platform_assets.failures import failures_explained
 from platform_assets.keys import asset_key, layer_attributes
 from platform_assets.partitions import hourly_partitions, quiet_warnings

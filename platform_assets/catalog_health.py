@@ -17,7 +17,7 @@ from dagster import (
     sensor,
 )
 
-from kafka_lake.catalog import BrokenEntry, TopicCatalog
+from kafka_lake.topics.loader import BrokenEntry, TopicCatalog
 from resources import AlertWebhookResource
 
 

@@ -21,12 +21,13 @@ from dagster import (
 )
 from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationTargetMaterializationData
 
-from kafka_lake import automation, landing_checks
-from kafka_lake.catalog import TopicSpec
+from kafka_lake import automation
 from kafka_lake.hours import KafkaHour
-from kafka_lake.landing import confirm_boundaries
-from kafka_lake.manifests import HourManifest, ManifestStore
-from kafka_lake.table_formats import TableFormat, table_format_type
+from kafka_lake.lake import landing_checks
+from kafka_lake.lake.manifests import HourManifest, ManifestStore
+from kafka_lake.landing.driver import confirm_boundaries
+from kafka_lake.tables.formats import TableFormat, table_format_type
+from kafka_lake.topics.loader import TopicSpec
 from platform_assets.keys import raw_key
 from platform_assets.partitions import hourly_partitions, quiet_warnings
 

@@ -1,6 +1,6 @@
 """`compacted/<db>/<table>`: each placement hour rewritten into few large files once raw landing can
 no longer add to it, and again when late data does. The work is the topic's table format's
-(`kafka_lake.table_formats`): generation folders on Spark for the Hive layout, replace snapshots for Iceberg."""
+(`kafka_lake.tables.formats`): generation folders on Spark for the Hive layout, replace snapshots for Iceberg."""
 
 from dagster import (
     AssetCheckEvaluation,
@@ -17,10 +17,10 @@ from dagster import (
 )
 from dagster_pyspark import LazyPySparkResource
 
-from kafka_lake.catalog import TopicSpec
-from kafka_lake.compaction import CompactionNotDue
 from kafka_lake.hours import KafkaHour
-from kafka_lake.table_formats import table_format_type
+from kafka_lake.tables.formats import table_format_type
+from kafka_lake.topics.loader import TopicSpec
+from kafka_lake.upkeep.compaction import CompactionNotDue
 from platform_assets.assets import HOURS_PER_BACKFILL_RUN
 from platform_assets.failures import failures_explained
 from platform_assets.keys import asset_key, layer_attributes, raw_key

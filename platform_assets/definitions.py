@@ -9,10 +9,10 @@ from pathlib import Path
 
 from dagster import DefaultScheduleStatus, Definitions, ScheduleDefinition
 
-from kafka_lake.archive import ArchivedTopics
-from kafka_lake.catalog import ARCHIVE_FILE, TopicCatalog, load_catalog
+from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.settings import PlatformSettings
-from kafka_lake.storage import LakeStorage
+from kafka_lake.topics.archive import ArchivedTopics
+from kafka_lake.topics.loader import ARCHIVE_FILE, TopicCatalog, load_catalog
 from platform_assets.assets import landing_groups, raw_landing_asset
 from platform_assets.catalog_assets import catalog_asset
 from platform_assets.catalog_health import rejected_entries_metadata, rejected_entry_spec

@@ -11,11 +11,11 @@ from contextlib import contextmanager
 from dagster import Failure
 from dagster._core.storage.tags import RETRY_ON_ASSET_OR_OP_FAILURE_TAG
 
-from kafka_lake.catalog import CatalogError
-from kafka_lake.compaction import CompactionNotDue
-from kafka_lake.pii import MissingPiiKey
-from kafka_lake.slices import HourNotClosed, OffsetsLost
-from kafka_lake.table_schema import TableSchemaError
+from kafka_lake.decoding.pii import MissingPiiKey
+from kafka_lake.landing.slices import HourNotClosed, OffsetsLost
+from kafka_lake.tables.table_schema import TableSchemaError
+from kafka_lake.topics.loader import CatalogError
+from kafka_lake.upkeep.compaction import CompactionNotDue
 from spark_jobs.tasks import SparkTaskFailed
 
 # A retry cannot change these: each waits for a person (a secret, the catalog) or for time (an open hour,

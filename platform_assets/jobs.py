@@ -8,7 +8,7 @@ one topic: `landing__<db>__<table>`, `compaction__…`, `registration__…`.
 from dagster import AssetCheckKey, AssetSelection, define_asset_job
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
-from kafka_lake.catalog import TopicSpec
+from kafka_lake.topics.loader import TopicSpec
 from platform_assets.checks import LANDING_CHECKS
 from platform_assets.keys import asset_key, dead_letters_key, raw_key
 

@@ -3,7 +3,7 @@ and what every asset of a topic shows of itself: its layer, its owner, its catal
 
 from dagster import AssetKey
 
-from kafka_lake.catalog import TopicSpec
+from kafka_lake.topics.loader import TopicSpec
 
 # Every node of a topic's lineage reads the table's name; the layer, shown as a kind beside the node,
 # tells them apart. Dead letters hold raw values, PII in clear: they belong to the topic's owner.

@@ -1,7 +1,7 @@
 """Concurrency pools (every pool's limit is 1 unless dagster.yaml says otherwise): one landing of a topic
 at a time, and one process at a time in the embedded Derby metastore."""
 
-from kafka_lake.catalog import TopicSpec
+from kafka_lake.topics.loader import TopicSpec
 
 EMBEDDED_METASTORE = "embedded_metastore"
 

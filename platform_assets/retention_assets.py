@@ -1,5 +1,5 @@
 """`retention/<db>/<table>`: GDPR expiry and erasure over the whole table, audited.
-The work is the topic's table format's (`kafka_lake.table_formats`): `kafka_lake.retention` for the Hive layout;
+The work is the topic's table format's (`kafka_lake.tables.formats`): `kafka_lake.upkeep.retention` for the Hive layout;
 delete snapshots, snapshot expiry and orphan removal for Iceberg."""
 
 from datetime import datetime, timezone
@@ -13,9 +13,9 @@ from dagster import (
 )
 from dagster_pyspark import LazyPySparkResource
 
-from kafka_lake.catalog import TopicSpec
-from kafka_lake.pii import pseudonymizer_for
-from kafka_lake.table_formats import table_format_type
+from kafka_lake.decoding.pii import pseudonymizer_for
+from kafka_lake.tables.formats import table_format_type
+from kafka_lake.topics.loader import TopicSpec
 from platform_assets.failures import failures_explained
 from platform_assets.keys import asset_key, layer_attributes
 from platform_assets.pools import table_pool

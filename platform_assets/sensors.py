@@ -27,11 +27,11 @@ from dagster import (
 )
 
 from kafka_lake import automation
-from kafka_lake.archive import ArchivedTopics, topics_to_archive
-from kafka_lake.catalog import TopicCatalog, TopicSpec
-from kafka_lake.cluster import KafkaCluster
 from kafka_lake.hours import KafkaHour
-from kafka_lake.manifests import ManifestStore
+from kafka_lake.kafka.cluster import KafkaCluster
+from kafka_lake.lake.manifests import ManifestStore
+from kafka_lake.topics.archive import ArchivedTopics, topics_to_archive
+from kafka_lake.topics.loader import TopicCatalog, TopicSpec
 from platform_assets.assets import HOURS_PER_BACKFILL_RUN
 from platform_assets.catalog_health import rejected_entries_sensor
 from platform_assets.checks import (

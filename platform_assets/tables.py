@@ -1,13 +1,13 @@
-"""The topic's table format (`kafka_lake.table_formats`) as the assets reach it, and what it reports as Dagster shows
+"""The topic's table format (`kafka_lake.tables.formats`) as the assets reach it, and what it reports as Dagster shows
 it: the table's columns, and metadata values as Markdown, paths and JSON."""
 
 from __future__ import annotations
 
 from dagster import MetadataValue, TableColumn, TableSchema
 
-from kafka_lake.catalog import TopicSpec
-from kafka_lake.table_formats import LakeUri, Markdown, TableAccess, TableFormat, table_format
-from kafka_lake.table_schema import PARTITION_KEYS, TableSchemaError, table_columns
+from kafka_lake.tables.formats import LakeUri, Markdown, TableAccess, TableFormat, table_format
+from kafka_lake.tables.table_schema import PARTITION_KEYS, TableSchemaError, table_columns
+from kafka_lake.topics.loader import TopicSpec
 from resources import LakeStorageResource, TableCatalogResource
 
 

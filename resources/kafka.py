@@ -6,7 +6,7 @@ so they never appear in the resource's config in the UI.
 
 from dagster import ConfigurableResource
 
-from kafka_lake.kafka_log import consumer_config
+from kafka_lake.kafka.log import consumer_config
 from kafka_lake.settings import PlatformSettings
 
 

@@ -2,7 +2,7 @@
 
 from dagster import ConfigurableResource
 
-from kafka_lake.storage import LakeStorage
+from kafka_lake.lake.storage import LakeStorage
 
 
 class LakeStorageResource(ConfigurableResource):

@@ -1,6 +1,6 @@
 """The table catalog the lake's tables are registered in: `hive` (Spark's metastore: embedded Derby, or
 `HIVE_METASTORE_URI`) or `glue` (boto3; `AWS_ENDPOINT_URL_GLUE` honoured), from `TABLE_CATALOG`; and the catalog
-of the Iceberg tables (`kafka_lake.iceberg_catalog`).
+of the Iceberg tables (`kafka_lake.tables.iceberg.catalog`).
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 from dagster import ConfigurableResource
 
 from kafka_lake.settings import PlatformSettings
-from kafka_lake.table_catalog import TableCatalog
-from table_catalogs.glue import GlueCatalog
+from kafka_lake.tables.catalogs.glue import GlueCatalog
+from kafka_lake.tables.catalogs.protocol import TableCatalog
 
 if TYPE_CHECKING:
-    from kafka_lake.iceberg_catalog import IcebergCatalogConfig
+    from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig
 
 CATALOG_KINDS = ("hive", "glue")
 
@@ -31,7 +31,7 @@ class TableCatalogResource(ConfigurableResource):
         if self.kind == "glue":
             return GlueCatalog(region=self.glue_region)
         if self.kind == "hive":
-            from table_catalogs.hive import HiveCatalog
+            from kafka_lake.tables.catalogs.hive_metastore import HiveCatalog
 
             return HiveCatalog(spark_session(), metastore_uri=self.hive_metastore_uri)
         raise ValueError(f"TABLE_CATALOG is {self.kind!r}; it must be one of {', '.join(CATALOG_KINDS)}")
@@ -40,7 +40,7 @@ class TableCatalogResource(ConfigurableResource):
         """Where the Iceberg tables are: Glue with this `kind`, else `ICEBERG_REST_URI` or `ICEBERG_CATALOG_URI`, read
         from the environment at use (they may carry credentials, which the UI would show as resource config), else
         the embedded SQLite catalog beside a local lake."""
-        from kafka_lake.iceberg_catalog import IcebergCatalogConfig
+        from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig
 
         return IcebergCatalogConfig.from_settings(replace(PlatformSettings.from_env(), lake_root=lake_root,
                                                           table_catalog=self.kind))

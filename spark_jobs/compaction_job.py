@@ -1,13 +1,13 @@
 """The compaction Spark job: one Spark task per partition (schema version) of a placement hour.
 
-All the work is `kafka_lake.compaction.compact_partition`; the driver commits and publishes.
+All the work is `kafka_lake.upkeep.compaction.compact_partition`; the driver commits and publishes.
 """
 
 from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from kafka_lake.compaction import CompactionReport, CompactionTask, compact_partition
+from kafka_lake.upkeep.compaction import CompactionReport, CompactionTask, compact_partition
 from spark_jobs.tasks import run_on_spark
 
 

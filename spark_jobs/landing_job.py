@@ -1,6 +1,6 @@
 """The raw landing Spark job: one Spark task per offset slice, reports collected on the driver.
 
-Spark schedules, retries and places the tasks; all the work is `kafka_lake.slice_landing`.
+Spark schedules, retries and places the tasks; all the work is `kafka_lake.landing.slice_task`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from concurrent.futures import Future
 
 from pyspark.sql import SparkSession
 
-from kafka_lake.slice_landing import SliceReport, SliceTask, land_slice
+from kafka_lake.landing.slice_task import SliceReport, SliceTask, land_slice
 from spark_jobs.tasks import run_on_spark
 
 

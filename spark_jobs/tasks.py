@@ -25,7 +25,7 @@ class SparkTaskFailed(RuntimeError):
     """A task raised in a Spark worker (after Spark's own retries): the worker's exception type and message."""
 
     def __init__(self, description: str, error_type: str, message: str):
-        self.error_type = error_type  # qualified, as the worker printed it: `kafka_lake.pii.MissingPiiKey`
+        self.error_type = error_type  # qualified, as the worker printed it: `kafka_lake.decoding.pii.MissingPiiKey`
         self.message = message
         super().__init__(f"{error_type.rsplit('.', 1)[-1]}: {message} (raised in a Spark task of '{description}')")
 

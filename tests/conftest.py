@@ -136,9 +136,9 @@ def landed(request, broker, spark, tmp_path, lake_root, _landings_of_module, tmp
     The hours are landed once per module, lake kind and retention, into a lake no test touches, and each test gets
     its own copy of that lake: tests change their lake, never the topic. A test that produces to the topic
     is marked `own_landing` and lands a topic of its own."""
-    from kafka_lake.kafka_log import consumer_config
+    from kafka_lake.kafka.log import consumer_config
+    from kafka_lake.lake.storage import LakeStorage
     from kafka_lake.settings import LandingSettings
-    from kafka_lake.storage import LakeStorage
 
     marker = request.node.get_closest_marker("retention_days")
     retention = (marker.args[0], marker.args[0]) if marker else (1, None)  # (the topic's, its dead letters')

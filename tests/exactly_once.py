@@ -15,15 +15,15 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, replace
 
-from kafka_lake import layout
-from kafka_lake.catalog import TopicSpec
-from kafka_lake.iceberg_catalog import IcebergCatalogConfig, open_catalog
-from kafka_lake.iceberg_commits import landed_hour_matches_table
-from kafka_lake.iceberg_maintenance import held_files
-from kafka_lake.layout import parse_data_file_name
-from kafka_lake.manifests import ManifestStore
+from kafka_lake.lake import layout
+from kafka_lake.lake.layout import parse_data_file_name
+from kafka_lake.lake.manifests import ManifestStore
+from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.settings import PlatformSettings
-from kafka_lake.storage import LakeStorage
+from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig, open_catalog
+from kafka_lake.tables.iceberg.commits import landed_hour_matches_table
+from kafka_lake.tables.iceberg.maintenance import held_files
+from kafka_lake.topics.loader import TopicSpec
 from tests.landing_fixtures import Produced, read_lake
 
 

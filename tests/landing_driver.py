@@ -71,11 +71,11 @@ class _Interrupter:
             os.kill(os.getpid(), signal.SIGKILL)
 
     def install(self) -> None:
-        from kafka_lake.hive_tables import HiveTables
-        from kafka_lake.iceberg_tables import IcebergTables
-        from kafka_lake.kafka_log import KafkaLog
-        from kafka_lake.manifests import ManifestStore
-        from kafka_lake.slice_landing import _OpenFile
+        from kafka_lake.kafka.log import KafkaLog
+        from kafka_lake.lake.manifests import ManifestStore
+        from kafka_lake.landing.slice_task import _OpenFile
+        from kafka_lake.tables.hive_layout import HiveTables
+        from kafka_lake.tables.iceberg.tables import IcebergTables
 
         at = self.at
         read_batches, close_file, write_manifest = KafkaLog.read_slice_batches, _OpenFile.close, ManifestStore.write
@@ -109,7 +109,7 @@ class _Interrupter:
 
 
 def _slice_runner(runner: str):
-    from kafka_lake.slice_landing import land_slice
+    from kafka_lake.landing.slice_task import land_slice
 
     if runner == "inline":
         return lambda tasks: [land_slice(task) for task in tasks]
@@ -142,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.runner == "spark" and any(i and i.point not in SPARK_POINTS for i in (args.kill_at, args.pause_at)):
         parser.error(f"with --runner spark only {', '.join(SPARK_POINTS)} happen in this process")
 
-    from kafka_lake.catalog import load_topic
     from kafka_lake.hours import KafkaHour
+    from kafka_lake.topics.loader import load_topic
     from tests.landing_fixtures import land, landing_settings
 
     _Interrupter(args.kill_at, args.pause_at, args.signal_dir).install()

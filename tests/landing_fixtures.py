@@ -20,11 +20,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from confluent_kafka import Producer
 
-from kafka_lake import layout
-from kafka_lake.catalog import TopicSpec, load_topic
-from kafka_lake.framing import encode_confluent
 from kafka_lake.hours import floor_hour, to_millis
-from kafka_lake.storage import LakeStorage
+from kafka_lake.kafka.framing import encode_confluent
+from kafka_lake.lake import layout
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.topics.loader import TopicSpec, load_topic
 
 HOURS = [datetime(2026, 11, 1, hour, tzinfo=timezone.utc) for hour in (10, 11, 12)]
 RAW_HOURS = [*HOURS, HOURS[-1] + timedelta(hours=1)]  # the closing records land in the fourth
@@ -266,9 +266,9 @@ def unique_topic_name() -> str:
 def landing_settings(lake_root: str, bootstrap_servers: str):
     """Landing settings for the test topics: the broker's consumer config, the test PII key, and the Iceberg catalog
     the environment names (`ICEBERG_CATALOG_URI`, `ICEBERG_REST_URI`), else the embedded one."""
-    from kafka_lake.iceberg_catalog import IcebergCatalogConfig
-    from kafka_lake.kafka_log import consumer_config
+    from kafka_lake.kafka.log import consumer_config
     from kafka_lake.settings import LandingSettings, PlatformSettings
+    from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig
     from tests.conftest import PII_TEST_KEY
 
     iceberg = IcebergCatalogConfig.from_settings(replace(PlatformSettings.from_env(), lake_root=lake_root))
@@ -289,7 +289,7 @@ def topic_with_traffic(broker, catalog_dir: Path, partitions: int = PARTITIONS, 
 def rows_as_readers_see_them(storage: LakeStorage, topic: TopicSpec) -> dict[tuple[int, int], tuple[str, str]]:
     """The rows at each partition's current location (what the catalog points at), by (partition, offset);
     fails if a reader would see a row twice."""
-    from kafka_lake.table_state import storage_partitions
+    from kafka_lake.lake.table_state import storage_partitions
 
     seen = {}
     for partition, location in storage_partitions(storage, topic.database, topic.table).items():
@@ -321,7 +321,7 @@ def land(topic: TopicSpec, hours, settings, run_slices, **options) -> list:
     """Lands `hours` (datetimes or `KafkaHour`s) through the production path, `land_hours`, each hour's slices run
     by `run_slices`; the results of the hours committed."""
     from kafka_lake.hours import KafkaHour
-    from kafka_lake.landing import land_hours
+    from kafka_lake.landing.driver import land_hours
 
     kafka_hours = [hour if isinstance(hour, KafkaHour) else KafkaHour(hour) for hour in hours]
     return list(land_hours(topic, kafka_hours, settings, started_at_once(run_slices), **options))
@@ -329,7 +329,7 @@ def land(topic: TopicSpec, hours, settings, run_slices, **options) -> list:
 
 def in_this_process(tasks) -> list:
     """Runs slice tasks one after another in this process: Spark's task body without Spark."""
-    from kafka_lake.slice_landing import land_slice
+    from kafka_lake.landing.slice_task import land_slice
 
     return [land_slice(task) for task in tasks]
 
@@ -337,7 +337,7 @@ def in_this_process(tasks) -> list:
 def land_on_spark(topic: TopicSpec, settings, spark, hours: list[datetime]) -> list:
     """Lands Kafka hours with the real Spark job, as a range run does, without a Dagster run around it."""
     from kafka_lake.hours import KafkaHour
-    from kafka_lake.landing import land_hours
+    from kafka_lake.landing.driver import land_hours
     from spark_jobs.landing_job import SlicesOnSpark
 
     return list(land_hours(topic, [KafkaHour(hour) for hour in hours], settings, SlicesOnSpark(spark, topic.topic)))

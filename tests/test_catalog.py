@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_lake.catalog import CatalogError, load_catalog, load_topic
+from kafka_lake.topics.loader import CatalogError, load_catalog, load_topic
 from tests.conftest import REPO
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_lake.catalog import CatalogError, archived_table_name, load_catalog, load_topic
+from kafka_lake.topics.loader import CatalogError, archived_table_name, load_catalog, load_topic
 
 CART_OPEN = {"type": "record", "name": "CartOpen", "namespace": "shop.events", "fields": [
     {"name": "type", "type": "string"}, {"name": "ts", "type": "long"}, {"name": "cart_id", "type": "string"}]}

@@ -13,7 +13,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from kafka_lake.table_schema import table_columns
+from kafka_lake.tables.table_schema import table_columns
 from tests.test_columnar import assert_same, decode_both
 from tests.test_decoding import KAFKA_MS, framed, only_rows, write_topic
 

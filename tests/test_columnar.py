@@ -24,14 +24,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_lake.decoded_batch import DecodedBatch
-from kafka_lake.decoding import BatchDecoder
+from kafka_lake.decoding.avro.spliced_blocks import SMALLEST_SPLIT
+from kafka_lake.decoding.batch_decoder import BatchDecoder
+from kafka_lake.decoding.decoded_batch import DecodedBatch
+from kafka_lake.decoding.pii import ColumnPseudonymizer, Pseudonymizer
 from kafka_lake.event_time import hours_of_rfc3339, parse_event_time
-from kafka_lake.framing import encode_confluent
-from kafka_lake.kafka_records import KafkaBatch, KafkaRecord
-from kafka_lake.pii import ColumnPseudonymizer, Pseudonymizer
-from kafka_lake.schema_resolution import CatalogSchemas
-from kafka_lake.spliced_blocks import SMALLEST_SPLIT
+from kafka_lake.kafka.framing import encode_confluent
+from kafka_lake.kafka.records import KafkaBatch, KafkaRecord
+from kafka_lake.kafka.schema_resolution import CatalogSchemas
 from tests.test_decoding import CATALOG, KAFKA_MS, PII_KEY, load_catalog, write_topic
 
 UTC = dt.timezone.utc

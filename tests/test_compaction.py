@@ -7,7 +7,9 @@ from datetime import timedelta
 
 import pytest
 
-from kafka_lake.compaction import (
+from kafka_lake.lake.compaction_manifest import read_compaction
+from kafka_lake.lake.table_state import partition_location, storage_partitions
+from kafka_lake.upkeep.compaction import (
     CompactionNotDue,
     commit_compaction,
     compact_hour,
@@ -15,8 +17,6 @@ from kafka_lake.compaction import (
     generation_checksum,
     plan_compaction,
 )
-from kafka_lake.compaction_manifest import read_compaction
-from kafka_lake.table_state import partition_location, storage_partitions
 from spark_jobs.compaction_job import run_compactions_on_spark
 from tests.landing_fixtures import (
     HOURS,
@@ -91,8 +91,8 @@ def test_late_data_in_a_compacted_hour_makes_it_due_again(landed, spark, broker)
     v2 = topic.version(2)
     from decimal import Decimal
 
-    from kafka_lake.framing import encode_confluent
     from kafka_lake.hours import to_millis
+    from kafka_lake.kafka.framing import encode_confluent
 
     record = {"event_id": 10**6, "user_id": "late-user", "meta": {"occurred_at": "2026-11-01T10:30:00Z"},
               "amount": Decimal("9.99"), "quantity": 3, "tags": ["late"], "channel": "APP"}
@@ -121,10 +121,10 @@ def test_files_landed_before_and_after_the_headers_column_compact_into_one_schem
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from kafka_lake.compaction import CompactionTask
-    from kafka_lake.kafka_records import KAFKA_HEADERS_TYPE
-    from kafka_lake.storage import LakeStorage
-    from kafka_lake.table_partition import TablePartition
+    from kafka_lake.kafka.records import KAFKA_HEADERS_TYPE
+    from kafka_lake.lake.storage import LakeStorage
+    from kafka_lake.lake.table_partition import TablePartition
+    from kafka_lake.upkeep.compaction import CompactionTask
     from tests.landing_fixtures import write_test_topic
 
     topic = write_test_topic(tmp_path / "catalog", "e2e.orders.upgrade")
@@ -160,10 +160,10 @@ def test_placement_hours_at_the_ends_of_the_years_a_datetime_holds_plan_without_
     from datetime import datetime, timezone
 
     from kafka_lake.automation import due_for_compaction
-    from kafka_lake.compaction import committed_raw_files, raw_hours_that_feed
     from kafka_lake.hours import KafkaHour
-    from kafka_lake.manifests import ManifestStore
-    from kafka_lake.storage import LakeStorage
+    from kafka_lake.lake.manifests import ManifestStore
+    from kafka_lake.lake.storage import LakeStorage
+    from kafka_lake.upkeep.compaction import committed_raw_files, raw_hours_that_feed
     from tests.landing_fixtures import write_test_topic
 
     topic = write_test_topic(tmp_path / "catalog", "e2e.orders.ends", allowed_lateness_hours=3)

@@ -12,20 +12,20 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from kafka_lake import layout
-from kafka_lake.audit import read_audit
-from kafka_lake.catalog import CatalogError, load_catalog, load_topic
-from kafka_lake.dead_letters import (
+from kafka_lake.decoding.decoded_batch import DEAD_LETTER_SCHEMA
+from kafka_lake.lake import layout
+from kafka_lake.lake.audit import read_audit
+from kafka_lake.lake.dead_letters import (
     DeadLetterDecryptionError,
     DeadLetterEncryption,
     decrypt_table,
     decrypt_value,
     is_encrypted,
 )
-from kafka_lake.decoded_batch import DEAD_LETTER_SCHEMA
-from kafka_lake.retention import apply_retention
-from kafka_lake.storage import LakeStorage
-from kafka_lake.topic_yaml import DEFAULT_DEAD_LETTER_RETENTION_DAYS
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.topics.loader import CatalogError, load_catalog, load_topic
+from kafka_lake.topics.topic_yaml import DEFAULT_DEAD_LETTER_RETENTION_DAYS
+from kafka_lake.upkeep.retention import apply_retention
 from tests.conftest import REPO
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)

@@ -12,10 +12,10 @@ import sys
 import pytest
 from dagster import AssetKey
 
-from kafka_lake.catalog import load_catalog
-from kafka_lake.manifests import ManifestStore
+from kafka_lake.lake.manifests import ManifestStore
+from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.settings import PlatformSettings
-from kafka_lake.storage import LakeStorage
+from kafka_lake.topics.loader import load_catalog
 from platform_assets.definitions import build_definitions
 from tests.conftest import PII_TEST_KEY, REPO
 from tests.landing_fixtures import HOURS, PARTITIONS, build_traffic, produce, unique_topic_name, write_test_topic

@@ -29,8 +29,8 @@ from dev_services.ports import free_port, is_listening, wait_for_port
 from dev_services.processes import is_alive
 from dev_services.seaweedfs import SeaweedS3
 from dev_services.tansu import PID_FILE_NAME, TansuBroker, running_broker, stop_detached
-from kafka_lake.catalog import load_catalog
-from kafka_lake.framing import FramingError, split_confluent
+from kafka_lake.kafka.framing import FramingError, split_confluent
+from kafka_lake.topics.loader import load_catalog
 
 # Starts the broker, the S3 server and the demo as a user does.
 pytestmark = pytest.mark.services

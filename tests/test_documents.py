@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from kafka_lake.documents import DocumentError
-from kafka_lake.landing_counts import LandingCounts
-from kafka_lake.manifests import HourManifest, LandedFile, PartitionLanding
+from kafka_lake.lake.documents import DocumentError
+from kafka_lake.lake.landing_counts import LandingCounts
+from kafka_lake.lake.manifests import HourManifest, LandedFile, PartitionLanding
 
 # An hour manifest as the release before the versioned codec wrote it (format 1: counts beside the offsets).
 FORMAT_1 = {
@@ -66,8 +66,8 @@ def test_counts_add_up_and_keep_the_widest_span():
 
 
 def test_a_compaction_manifest_and_an_audit_entry_an_earlier_release_wrote_still_read():
-    from kafka_lake.audit import AUDIT_ENTRY
-    from kafka_lake.compaction_manifest import CompactionManifest
+    from kafka_lake.lake.audit import AUDIT_ENTRY
+    from kafka_lake.lake.compaction_manifest import CompactionManifest
 
     compaction = CompactionManifest.from_json(json.dumps({
         "database": "shop", "table": "page_views", "schema_version": 2, "hour": "2026-11-01-13", "generation": 1,

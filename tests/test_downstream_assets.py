@@ -10,12 +10,12 @@ import pytest
 from dagster import DagsterInstance, materialize
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from kafka_lake.audit import read_audit
-from kafka_lake.compaction_manifest import read_compaction
 from kafka_lake.hours import KafkaHour
-from kafka_lake.layout import ERASURE_REQUESTS_PREFIX
+from kafka_lake.lake.audit import read_audit
+from kafka_lake.lake.compaction_manifest import read_compaction
+from kafka_lake.lake.layout import ERASURE_REQUESTS_PREFIX
+from kafka_lake.lake.table_state import storage_partitions
 from kafka_lake.settings import PlatformSettings
-from kafka_lake.table_state import storage_partitions
 from platform_assets.catalog_assets import catalog_asset
 from platform_assets.compaction_assets import compacted_asset
 from platform_assets.definitions import platform_resources

@@ -10,8 +10,8 @@ from dagster._core.events import RunFailureReason
 from dagster._core.execution.retries import auto_reexecution_should_retry_run
 
 from deploy.instance import write_instance
+from kafka_lake.decoding.pii import MissingPiiKey
 from kafka_lake.hours import KafkaHour
-from kafka_lake.pii import MissingPiiKey
 from kafka_lake.settings import PlatformSettings
 from platform_assets.assets import raw_landing_asset
 from platform_assets.definitions import platform_resources
@@ -53,8 +53,8 @@ def test_an_exception_raised_in_a_spark_task_is_named_on_the_driver(spark):
         run_on_spark(spark, [1], lands_without_key, "land shop.page_views 2026-11-20-10:00")
     except SparkTaskFailed as error:
         failed = error
-    assert failed.error_type == "kafka_lake.pii.MissingPiiKey"
+    assert failed.error_type == "kafka_lake.decoding.pii.MissingPiiKey"
     assert cause_line(failed).startswith("MissingPiiKey: topic shop.page_views declares pii_fields but PII_HMAC_KEY is not set")
     assert "land shop.page_views 2026-11-20-10:00" in str(failed), "names the job it ran in"
     assert is_lasting(failed), "a lasting cause raised in a worker is not retried either"
-    assert not is_lasting(SparkTaskFailed("land", "kafka_lake.kafka_log.KafkaUnavailable", "broker gone")), "this one heals"
+    assert not is_lasting(SparkTaskFailed("land", "kafka_lake.kafka.log.KafkaUnavailable", "broker gone")), "this one heals"

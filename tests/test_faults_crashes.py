@@ -11,8 +11,8 @@ import time
 import pytest
 
 from kafka_lake.hours import KafkaHour
-from kafka_lake.manifests import ManifestStore
-from kafka_lake.storage import LakeStorage
+from kafka_lake.lake.manifests import ManifestStore
+from kafka_lake.lake.storage import LakeStorage
 from tests.exactly_once import assert_exactly_once
 from tests.landing_driver import finish_landing, run_landing, start_landing
 from tests.landing_fixtures import HOURS, topic_with_traffic

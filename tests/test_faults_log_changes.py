@@ -16,15 +16,15 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from dagster import DagsterInstance, materialize
 
 from dev_services.tansu import admin_client
-from kafka_lake.audit import read_audit
-from kafka_lake.framing import encode_confluent
 from kafka_lake.hours import KafkaHour, to_millis
-from kafka_lake.kafka_log import KafkaLog, consumer_config
-from kafka_lake.landing_checks import slices_contiguous
-from kafka_lake.manifests import ManifestStore
+from kafka_lake.kafka.framing import encode_confluent
+from kafka_lake.kafka.log import KafkaLog, consumer_config
+from kafka_lake.lake.audit import read_audit
+from kafka_lake.lake.landing_checks import slices_contiguous
+from kafka_lake.lake.manifests import ManifestStore
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.landing.slices import HourNotClosed, OffsetsLost
 from kafka_lake.settings import PlatformSettings
-from kafka_lake.slices import HourNotClosed, OffsetsLost
-from kafka_lake.storage import LakeStorage
 from platform_assets.assets import raw_landing_asset
 from platform_assets.definitions import platform_resources
 from spark_jobs.landing_job import run_slices_on_spark

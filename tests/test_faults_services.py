@@ -14,12 +14,12 @@ import pytest
 
 from dev_services.seaweedfs import SeaweedS3
 from dev_services.tansu import TansuBroker
-from kafka_lake import layout
 from kafka_lake.hours import KafkaHour
-from kafka_lake.kafka_log import KafkaUnavailable, SliceReadError
-from kafka_lake.manifests import ManifestStore
-from kafka_lake.slice_landing import land_slice
-from kafka_lake.storage import LakeStorage
+from kafka_lake.kafka.log import KafkaUnavailable, SliceReadError
+from kafka_lake.lake import layout
+from kafka_lake.lake.manifests import ManifestStore
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.landing.slice_task import land_slice
 from spark_jobs.landing_job import run_slices_on_spark
 from tests.exactly_once import assert_exactly_once
 from tests.landing_driver import finish_landing, run_landing, start_landing

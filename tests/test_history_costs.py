@@ -13,10 +13,10 @@ from datetime import timedelta
 import pytest
 
 from bench.history import RequestCounter, StageCost, compact, land, write_history, year_before
-from kafka_lake import layout
 from kafka_lake.hours import KafkaHour
-from kafka_lake.manifests import AttemptJournal, ManifestStore
-from kafka_lake.storage import LakeStorage
+from kafka_lake.lake import layout
+from kafka_lake.lake.manifests import AttemptJournal, ManifestStore
+from kafka_lake.lake.storage import LakeStorage
 from tests.exactly_once import assert_exactly_once
 from tests.landing_fixtures import (
     HOURS,

@@ -21,7 +21,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_lake.catalog import MAX_SCHEMA_DEPTH, CatalogError, TopicSpec, load_catalog, load_topic
+from kafka_lake.topics.loader import MAX_SCHEMA_DEPTH, CatalogError, TopicSpec, load_catalog, load_topic
 from tests.conftest import REPO
 
 SAMPLE = REPO / "schema_catalog" / "shop" / "page_views"
@@ -270,9 +270,9 @@ def test_given_an_avsc_with_one_node_replaced_by_anything_when_loaded_then_it_la
 def assert_lands(topic: TopicSpec) -> None:
     """What the catalog accepts, landing can use: the table's columns, and both decode paths of every version
     (compiled as a landing task compiles them); a refusal here would fail every run of the topic instead."""
-    from kafka_lake.decoding import BatchDecoder
-    from kafka_lake.schema_resolution import CatalogSchemas
-    from kafka_lake.table_schema import table_columns
+    from kafka_lake.decoding.batch_decoder import BatchDecoder
+    from kafka_lake.kafka.schema_resolution import CatalogSchemas
+    from kafka_lake.tables.table_schema import table_columns
 
     table_columns(topic)
     decoder = BatchDecoder(topic, CatalogSchemas(topic), b"fuzz-key")
@@ -317,7 +317,7 @@ def test_given_a_schema_nested_deeper_than_the_limit_when_loaded_then_it_is_refu
 
 
 def test_given_a_schema_at_the_nesting_limit_when_loaded_then_it_lands_as_a_table(tmp_path):
-    from kafka_lake.table_schema import table_columns
+    from kafka_lake.tables.table_schema import table_columns
 
     folder = sample_copy(tmp_path)
     (folder / "v1.avsc").write_text(nested_schema(MAX_SCHEMA_DEPTH))
@@ -452,9 +452,9 @@ def assert_reads_as_a_cause(error: str) -> None:
 def test_given_corrupted_confluent_values_when_decoded_then_each_record_is_a_row_a_dead_letter_or_a_tombstone(
     hostile_topics, which, picks
 ):
-    from kafka_lake.decoding import BatchDecoder
-    from kafka_lake.kafka_records import KafkaRecord
-    from kafka_lake.schema_resolution import CatalogSchemas
+    from kafka_lake.decoding.batch_decoder import BatchDecoder
+    from kafka_lake.kafka.records import KafkaRecord
+    from kafka_lake.kafka.schema_resolution import CatalogSchemas
 
     topics, goods = hostile_topics
     topic = topics[which]
@@ -534,9 +534,9 @@ def hostile_json(tmp_path_factory):
 def test_given_corrupted_json_values_when_decoded_then_each_record_is_a_row_a_dead_letter_or_a_tombstone(
     hostile_json, which, picks
 ):
-    from kafka_lake.decoding import BatchDecoder
-    from kafka_lake.kafka_records import KafkaRecord
-    from kafka_lake.schema_resolution import CatalogSchemas
+    from kafka_lake.decoding.batch_decoder import BatchDecoder
+    from kafka_lake.kafka.records import KafkaRecord
+    from kafka_lake.kafka.schema_resolution import CatalogSchemas
     from tests.test_columnar import assert_same
 
     topics, goods = hostile_json
@@ -663,7 +663,7 @@ def test_given_a_schema_file_outside_the_topic_folder_when_loaded_then_it_is_ref
 @pytest.mark.parametrize("identifier", ["a b", "a`b", "a;DROP TABLE t", "a'b", "a.b", "", "\uff41", "a\nb", "a\n"])
 def test_given_a_name_no_identifier_when_quoted_for_hive_ddl_then_it_is_refused(identifier):
     pytest.importorskip("pyspark")  # the Hive back end lives in the Spark shell
-    from table_catalogs.hive import quote
+    from kafka_lake.tables.catalogs.hive_metastore import quote
 
     with pytest.raises(ValueError, match="not a plain identifier"):
         quote(identifier)
@@ -673,7 +673,7 @@ def test_given_a_name_no_identifier_when_quoted_for_hive_ddl_then_it_is_refused(
 @pytest.mark.spark
 @pytest.mark.parametrize("text", ["it's", "a\\'; DROP TABLE x; --", "back\\slash", "s3a://lake/a b/é", "\\\\'", "'", "\\"])
 def test_given_a_hostile_string_literal_when_spark_sql_reads_it_then_it_is_exactly_that_text(spark, text):
-    from table_catalogs.hive import sql_string
+    from kafka_lake.tables.catalogs.hive_metastore import sql_string
 
     assert spark.sql(f"SELECT {sql_string(text)} AS value").collect()[0]["value"] == text
 
@@ -693,7 +693,7 @@ def produce_values(bootstrap_servers: str, topic: str, values: list[bytes | None
 
 
 def test_given_big_values_when_a_slice_is_read_then_batches_are_cut_by_bytes_the_same_way_every_time(broker):
-    from kafka_lake.kafka_log import KafkaLog, consumer_config
+    from kafka_lake.kafka.log import KafkaLog, consumer_config
 
     topic = f"hostile.bytes.{os.urandom(4).hex()}"
     broker.create_topic(topic, 1)
@@ -711,7 +711,7 @@ def test_given_big_values_when_a_slice_is_read_then_batches_are_cut_by_bytes_the
 
 LAND_AND_MEASURE = """
 import pickle, resource, sys, json
-from kafka_lake.slice_landing import land_slice
+from kafka_lake.landing.slice_task import land_slice
 task = pickle.loads(sys.stdin.buffer.read())
 before = int(open("/proc/self/statm").read().split()[1]) * 4096
 report = land_slice(task)
@@ -731,13 +731,13 @@ def test_given_records_of_ten_mib_when_a_slice_lands_then_they_land_or_dead_lett
 
     import pyarrow.parquet as pq
 
-    from kafka_lake import layout
     from kafka_lake.hours import KafkaHour
-    from kafka_lake.kafka_log import consumer_config
+    from kafka_lake.kafka.log import consumer_config
+    from kafka_lake.lake import layout
+    from kafka_lake.lake.storage import LakeStorage
+    from kafka_lake.landing.slice_task import SliceTask
+    from kafka_lake.landing.slices import OffsetSlice
     from kafka_lake.settings import LandingSettings
-    from kafka_lake.slice_landing import SliceTask
-    from kafka_lake.slices import OffsetSlice
-    from kafka_lake.storage import LakeStorage
     from tests.test_decoding import framed, page_view
 
     views = load_catalog(REPO / "schema_catalog").by_name("shop", "page_views")

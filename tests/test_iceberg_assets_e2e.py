@@ -16,13 +16,13 @@ import pytest
 from dagster import AssetKey, DagsterInstance, materialize
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from kafka_lake.audit import read_audit
 from kafka_lake.hours import KafkaHour, floor_hour
-from kafka_lake.iceberg_catalog import IcebergCatalogConfig, open_catalog
-from kafka_lake.layout import ERASURE_REQUESTS_PREFIX
+from kafka_lake.lake.audit import read_audit
+from kafka_lake.lake.layout import ERASURE_REQUESTS_PREFIX
+from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.settings import PlatformSettings
-from kafka_lake.storage import LakeStorage
-from kafka_lake.table_formats import TableAccess
+from kafka_lake.tables.formats import TableAccess
+from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig, open_catalog
 from platform_assets.assets import raw_landing_asset
 from platform_assets.catalog_assets import catalog_asset
 from platform_assets.compaction_assets import compacted_asset
@@ -141,7 +141,7 @@ def test_a_topic_landed_in_the_hive_layout_becomes_an_iceberg_table_by_registeri
     """The README's migration: the topic switched to `table_format: iceberg`, `catalog/…` commits every hour the Hive
     layout landed (not compacted) from its manifest, and readers get exactly the landed rows. Slices run in this
     process."""
-    from kafka_lake.iceberg_tables import IcebergTables
+    from kafka_lake.tables.iceberg.tables import IcebergTables
     from tests.test_log_boundaries import land_in_process
 
     lake_root = str(tmp_path / "lake")

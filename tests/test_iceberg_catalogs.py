@@ -12,12 +12,12 @@ import uuid
 
 import pytest
 
-from kafka_lake.iceberg_catalog import IcebergCatalogConfig, IcebergCatalogError, open_catalog, table_location
-from kafka_lake.iceberg_commits import landed_hour_matches_table
-from kafka_lake.iceberg_schema import IcebergSchemaError, ensure_table, table_schema
-from kafka_lake.iceberg_tables import IcebergCommitFailed, IcebergTables
-from kafka_lake.storage import LakeStorage
-from kafka_lake.table_formats import TableAccess
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.tables.formats import TableAccess
+from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig, IcebergCatalogError, open_catalog, table_location
+from kafka_lake.tables.iceberg.commits import landed_hour_matches_table
+from kafka_lake.tables.iceberg.schema import IcebergSchemaError, ensure_table, table_schema
+from kafka_lake.tables.iceberg.tables import IcebergCommitFailed, IcebergTables
 from tests.exactly_once import assert_exactly_once
 from tests.landing_fixtures import RAW_HOURS, in_this_process, land
 from tests.rest_catalog_server import RestCatalogServer
@@ -101,7 +101,7 @@ def test_a_time_millis_field_is_an_iceberg_time_column_of_microseconds(tmp_path)
     nested ones included, and the table declares a time column."""
     import pyarrow as pa
 
-    from kafka_lake.iceberg_schema import iceberg_rows
+    from kafka_lake.tables.iceberg.schema import iceberg_rows
 
     millis = {"type": "int", "logicalType": "time-millis"}
     topic = write_topic(tmp_path, "sensors", "readings", [record("Reading", [

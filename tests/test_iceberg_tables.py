@@ -16,19 +16,23 @@ import pytest
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 
 from dev_services.tansu import admin_client
-from kafka_lake import layout
-from kafka_lake.duckdb_reader import duckdb_connection
 from kafka_lake.hours import floor_hour
-from kafka_lake.iceberg_catalog import IcebergCatalogConfig, lake_relative_path, open_catalog, table_location
-from kafka_lake.iceberg_commits import (
+from kafka_lake.lake import layout
+from kafka_lake.lake.manifests import HourManifest, ManifestStore
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.lake.table_state import partition_of_path
+from kafka_lake.tables.formats import HourCommitted, TableAccess
+from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig, lake_relative_path, open_catalog, table_location
+from kafka_lake.tables.iceberg.commits import (
     KAFKA_HOUR,
     OFFSETS,
     TOPIC,
     commit_landed_hour,
     landed_hour_matches_table,
 )
-from kafka_lake.iceberg_files import placement_of
-from kafka_lake.iceberg_maintenance import (
+from kafka_lake.tables.iceberg.duckdb_reader import duckdb_connection
+from kafka_lake.tables.iceberg.files import placement_of
+from kafka_lake.tables.iceberg.maintenance import (
     compact_placement_hour,
     compaction_kept_rows,
     erase_subjects,
@@ -36,12 +40,8 @@ from kafka_lake.iceberg_maintenance import (
     expire_snapshots,
     remove_orphan_files,
 )
-from kafka_lake.iceberg_schema import ensure_table
-from kafka_lake.iceberg_tables import IcebergTables
-from kafka_lake.manifests import HourManifest, ManifestStore
-from kafka_lake.storage import LakeStorage
-from kafka_lake.table_formats import HourCommitted, TableAccess
-from kafka_lake.table_state import partition_of_path
+from kafka_lake.tables.iceberg.schema import ensure_table
+from kafka_lake.tables.iceberg.tables import IcebergTables
 from tests.conftest import PII_TEST_KEY
 from tests.landing_fixtures import RAW_HOURS, in_this_process, land, landing_settings, pseudonym, topic_with_traffic
 from tests.test_log_boundaries import land_in_process
@@ -272,7 +272,7 @@ def test_given_an_hour_committed_then_the_check_fails_when_its_rows_are_in_the_t
     table = local_lake.table
     extra = table.transaction()
     with extra.update_snapshot().fast_append() as append:  # a writer bypassing the platform adds a landed file again
-        from kafka_lake.iceberg_files import landed_data_files
+        from kafka_lake.tables.iceberg.files import landed_data_files
         landed = [f for f in manifests[0].files if f.kind == "data"][:1]
         [copy] = landed_data_files(table, local_lake.storage, landed)
         append.append_data_file(copy)
@@ -368,10 +368,10 @@ def test_the_compaction_check_fails_for_a_replace_that_lost_a_row(local_lake):
     from pyiceberg.expressions import AlwaysFalse
     from pyiceberg.table.snapshots import Operation
 
-    from kafka_lake.compaction import KEY_COLUMNS, offsets_checksum
-    from kafka_lake.iceberg_commits import ACTION
-    from kafka_lake.iceberg_files import commit_files, read_rows, write_rows
-    from kafka_lake.iceberg_maintenance import OFFSETS_CHECKSUM, PLACEMENT
+    from kafka_lake.tables.iceberg.commits import ACTION
+    from kafka_lake.tables.iceberg.files import commit_files, read_rows, write_rows
+    from kafka_lake.tables.iceberg.maintenance import OFFSETS_CHECKSUM, PLACEMENT
+    from kafka_lake.upkeep.compaction import KEY_COLUMNS, offsets_checksum
 
     local_lake.land(RAW_HOURS[:1])
     table = local_lake.table

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_lake.catalog import TopicSpec, load_topic
-from kafka_lake.decoding import BatchDecoder
-from kafka_lake.framing import encode_confluent
-from kafka_lake.schema_resolution import CatalogSchemas
+from kafka_lake.decoding.batch_decoder import BatchDecoder
+from kafka_lake.kafka.framing import encode_confluent
+from kafka_lake.kafka.schema_resolution import CatalogSchemas
+from kafka_lake.topics.loader import TopicSpec, load_topic
 from tests.test_columnar import assert_same, decode_both, decoders
 from tests.test_columnar import records_of as records
 from tests.test_decoding import KAFKA_MS, PII_KEY, dead_letter_rows

@@ -11,12 +11,12 @@ import pytest
 from confluent_kafka import Producer
 
 from kafka_lake.hours import KafkaHour, floor_hour, to_millis
-from kafka_lake.kafka_log import KafkaLog, consumer_config
-from kafka_lake.manifests import ManifestStore
+from kafka_lake.kafka.log import KafkaLog, consumer_config
+from kafka_lake.lake.manifests import ManifestStore
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.landing.slice_task import land_slice
+from kafka_lake.landing.slices import HourNotClosed
 from kafka_lake.settings import LandingSettings
-from kafka_lake.slice_landing import land_slice
-from kafka_lake.slices import HourNotClosed
-from kafka_lake.storage import LakeStorage
 from tests.landing_fixtures import land, unique_topic_name, write_test_topic
 
 BASE = datetime(2026, 11, 1, 10, tzinfo=timezone.utc)

@@ -15,14 +15,14 @@ from fastavro import parse_schema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_lake.catalog import TopicSpec, load_topic
-from kafka_lake.decoding import BatchDecoder
-from kafka_lake.framing import encode_confluent
+from kafka_lake.decoding.batch_decoder import BatchDecoder
+from kafka_lake.decoding.key_columns import trailing_columns
 from kafka_lake.hours import KafkaHour
-from kafka_lake.kafka_records import KAFKA_COLUMNS, KafkaRecord
-from kafka_lake.key_columns import trailing_columns
-from kafka_lake.schema_resolution import CatalogSchemas
-from kafka_lake.table_schema import table_columns
+from kafka_lake.kafka.framing import encode_confluent
+from kafka_lake.kafka.records import KAFKA_COLUMNS, KafkaRecord
+from kafka_lake.kafka.schema_resolution import CatalogSchemas
+from kafka_lake.tables.table_schema import table_columns
+from kafka_lake.topics.loader import TopicSpec, load_topic
 
 H = datetime(2026, 11, 1, 10, tzinfo=timezone.utc)
 MS = int(H.timestamp() * 1000) + 60_000

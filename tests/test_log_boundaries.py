@@ -16,13 +16,13 @@ from decimal import Decimal
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kafka_lake.framing import encode_confluent
 from kafka_lake.hours import KafkaHour, to_millis
-from kafka_lake.kafka_log import KafkaLog, consumer_config
-from kafka_lake.landing import confirm_boundaries
-from kafka_lake.manifests import ManifestStore
+from kafka_lake.kafka.framing import encode_confluent
+from kafka_lake.kafka.log import KafkaLog, consumer_config
+from kafka_lake.lake.manifests import ManifestStore
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.landing.driver import confirm_boundaries
 from kafka_lake.settings import KafkaClientConfigError, PlatformSettings
-from kafka_lake.storage import LakeStorage
 from tests.exactly_once import assert_exactly_once
 from tests.landing_fixtures import (
     Produced,

@@ -11,10 +11,10 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from kafka_lake.catalog import load_catalog
-from kafka_lake.parquet_output import dictionary_columns, statistics_columns
-from kafka_lake.slice_landing import PlacementFiles
-from kafka_lake.storage import LakeStorage
+from kafka_lake.lake.parquet_output import dictionary_columns, statistics_columns
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.landing.slice_task import PlacementFiles
+from kafka_lake.topics.loader import load_catalog
 
 HOUR = datetime(2026, 11, 1, 13, tzinfo=timezone.utc)
 

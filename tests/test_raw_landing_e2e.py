@@ -13,15 +13,15 @@ from datetime import datetime, timezone
 import pytest
 from dagster import AssetKey, DagsterInstance, materialize
 
-from kafka_lake import layout
 from kafka_lake.hours import KafkaHour
-from kafka_lake.landing import land_hours
-from kafka_lake.landing_counts import LandingCounts
-from kafka_lake.manifests import ManifestStore
+from kafka_lake.lake import layout
+from kafka_lake.lake.landing_counts import LandingCounts
+from kafka_lake.lake.manifests import ManifestStore
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.landing.driver import land_hours
+from kafka_lake.landing.slice_task import land_slice
+from kafka_lake.landing.slices import HourNotClosed
 from kafka_lake.settings import PlatformSettings
-from kafka_lake.slice_landing import land_slice
-from kafka_lake.slices import HourNotClosed
-from kafka_lake.storage import LakeStorage
 from platform_assets.assets import raw_landing_asset
 from platform_assets.definitions import platform_resources
 from tests.conftest import PII_TEST_KEY

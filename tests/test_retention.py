@@ -7,11 +7,11 @@ import json
 from collections import Counter
 from datetime import datetime, timezone
 
-from kafka_lake import layout
-from kafka_lake.audit import read_audit
-from kafka_lake.layout import ERASURE_REQUESTS_PREFIX
-from kafka_lake.retention import apply_retention
-from kafka_lake.table_state import storage_partitions
+from kafka_lake.lake import layout
+from kafka_lake.lake.audit import read_audit
+from kafka_lake.lake.layout import ERASURE_REQUESTS_PREFIX
+from kafka_lake.lake.table_state import storage_partitions
+from kafka_lake.upkeep.retention import apply_retention
 from spark_jobs.compaction_job import run_compactions_on_spark
 from tests.conftest import PII_TEST_KEY
 from tests.landing_fixtures import pseudonym, read_lake, rows_as_readers_see_them

@@ -12,14 +12,14 @@ from pathlib import Path
 import fastavro
 import pytest
 
-from kafka_lake.catalog import load_catalog
-from kafka_lake.decoding import BatchDecoder
-from kafka_lake.framing import encode_confluent
-from kafka_lake.kafka_records import KafkaRecord
-from kafka_lake.landing_checks import counts_balance, dead_letter_rate
-from kafka_lake.landing_counts import LandingCounts
-from kafka_lake.manifests import HourManifest, PartitionLanding
-from kafka_lake.schema_resolution import CatalogSchemas
+from kafka_lake.decoding.batch_decoder import BatchDecoder
+from kafka_lake.kafka.framing import encode_confluent
+from kafka_lake.kafka.records import KafkaRecord
+from kafka_lake.kafka.schema_resolution import CatalogSchemas
+from kafka_lake.lake.landing_checks import counts_balance, dead_letter_rate
+from kafka_lake.lake.landing_counts import LandingCounts
+from kafka_lake.lake.manifests import HourManifest, PartitionLanding
+from kafka_lake.topics.loader import load_catalog
 
 KAFKA_MS = 1_793_538_000_000
 ORDER = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
@@ -119,9 +119,9 @@ def test_unrouted_dead_letters_expire_with_the_routed_table_that_lands_them(tmp_
     (and only it: the other table would expire them on a retention of its own)."""
     from datetime import datetime, timezone
 
-    from kafka_lake import layout
-    from kafka_lake.expiry import expire_dead_letters
-    from kafka_lake.storage import LakeStorage
+    from kafka_lake.lake import layout
+    from kafka_lake.lake.storage import LakeStorage
+    from kafka_lake.upkeep.expiry import expire_dead_letters
 
     write(tmp_path / "catalog", "shop/orders", ORDER, 11, route={"field": "record_name", "equals": "shop.Order"},
           dead_letter_retention_days=1)
@@ -153,7 +153,7 @@ def test_an_avro_field_route_is_read_from_the_values_decoded_as_columns_not_reco
     """Given a route on a nested enum field under a nullable record; when a batch is routed, then good records are
     routed from their columns (fastavro decodes none of them), a null parent leaves the route value absent, and a
     broken payload is unrouted with why."""
-    from kafka_lake.record_decoding import AvroRecords
+    from kafka_lake.decoding.avro.records import AvroRecords
 
     write(tmp_path, "shop/orders", NESTED, 11, route={"field": "meta.kind", "equals": "ORDER"})
     write(tmp_path, "shop/refunds", NESTED, 11, route={"field": "meta.kind", "equals": "REFUND"})

@@ -16,11 +16,11 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
-from kafka_lake import layout
-from kafka_lake.catalog import TopicSpec, load_topic
-from kafka_lake.framing import encode_confluent
 from kafka_lake.hours import floor_hour, to_millis
-from kafka_lake.storage import LakeStorage
+from kafka_lake.kafka.framing import encode_confluent
+from kafka_lake.lake import layout
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.topics.loader import TopicSpec, load_topic
 from tests.landing_fixtures import HOURS, Produced, Traffic, land_on_spark, landing_settings, produce, unique_topic_name
 
 UTC = timezone.utc
@@ -161,14 +161,14 @@ def test_given_renamed_fields_wide_decimals_and_a_recursive_record_then_they_lan
     with a Debezium MySQL DECIMAL(65,30) and a record that contains itself, produced to the broker."""
     from decimal import Decimal
 
-    from kafka_lake.catalog_reconciliation import reconcile
-    from kafka_lake.layout import ERASURE_REQUESTS_PREFIX
-    from kafka_lake.retention import apply_retention
+    from kafka_lake.lake.layout import ERASURE_REQUESTS_PREFIX
+    from kafka_lake.lake.table_state import storage_partitions
     from kafka_lake.settings import PlatformSettings
-    from kafka_lake.table_schema import table_definition
-    from kafka_lake.table_state import storage_partitions
+    from kafka_lake.tables.catalogs.hive_metastore import HiveCatalog
+    from kafka_lake.tables.catalogs.reconciliation import reconcile
+    from kafka_lake.tables.table_schema import table_definition
+    from kafka_lake.upkeep.retention import apply_retention
     from spark_jobs.compaction_job import run_compactions_on_spark
-    from table_catalogs.hive import HiveCatalog
     from tests.conftest import PII_TEST_KEY
     from tests.landing_fixtures import pseudonym
     from tests.test_raw_landing_e2e import materialize_hours
@@ -271,7 +271,7 @@ def test_given_kafka_timestamps_that_name_no_hour_then_the_hour_lands_and_its_ch
                                                                                          time_source):
     """Given records stamped -1, -5000, year 10000 and 2^62 among well-stamped ones in two hours (produced to
     the real broker, which keeps those timestamps as sent)."""
-    from kafka_lake.manifests import ManifestStore
+    from kafka_lake.lake.manifests import ManifestStore
     from kafka_lake.settings import PlatformSettings
     from tests.landing_fixtures import read_lake
     from tests.test_raw_landing_e2e import materialize_hours
@@ -388,13 +388,13 @@ def test_a_change_topic_lands_its_keys_as_columns_and_its_tombstones_as_rows_fro
     renamed away from the partition column `date` included)."""
     from fastavro import parse_schema
 
-    from kafka_lake.catalog_reconciliation import reconcile
-    from kafka_lake.iceberg_catalog import IcebergCatalogConfig, open_catalog
-    from kafka_lake.manifests import ManifestStore
+    from kafka_lake.lake.manifests import ManifestStore
+    from kafka_lake.lake.table_state import storage_partitions
     from kafka_lake.settings import PlatformSettings
-    from kafka_lake.table_schema import table_definition
-    from kafka_lake.table_state import storage_partitions
-    from table_catalogs.hive import HiveCatalog
+    from kafka_lake.tables.catalogs.hive_metastore import HiveCatalog
+    from kafka_lake.tables.catalogs.reconciliation import reconcile
+    from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig, open_catalog
+    from kafka_lake.tables.table_schema import table_definition
     from tests.landing_fixtures import read_lake
     from tests.test_iceberg_tables import duckdb_rows, pyiceberg_rows
     from tests.test_raw_landing_e2e import materialize_hours

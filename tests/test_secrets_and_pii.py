@@ -24,14 +24,14 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance, materialize
 
-from kafka_lake import layout
-from kafka_lake.dead_letters import DeadLetterDecryptionError, decrypt_table, decrypt_value, is_encrypted
-from kafka_lake.framing import encode_confluent
 from kafka_lake.hours import KafkaHour, to_millis
+from kafka_lake.kafka.framing import encode_confluent
+from kafka_lake.lake import layout
+from kafka_lake.lake.dead_letters import DeadLetterDecryptionError, decrypt_table, decrypt_value, is_encrypted
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.landing.slice_task import SliceTask
+from kafka_lake.landing.slices import OffsetSlice
 from kafka_lake.settings import LandingSettings, PlatformSettings, dead_letter_key_from_env
-from kafka_lake.slice_landing import SliceTask
-from kafka_lake.slices import OffsetSlice
-from kafka_lake.storage import LakeStorage
 from platform_assets.assets import raw_landing_asset
 from platform_assets.definitions import platform_resources
 from tests.landing_fixtures import (
@@ -324,8 +324,8 @@ def test_a_malformed_dead_letter_key_fails_without_echoing_it():
 
 
 def test_settings_and_secret_holders_never_show_a_secret_in_their_repr():
-    from kafka_lake.dead_letters import DeadLetterEncryption
-    from kafka_lake.pii import ColumnPseudonymizer, Pseudonymizer
+    from kafka_lake.decoding.pii import ColumnPseudonymizer, Pseudonymizer
+    from kafka_lake.lake.dead_letters import DeadLetterEncryption
     from resources import KafkaResource, PiiKeyResource, SchemaRegistryResource
 
     secret = "shown-secret-" + uuid.uuid4().hex

@@ -27,13 +27,13 @@ from dagster import (
     materialize,
 )
 
-from kafka_lake.catalog import TopicCatalog, archived_table_name
-from kafka_lake.cluster import KafkaCluster
 from kafka_lake.hours import KafkaHour, to_millis
-from kafka_lake.landing_counts import LandingCounts
-from kafka_lake.manifests import HourManifest, LandedFile, ManifestStore, PartitionLanding
+from kafka_lake.kafka.cluster import KafkaCluster
+from kafka_lake.lake.landing_counts import LandingCounts
+from kafka_lake.lake.manifests import HourManifest, LandedFile, ManifestStore, PartitionLanding
+from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.settings import PlatformSettings
-from kafka_lake.storage import LakeStorage
+from kafka_lake.topics.loader import TopicCatalog, archived_table_name
 from platform_assets import sensors
 from platform_assets.checks import freshness_check
 from platform_assets.definitions import load_platform_catalog, platform_resources

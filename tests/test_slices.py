@@ -5,8 +5,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from kafka_lake.hours import KafkaHour
-from kafka_lake.manifests import HourManifest, PartitionLanding
-from kafka_lake.slices import (
+from kafka_lake.lake.manifests import HourManifest, PartitionLanding
+from kafka_lake.landing.slices import (
     HourNotClosed,
     OffsetSlice,
     OffsetsLost,

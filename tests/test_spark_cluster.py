@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 from dev_services.spark_cluster import StandaloneSparkCluster
-from kafka_lake.manifests import ManifestStore
-from kafka_lake.storage import LakeStorage
+from kafka_lake.lake.manifests import ManifestStore
+from kafka_lake.lake.storage import LakeStorage
 from tests.conftest import PII_TEST_KEY, REPO
 from tests.landing_fixtures import (
     HOURS,
@@ -29,7 +29,7 @@ def test_a_standalone_cluster_lands_the_same_rows_as_local_mode(broker, spark, t
     broker.create_topic(kafka_topic, PARTITIONS)
     produce(broker.bootstrap_servers, build_traffic(topic))
     hour = HOURS[1]
-    from kafka_lake.kafka_log import consumer_config
+    from kafka_lake.kafka.log import consumer_config
     from kafka_lake.settings import LandingSettings
 
     local_lake = str(tmp_path / "local-lake")

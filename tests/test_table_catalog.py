@@ -23,22 +23,22 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance, materialize
 
-from kafka_lake.arrow_mapping import arrow_mapping_for
-from kafka_lake.catalog import CatalogError, TopicSpec, load_catalog, load_topic
-from kafka_lake.catalog_reconciliation import reconcile, storage_partition_uris
-from kafka_lake.compaction_manifest import CompactionManifest
 from kafka_lake.hours import KafkaHour, hour_key
-from kafka_lake.kafka_records import KAFKA_HEADERS_TYPE
+from kafka_lake.kafka.records import KAFKA_HEADERS_TYPE
+from kafka_lake.lake.compaction_manifest import CompactionManifest
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.lake.table_partition import TablePartition
+from kafka_lake.lake.table_state import storage_partitions
+from kafka_lake.schemas.arrow_mapping import arrow_mapping_for
 from kafka_lake.settings import PlatformSettings
-from kafka_lake.storage import LakeStorage
-from kafka_lake.table_catalog import TableCatalogError
-from kafka_lake.table_partition import TablePartition
-from kafka_lake.table_schema import TableSchemaError, parse_hive_type, table_columns, table_definition
-from kafka_lake.table_state import storage_partitions
+from kafka_lake.tables.catalogs.glue import GlueCatalog
+from kafka_lake.tables.catalogs.hive_metastore import HiveCatalog, from_hive_location, to_hive_location
+from kafka_lake.tables.catalogs.protocol import TableCatalogError
+from kafka_lake.tables.catalogs.reconciliation import reconcile, storage_partition_uris
+from kafka_lake.tables.table_schema import TableSchemaError, parse_hive_type, table_columns, table_definition
+from kafka_lake.topics.loader import CatalogError, TopicSpec, load_catalog, load_topic
 from platform_assets.catalog_assets import catalog_asset
 from platform_assets.definitions import platform_resources
-from table_catalogs.glue import GlueCatalog
-from table_catalogs.hive import HiveCatalog, from_hive_location, to_hive_location
 from tests.conftest import REPO
 from tests.landing_fixtures import (
     HOURS,

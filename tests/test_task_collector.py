@@ -9,7 +9,7 @@ import sys
 
 TASKS_ONE_AFTER_ANOTHER = """
 import gc, weakref
-from kafka_lake.slice_landing import _collector_held
+from kafka_lake.landing.slice_task import _collector_held
 
 class Node:
     pass

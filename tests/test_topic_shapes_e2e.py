@@ -17,14 +17,14 @@ import pytest
 from confluent_kafka import Producer
 from dagster import DagsterInstance, materialize
 
-from kafka_lake import layout
-from kafka_lake.catalog import load_catalog
-from kafka_lake.compaction import compact_hour, compact_partition
 from kafka_lake.hours import KafkaHour, to_millis
-from kafka_lake.kafka_log import KafkaLog
-from kafka_lake.manifests import ManifestStore
+from kafka_lake.kafka.log import KafkaLog
+from kafka_lake.lake import layout
+from kafka_lake.lake.manifests import ManifestStore
+from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.settings import PlatformSettings
-from kafka_lake.storage import LakeStorage
+from kafka_lake.topics.loader import load_catalog
+from kafka_lake.upkeep.compaction import compact_hour, compact_partition
 from platform_assets.assets import landing_groups, raw_landing_asset
 from platform_assets.definitions import platform_resources
 from tests.landing_fixtures import (

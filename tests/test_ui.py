@@ -26,9 +26,9 @@ from deploy.instance import write_instance
 from dev_services import tansu
 from dev_services.demo import DEMO_CATALOG_DIR
 from dev_services.ports import LOOPBACK, free_port
-from kafka_lake.catalog import load_catalog
-from kafka_lake.manifests import ManifestStore
-from kafka_lake.storage import LakeStorage
+from kafka_lake.lake.manifests import ManifestStore
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.topics.loader import load_catalog
 from platform_assets.partitions import hourly_partitions
 from tests.conftest import REPO
 from tests.dagster_servers import loaded_location, log_tail, serving

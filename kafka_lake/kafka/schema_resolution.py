@@ -1,0 +1,117 @@
+"""Schema resolution: which catalog version the schema id in a record's Confluent header stands for, through the
+catalog's `registry_id`s or a Confluent Schema Registry.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Protocol
+
+import fastavro
+from fastavro.schema import to_parsing_canonical_form
+
+from kafka_lake.settings import url_without_credentials
+from kafka_lake.topics.loader import SchemaVersion, TopicSpec
+
+_SCHEMA_NOT_FOUND = 40403  # Confluent Schema Registry's error code for an unknown id
+
+
+class SchemaResolver(Protocol):
+    """Which catalog version the schema id in a record's Confluent header stands for."""
+
+    def version_for(self, schema_id: int) -> SchemaVersion | None: ...
+
+    def unknown_reason(self, schema_id: int) -> str:
+        """Why `version_for(schema_id)` is None, for the dead letter's error column."""
+        ...
+
+
+class SchemaRegistryUnavailable(RuntimeError):
+    """The schema registry did not answer; retry the run rather than dead-letter every record."""
+
+    def __init__(self, url: str, schema_id: int, error: Exception):
+        super().__init__(
+            f"schema registry at {url} failed to answer for schema id {schema_id}: "
+            f"{type(error).__name__}: {error}; check SCHEMA_REGISTRY_URL and that the registry is up"
+        )
+
+
+class CatalogSchemas:
+    """Resolves schema ids through the catalog's `registry_id`s (no schema registry configured)."""
+
+    def __init__(self, topic: TopicSpec):
+        self._topic = topic
+
+    def version_for(self, schema_id: int) -> SchemaVersion | None:
+        return self._topic.version_for_registry_id(schema_id)
+
+    def unknown_reason(self, schema_id: int) -> str:
+        known = ", ".join(str(v.registry_id) for v in self._topic.schema_versions)
+        return (
+            f"schema id {schema_id} is no registry_id of topic {self._topic.topic} in {self._topic.source_file} "
+            f"(known: {known}); add its schema there as a new version"
+        )
+
+
+class RegistrySchemas:
+    """Resolves schema ids through a Confluent Schema Registry, to the catalog version with the same schema.
+
+    "Same" is Avro's parsing canonical form: same bytes on the wire, whatever the docs, defaults or ids.
+    Each id is asked once; an id the registry lacks, or whose schema the catalog lacks, resolves to None.
+    """
+
+    def __init__(self, topic: TopicSpec, url: str, client_config: dict | None = None):
+        # Imported only with a registry: its HTTP and auth stack costs ~0.4 s that catalog-only runs skip.
+        from confluent_kafka.schema_registry import SchemaRegistryClient
+
+        self._topic = topic
+        self._url = url_without_credentials(url)
+        self._client = SchemaRegistryClient({**(client_config or {}), "url": url})
+        self._forms = [(to_parsing_canonical_form(v.parsed), v) for v in topic.schema_versions]
+        self._resolved: dict[int, tuple[SchemaVersion | None, str]] = {}
+
+    def version_for(self, schema_id: int) -> SchemaVersion | None:
+        return self._resolve(schema_id)[0]
+
+    def unknown_reason(self, schema_id: int) -> str:
+        return self._resolve(schema_id)[1]
+
+    def _resolve(self, schema_id: int) -> tuple[SchemaVersion | None, str]:
+        if schema_id not in self._resolved:
+            self._resolved[schema_id] = self._fetch(schema_id)
+        return self._resolved[schema_id]
+
+    def _fetch(self, schema_id: int) -> tuple[SchemaVersion | None, str]:
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        try:
+            registered = self._client.get_schema(schema_id)
+        except SchemaRegistryError as error:
+            if error.error_code == _SCHEMA_NOT_FOUND:
+                return None, f"schema id {schema_id} is not known to the schema registry at {self._url}"
+            raise SchemaRegistryUnavailable(self._url, schema_id, error) from error
+        except Exception as error:  # the HTTP client's connection errors, timeouts, unreadable answers
+            raise SchemaRegistryUnavailable(self._url, schema_id, error) from error
+        where = f"schema id {schema_id} in the schema registry at {self._url}"
+        if registered.schema_type not in (None, "AVRO"):
+            return None, f"{where} is a {registered.schema_type} schema, not Avro"
+        try:
+            form = to_parsing_canonical_form(fastavro.parse_schema(json.loads(registered.schema_str or ""), _write_hint=False))
+        except Exception as error:  # json or fastavro: either way not a schema we can decode with
+            return None, f"{where} is not a self-contained Avro schema: {error}"
+        # Equal canonical forms mean equal bytes on the wire; the catalog's registry_id breaks ties.
+        matches = [version for catalog_form, version in self._forms if catalog_form == form]
+        if not matches:
+            return None, (
+                f"{where} is none of the catalog's schema versions of topic {self._topic.topic} "
+                f"({self._topic.source_file}); add it there as a new version"
+            )
+        return next((v for v in matches if v.registry_id == schema_id), matches[-1]), ""
+
+
+def schemas_for(topic: TopicSpec, registry_url: str | None) -> SchemaResolver:
+    """How the topic's schema ids resolve: through the registry where one is set, for Avro. A JSON table's ids name
+    JSON Schemas in a registry, which no Avro version equals: they resolve through the catalog's `registry_id`s."""
+    if registry_url and topic.format == "avro":
+        return RegistrySchemas(topic, registry_url)
+    return CatalogSchemas(topic)

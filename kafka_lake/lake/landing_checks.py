@@ -1,0 +1,169 @@
+"""The invariants of a landed hour, evaluated from manifests: each returns a `CheckOutcome`.
+
+Asset checks in the Dagster layer and the tests call these; they can fail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kafka_lake.lake.manifests import HourManifest
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    passed: bool
+    description: str
+    metadata: dict = field(default_factory=dict)
+
+
+def slices_contiguous(manifest: HourManifest, previous: HourManifest | None, following: HourManifest | None) -> CheckOutcome:
+    """Each partition's slice starts where the previous hour's ended and ends where the next one's starts.
+
+    Two differences are reported but pass: a gap that a run accepted as lost (expired offsets, recorded
+    in the later hour's manifest and audited) and a partition added since the previous hour.
+    """
+    problems, accepted, added = [], [], []
+    for neighbour, mine, theirs, label in (
+        (previous, "start", "end", "previous"),
+        (following, "end", "start", "next"),
+    ):
+        if neighbour is None:
+            continue
+        later = manifest if label == "previous" else neighbour
+        for landed in manifest.partitions:
+            other = neighbour.partition(landed.partition)
+            if other is None:
+                if label == "previous" and landed.partition in manifest.new_partitions:
+                    added.append(f"partition {landed.partition} (new since {neighbour.hour}, from offset {landed.start})")
+                else:
+                    problems.append(f"partition {landed.partition} is missing from the {label} hour {neighbour.hour}")
+                continue
+            gap = (other.end, landed.start) if label == "previous" else (landed.end, other.start)
+            if gap[0] == gap[1]:
+                continue
+            if later.accepted_loss(landed.partition) == gap:
+                accepted.append(f"partition {landed.partition}: offsets [{gap[0]}, {gap[1]}) accepted as lost in {later.hour}")
+            else:
+                problems.append(
+                    f"partition {landed.partition}: {mine} {getattr(landed, mine)} ≠ {label} hour "
+                    f"{neighbour.hour}'s {theirs} {getattr(other, theirs)}"
+                )
+    checked = [n.hour for n in (previous, following) if n is not None]
+    metadata = {"neighbours": ", ".join(checked) or "none"}
+    if accepted:
+        metadata["accepted_losses"] = "; ".join(accepted)
+    if added:
+        metadata["new_partitions"] = "; ".join(added)
+    if problems:
+        return CheckOutcome(False, "; ".join(problems), metadata)
+    described = f"tiles with {', '.join(checked)}" if checked else "no landed neighbour hour to compare with"
+    if accepted:
+        described += f"; ACCEPTED LOSS (audited): {'; '.join(accepted)}"
+    if added:
+        described += f"; new partitions: {'; '.join(added)}"
+    return CheckOutcome(True, described, metadata)
+
+
+def counts_balance(manifest: HourManifest) -> CheckOutcome:
+    """rows + dead letters + tombstones = records read, and no more records than offsets, per partition."""
+    problems, gaps = [], 0
+    for landed in manifest.partitions:
+        counts = landed.counts
+        if counts.accounted != counts.records:
+            routed = (f" + {counts.routed_away} routed away + {counts.unrouted} unrouted"
+                      if counts.routed_away or counts.unrouted else "")
+            problems.append(
+                f"partition {landed.partition} [{landed.start}, {landed.end}): {counts.rows} rows + "
+                f"{counts.dead_letters} dead letters + {counts.tombstones} tombstones{routed} ≠ {counts.records} records read"
+            )
+        if counts.records > landed.offsets:
+            problems.append(f"partition {landed.partition}: {counts.records} records read from {landed.offsets} offsets")
+        gaps += landed.offsets - counts.records
+    counts = manifest.counts
+    metadata = {"offsets": manifest.offsets, "records": counts.records, "rows": counts.rows,
+                "dead_letters": counts.dead_letters, "tombstones": counts.tombstones}
+    if counts.routed_away or counts.unrouted:  # a routed table of a shared topic
+        metadata.update(routed_away=counts.routed_away, unrouted=counts.unrouted)
+    metadata["offset_gaps"] = gaps  # transaction markers or compacted-away offsets, not records
+    if problems:
+        return CheckOutcome(False, "; ".join(problems), metadata)
+    routed = " + routed away + unrouted" if counts.routed_away or counts.unrouted else ""
+    return CheckOutcome(True, f"{counts.records} records = rows + dead letters + tombstones{routed}", metadata)
+
+
+def dead_letter_rate(manifest: HourManifest, threshold: float) -> CheckOutcome:
+    counts = manifest.counts
+    read = counts.records - counts.tombstones - counts.routed_away - counts.unrouted  # the records the table took
+    rate = counts.dead_letters / read if read else 0.0
+    metadata = {"dead_letters": counts.dead_letters, "rate": round(rate, 6), "threshold": threshold}
+    causes = ", ".join(f"{cause}: {count}" for cause, count in manifest.dead_letter_causes.items())
+    if rate > threshold:
+        return CheckOutcome(False, f"dead-letter rate {rate:.2%} is above {threshold:.2%} ({causes})", metadata)
+    return CheckOutcome(True, f"dead-letter rate {rate:.2%} (threshold {threshold:.2%})", metadata)
+
+
+def across_hours(outcomes: dict[str, CheckOutcome]) -> CheckOutcome:
+    """One outcome for a run that landed several hours: it fails if any hour fails, naming those hours."""
+    if len(outcomes) == 1:
+        [outcome] = outcomes.values()
+        return outcome
+    failed = {hour: o for hour, o in outcomes.items() if not o.passed}
+    if failed:
+        return CheckOutcome(False, "; ".join(f"{hour}: {o.description}" for hour, o in failed.items()),
+                            {"hours": len(outcomes), "failed_hours": ", ".join(failed)})
+    return CheckOutcome(True, f"all {len(outcomes)} hours pass", {"hours": len(outcomes)})
+
+
+@dataclass(frozen=True)
+class BoundaryRecords:
+    """What the broker holds around one partition's landed range, read when the check runs: (offset, timestamp ms)
+    of records. A boundary that a landed neighbour hour fixes is not read (None)."""
+
+    partition: int
+    before_start: tuple[tuple[int, int], ...] | None  # the window of records before the start
+    before_end: tuple[tuple[int, int], ...] | None  # the window of records before the end
+    at_end: tuple[int, int] | None = None  # the first record at or after the end, where the end was a time boundary
+    end_by_time: bool = False  # the end was decided by record timestamps, not by the end of the log
+
+
+def boundaries_confirmed(manifest: HourManifest, around: list[BoundaryRecords]) -> CheckOutcome:
+    """Each boundary of the hour that no landed neighbour fixes is where Kafka's rule puts it, as the records at it
+    show: no record before the start is stamped in the hour or later (it would belong to no landed hour), none before
+    the end is stamped at or after the hour's end, and the record at a time boundary is stamped at or after it."""
+    hour = manifest.kafka_hour
+    problems, confirmed = [], []
+    for records in around:
+        landed = manifest.partition(records.partition)
+        if landed is None:
+            continue
+        checked = []
+        if records.before_start is not None:
+            checked.append("start")
+            stamped_in = [(offset, ts) for offset, ts in records.before_start if ts >= hour.start_ms]
+            if stamped_in:
+                problems.append(
+                    f"partition {records.partition}: {len(stamped_in)} record(s) before the hour's start {landed.start} "
+                    f"are stamped in the hour or later (first at offset {stamped_in[0][0]}) and belong to no landed hour"
+                )
+        if records.before_end is not None:
+            checked.append("end")
+            stamped_after = [(offset, ts) for offset, ts in records.before_end if ts >= hour.end_ms and offset >= landed.start]
+            if stamped_after:
+                problems.append(
+                    f"partition {records.partition}: {len(stamped_after)} record(s) before the hour's end {landed.end} "
+                    f"are stamped at or after the hour's end (first at offset {stamped_after[0][0]})"
+                )
+            if records.end_by_time and records.at_end is not None and records.at_end[1] < hour.end_ms:
+                problems.append(
+                    f"partition {records.partition}: the hour ends at offset {landed.end} by time, but the record at "
+                    f"offset {records.at_end[0]} is stamped before the hour's end"
+                )
+        if checked:
+            confirmed.append(f"{records.partition} ({' and '.join(checked)})")
+    metadata = {"partitions_read": len(confirmed)}
+    if problems:
+        return CheckOutcome(False, "; ".join(problems), metadata)
+    if not confirmed:
+        return CheckOutcome(True, "every boundary is fixed by a landed neighbour hour", metadata)
+    return CheckOutcome(True, f"the records at the boundaries confirm them: partition(s) {', '.join(confirmed)}", metadata)

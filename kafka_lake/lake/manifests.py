@@ -1,0 +1,236 @@
+"""Hour manifests: the commit record of a landed Kafka hour.
+
+Per Kafka partition the offset range [start, end) read and its counts, plus every file written.
+Files that no manifest names are not part of the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from kafka_lake.hours import FIRST_HOUR, LAST_HOUR, ONE_HOUR, KafkaHour, hour_key, hour_of_key
+from kafka_lake.lake import layout
+from kafka_lake.lake.documents import DocumentCodec
+from kafka_lake.lake.landing_counts import LandingCounts
+from kafka_lake.lake.storage import LakeStorage
+
+
+@dataclass(frozen=True)
+class LandedFile:
+    path: str  # relative to the lake root
+    kind: str  # "data", "dead_letter", or "unrouted" (a routed topic's records no table takes)
+    partition: int
+    first_offset: int
+    rows: int
+    bytes: int
+    schema_version: int | None  # None for dead letters
+    hour: str  # the placement hour (a dead letter's: its Kafka hour), in the one string form of an hour
+
+    @property
+    def placement_hour(self) -> datetime:
+        return hour_of_key(self.hour)
+
+
+@dataclass(frozen=True)
+class PartitionLanding:
+    """What one Kafka partition contributed to a landed hour: its offsets [start, end) and what became of them."""
+
+    partition: int
+    start: int
+    end: int
+    counts: LandingCounts = LandingCounts()
+
+    @property
+    def offsets(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class HourManifest:
+    database: str
+    table: str
+    topic: str
+    hour: str  # the partition key, e.g. 2026-11-01-13:00
+    partitions: tuple[PartitionLanding, ...]
+    files: tuple[LandedFile, ...]
+    landed_at: str
+    run_id: str = ""
+    boundaries: dict = field(default_factory=dict)  # partition → how start/end were decided
+    schema_versions: dict = field(default_factory=dict)  # version → rows
+    dead_letter_causes: dict = field(default_factory=dict)
+    duration_s: float = 0.0
+    # partition → [start, end) of offsets that expired unlanded before this hour's start, accepted by
+    # an explicit, audited run option; the check on contiguity reports them instead of failing.
+    accepted_losses: dict = field(default_factory=dict)
+    new_partitions: tuple[int, ...] = ()  # absent from the landed hour before; landed from their first record
+    # partition → [start, end) of offsets past this hour's end held by a transaction still open when it landed
+    # (the hour ended at the last stable offset); committed later, they are the next hour's offsets.
+    open_transactions: dict = field(default_factory=dict)
+
+    @property
+    def kafka_hour(self) -> KafkaHour:
+        return KafkaHour.from_partition_key(self.hour)
+
+    def partition(self, number: int) -> PartitionLanding | None:
+        return next((p for p in self.partitions if p.partition == number), None)
+
+    def accepted_loss(self, partition: int) -> tuple[int, int] | None:
+        loss = self.accepted_losses.get(str(partition))
+        return None if loss is None else (loss[0], loss[1])
+
+    @property
+    def counts(self) -> LandingCounts:
+        return LandingCounts.total(p.counts for p in self.partitions)
+
+    @property
+    def offsets(self) -> int:
+        return sum(p.offsets for p in self.partitions)
+
+    @property
+    def file_bytes(self) -> int:
+        return sum(f.bytes for f in self.files)
+
+    def to_json(self) -> bytes:
+        return HOUR_MANIFEST.to_json(self)
+
+    @classmethod
+    def from_json(cls, data: bytes, where: str = "") -> HourManifest:
+        return HOUR_MANIFEST.from_json(data, where)
+
+
+def _format_2(document: dict) -> dict:
+    """Format 1 wrote a partition's counts beside its offsets, and a file's hour as `date=…/hour=…`; format 2 keeps
+    the counts as one value, and every hour in the one string form of an hour."""
+    names = ("records", "rows", "dead_letters", "tombstones", "late_events", "min_timestamp_ms", "max_timestamp_ms")
+    for partition in document.get("partitions", []):
+        partition["counts"] = {name: partition.pop(name) for name in names if name in partition}
+    for file in document.get("files", []):
+        hour = layout.hour_of_path(f"{file.get('hour')}/")
+        if hour is not None:
+            file["hour"] = hour_key(hour)
+    return document
+
+
+HOUR_MANIFEST = DocumentCodec(HourManifest, "manifest", version=2, upgrades={1: _format_2})
+
+
+class ManifestStore:
+    """The manifests of one table in the lake."""
+
+    def __init__(self, storage: LakeStorage, database: str, table: str):
+        self.storage = storage
+        self.database = database
+        self.table = table
+
+    def path(self, hour: KafkaHour) -> str:
+        return layout.manifest_path(self.database, self.table, hour)
+
+    def read(self, hour: KafkaHour) -> HourManifest | None:
+        path = self.path(hour)
+        data = self.storage.read_bytes(path)
+        return None if data is None else HourManifest.from_json(data, self.storage.uri(path))
+
+    def exists(self, hour: KafkaHour) -> bool:
+        return self.storage.exists(self.path(hour))
+
+    def write(self, manifest: HourManifest) -> str:
+        path = self.path(manifest.kafka_hour)
+        self.storage.write_bytes(path, manifest.to_json())
+        return path
+
+    def delete(self, hour: KafkaHour) -> bool:
+        return self.storage.delete(self.path(hour))
+
+    def landed_hours(self) -> list[KafkaHour]:
+        """Every landed hour of the table: the whole history, for what is about all of it (erasure, reports)."""
+        return self._landed_from(None)
+
+    def landed_in(self, first: KafkaHour, last: KafkaHour) -> list[KafkaHour]:
+        """The landed hours from `first` to `last`: one listing of those hours' manifests, however old the table."""
+        hours = int((last.start - first.start) / ONE_HOUR) + 1
+        return [h for h in self._landed_from(first, limit=hours) if h <= last]
+
+    def neighbours(self, hour: KafkaHour) -> tuple[HourManifest | None, HourManifest | None]:
+        """The nearest landed hour before and after `hour`, whose boundaries bind it."""
+        after = next(iter(self._landed_from(hour.next(), limit=1)), None) if hour.start < LAST_HOUR else None
+        before = self.nearest_before(hour)
+        return (self.read(before) if before else None, self.read(after) if after else None)
+
+    def nearest_before(self, hour: KafkaHour) -> KafkaHour | None:
+        """The nearest landed hour before `hour`, in listings of one manifest name each, as many as the gap to it has
+        binary digits (one when the hour before landed): a window ending at `hour` doubles until it holds a landed
+        hour, then the gap above the landed hour found is halved until none lies between it and `hour`."""
+        if hour.start == FIRST_HOUR:
+            return None
+        found = self._first_landed_from(hour.previous())
+        if found is None or found >= hour:
+            earliest = self._first_landed_from(None)
+            if earliest is None or earliest >= hour:
+                return None
+            span = 2
+            while found is None or found >= hour:
+                start = earliest if span * ONE_HOUR >= hour.start - earliest.start else KafkaHour(hour.start - span * ONE_HOUR)
+                found = self._first_landed_from(start)
+                span *= 2
+        low, high = found, hour  # low landed; none landed in [high, hour)
+        while high.start - low.start > ONE_HOUR:
+            middle = KafkaHour(low.start + (high.start - low.start) // 2 // ONE_HOUR * ONE_HOUR)
+            probe = self._first_landed_from(middle)
+            if probe is not None and probe < high:
+                low = probe
+            else:
+                high = middle
+        return low
+
+    def _first_landed_from(self, hour: KafkaHour | None) -> KafkaHour | None:
+        return next(iter(self._landed_from(hour, limit=1)), None)
+
+    def _landed_from(self, hour: KafkaHour | None, limit: int | None = None) -> list[KafkaHour]:
+        """Landed hours from `hour` (from the first when None) in order, listing only the manifest names asked for."""
+        after = layout.hour_name(hour) if hour is not None else ""
+        names = self.storage.list_names(layout.manifest_prefix(self.database, self.table), prefix=layout.MANIFEST_NAME_PREFIX,
+                                        start_after=after, limit=limit)
+        return [h for h in map(layout.hour_of_manifest_path, names) if h is not None]
+
+    def all(self) -> Iterable[HourManifest]:
+        for hour in self.landed_hours():
+            manifest = self.read(hour)
+            if manifest is not None:
+                yield manifest
+
+
+class AttemptJournal:
+    """The folders the attempts at landing one Kafka hour wrote files into: a task records a folder before its first
+    file there, so the hour's commit finds the files of crashed attempts in whichever placement hours they went by
+    looking in those folders, not through the whole table."""
+
+    def __init__(self, storage: LakeStorage, database: str, table: str, hour: KafkaHour):
+        self.storage = storage
+        self.directory = layout.attempt_journal_directory(database, table, hour)
+        self._recorded: set[str] = set()
+
+    def record(self, folder: str) -> None:
+        if folder not in self._recorded:
+            self.storage.write_marker(f"{self.directory}/{layout.folder_as_name(folder)}")
+            self._recorded.add(folder)
+
+    def folders(self) -> list[str]:
+        return [layout.folder_of_name(name) for name in self.storage.list_names(self.directory)]
+
+
+class PlacementIndex:
+    """Which Kafka hours may own files in a folder: each landing records the folders of its data files before its commit,
+    so compaction reads the manifests of the hours that wrote into a placement hour, late or early, not all of them."""
+
+    def __init__(self, storage: LakeStorage, database: str, table: str):
+        self.storage, self.database, self.table = storage, database, table
+
+    def record(self, manifest: HourManifest) -> None:
+        for folder in sorted({f.path.rsplit("/", 1)[0] for f in manifest.files if f.kind == "data"}):
+            self.storage.write_marker(layout.placement_index_path(self.database, self.table, folder, manifest.kafka_hour))
+
+    def writers(self, folder: str) -> list[KafkaHour]:
+        names = self.storage.list_names(layout.placement_index_directory(self.database, self.table, folder))
+        return [h for h in map(layout.hour_of_manifest_path, names) if h is not None]

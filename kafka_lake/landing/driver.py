@@ -1,0 +1,289 @@
+"""Landing a Kafka hour: plan the slices, run them, commit the manifest, then the table format's commit and clean-up.
+
+The driver's half of raw landing. Slices run through a `run_slices` callable (Spark in
+production, a plain loop in unit tests), or are started by a `start_slices` one when consecutive
+hours land one ahead of the other; the manifest write is the commit of the hour's boundaries and files, and the
+topic's table format (`table_formats`) makes them the table's.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, wait
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from kafka_lake.hours import KafkaHour
+from kafka_lake.kafka.log import BOUNDARY_WINDOW, KafkaLog
+from kafka_lake.lake.audit import AuditEntry, write_audit
+from kafka_lake.lake.landing_checks import BoundaryRecords, CheckOutcome, boundaries_confirmed
+from kafka_lake.lake.landing_counts import LandingCounts
+from kafka_lake.lake.manifests import HourManifest, ManifestStore, PartitionLanding, PlacementIndex
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.landing.slice_task import SliceReport, SliceTask
+from kafka_lake.landing.slices import (
+    BY_TIME,
+    OffsetSlice,
+    PartitionBounds,
+    fixed_by_neighbours,
+    plan_hour,
+    split_slices,
+)
+from kafka_lake.settings import LandingSettings
+from kafka_lake.tables.formats import TableAccess, TableFormat, table_format
+from kafka_lake.topics.loader import TopicSpec
+
+log = logging.getLogger(__name__)
+
+StartSlices = Callable[[list[SliceTask]], "Future[list[SliceReport]]"]  # starts them; the future has their reports
+
+
+@dataclass(frozen=True)
+class LandingResult:
+    manifest: HourManifest
+    manifest_path: str
+    replaced_files: tuple[str, ...]  # files of the previous landing of this hour, now removed
+    orphans_removed: tuple[str, ...]  # files of crashed attempts that no manifest owned
+    slices: int
+    audit_path: str | None = None  # the audit entry of an accepted loss of expired offsets
+    table_commit: dict = field(default_factory=dict)  # what the table format's commit did, for the UI
+
+
+def land_hours(
+    topic: TopicSpec,
+    hours: Sequence[KafkaHour],
+    settings: LandingSettings,
+    start_slices: StartSlices,
+    now: datetime | None = None,
+    run_id: str = "",
+    accept_lost_offsets: bool = False,
+    together: Sequence[TopicSpec] = (),
+    table_formats: Callable[[TopicSpec], TableFormat] | None = None,
+) -> Iterator[LandingResult]:
+    """Lands every record of `topic` whose offsets belong to each of `hours`, in order, replacing any earlier
+    landing of it, and yields each hour's result once it is committed. `table_formats`: each table's table format
+    (default: as the table says, with the settings' Iceberg catalog).
+
+    `together`: other tables of the same Kafka topic landing the same hours. Where an hour's offsets are the same
+    for all of them (their landed neighbours agree, as they do when the tables always land together), the topic is
+    read once for all: each slice's batches are decoded for every table. Each table commits its own manifest; the
+    hour's results come in the order of the tables.
+
+    Offsets of an hour that expired from the log before they were landed fail the run, unless
+    `accept_lost_offsets`: then the rest lands, and the loss is written to the manifest and audited.
+
+    The next hour is planned, and its slices started, while the one before it still runs: the cluster's
+    slots that the tail of an hour's tasks leaves idle take the next hour's tasks, and its planning no
+    longer waits for them. The next hour's plan starts where the running hour's plan ends, as it would
+    from that hour's manifest; commits stay in order. When an hour fails, the hour started after it is
+    cancelled and not committed; when an hour cannot be planned (still open), the hour before it commits.
+    """
+    tables = (topic, *together)
+    if any(table.topic != topic.topic for table in tables):
+        raise ValueError(f"tables landed together must land one Kafka topic: {', '.join(t.name for t in tables)}")
+    now = now or datetime.now(timezone.utc)
+    formats = {table.name: (table_formats or _table_format(settings))(table) for table in tables}
+    for table in tables:
+        formats[table.name].prepare(table)
+    running: deque[tuple[list[_PlannedHour], Future]] = deque()
+    previous: list[_PlannedHour] | None = None
+
+    def commit_oldest() -> list[LandingResult]:
+        planned, started = running[0]
+        reports = [report for task_report in started.result() for report in (task_report, *task_report.shared)]
+        results = [_commit(plan.topic, plan, [r for r in reports if r.table == plan.topic.name], settings, run_id,
+                           formats[plan.topic.name])
+                   for plan in planned]
+        running.popleft()
+        return results
+
+    try:
+        for hour in hours:
+            try:
+                planned = [_plan(table, hour, settings, now, accept_lost_offsets, formats[table.name].file_attempt(),
+                                 previous[index].as_manifest() if previous is not None and previous[index].hour.next() == hour
+                                 else None)
+                           for index, table in enumerate(tables)]
+            except Exception:
+                while running:  # the hours started before an hour that cannot be planned (still open) land
+                    yield from commit_oldest()
+                raise
+            tasks = _tasks(planned, settings)
+            running.append((planned, start_slices(tasks) if tasks else _done([])))
+            previous = planned
+            while len(running) > 1:
+                yield from commit_oldest()
+        while running:
+            yield from commit_oldest()
+    finally:
+        for _, started in running:
+            started.cancel()
+            wait([started])
+
+
+def _table_format(settings: LandingSettings) -> Callable[[TopicSpec], TableFormat]:
+    access = TableAccess(LakeStorage(settings.lake_root), settings.iceberg_catalog)
+    return lambda table: table_format(table, access)
+
+
+@dataclass(frozen=True)
+class _PlannedHour:
+    topic: TopicSpec
+    hour: KafkaHour
+    bounds: list[PartitionBounds]
+    slices: list[OffsetSlice]
+    started: float  # time.monotonic() when planning began
+    attempt: str  # in the data files' names, when the table format wants files of each landing's own
+
+    def as_manifest(self) -> HourManifest:
+        """What this hour's manifest will say of its boundaries, before it lands."""
+        return build_manifest(self.topic, self.hour, self.bounds, [], "", 0.0, check_reports=False)
+
+
+def _plan(topic: TopicSpec, hour: KafkaHour, settings: LandingSettings, now: datetime, accept_lost_offsets: bool,
+          attempt: str, landing_before: HourManifest | None = None) -> _PlannedHour:
+    """The hour's boundaries and slices. `landing_before`: the hour before, planned and still landing."""
+    started = time.monotonic()
+    before, after = ManifestStore(LakeStorage(settings.lake_root), topic.database, topic.table).neighbours(hour)
+    before = landing_before or before
+    with KafkaLog(settings.kafka_config, topic.topic) as kafka_log:
+        logs = kafka_log.describe_hour(hour, kafka_log.partitions(), *fixed_by_neighbours(hour, before, after))
+    bounds = plan_hour(topic.topic, hour, logs, before, after, now, timedelta(minutes=topic.close_grace_minutes),
+                       accept_lost_offsets)
+    slices = split_slices(bounds, topic.max_rows_per_task)
+    log.info("%s hour %s: %d slice(s) over %d partition(s)", topic.name, hour, len(slices), len(bounds))
+    return _PlannedHour(topic, hour, bounds, slices, started, attempt)
+
+
+def _tasks(planned: list[_PlannedHour], settings: LandingSettings) -> list[SliceTask]:
+    """The hour's slice tasks: one read for all tables where their offsets agree, else a read per table."""
+    first = planned[0]
+    offsets = [[(b.partition, b.start, b.end) for b in plan.bounds] for plan in planned]
+    if all(o == offsets[0] for o in offsets) and all(plan.attempt == first.attempt for plan in planned):
+        # The finest split any table asks for (its smallest max_rows_per_task): no task reads more than it allows.
+        slices = max((plan.slices for plan in planned), key=len)
+        return [SliceTask(first.topic, first.hour, piece, settings, first.attempt, tuple(p.topic for p in planned[1:]))
+                for piece in slices]
+    log.info("%s hour %s: the tables' landed offsets differ, each reads the topic on its own", first.topic.topic,
+             first.hour)
+    return [SliceTask(plan.topic, plan.hour, piece, settings, plan.attempt) for plan in planned for piece in plan.slices]
+
+
+def _commit(topic: TopicSpec, planned: _PlannedHour, reports: list[SliceReport], settings: LandingSettings,
+            run_id: str, tables: TableFormat) -> LandingResult:
+    """Writes the hour's manifest (the commit), then the table format commits it and removes the files it replaced
+    and those of crashed attempts."""
+    storage = LakeStorage(settings.lake_root)
+    manifests = ManifestStore(storage, topic.database, topic.table)
+    manifest = build_manifest(topic, planned.hour, planned.bounds, reports, run_id, time.monotonic() - planned.started)
+    # Audited before the commit: no manifest ever carries an accepted loss without its audit entry.
+    audit_path = _audit_accepted_losses(storage, topic, manifest) if manifest.accepted_losses else None
+    previous = manifests.read(planned.hour)
+    PlacementIndex(storage, topic.database, topic.table).record(manifest)  # before the commit: never a file unindexed
+    path = manifests.write(manifest)
+    committed = tables.commit_hour(topic, manifest, previous, planned.attempt)
+    return LandingResult(manifest, path, committed.replaced_files, committed.orphans_removed, len(planned.slices),
+                         audit_path, committed.metadata)
+
+
+def _done(reports: list[SliceReport]) -> Future:
+    done: Future = Future()
+    done.set_result(reports)
+    return done
+
+
+def _audit_accepted_losses(storage: LakeStorage, topic: TopicSpec, manifest: HourManifest) -> str:
+    losses = {int(p): tuple(r) for p, r in manifest.accepted_losses.items()}
+    described = "; ".join(f"partition {p}: offsets [{a}, {b})" for p, (a, b) in sorted(losses.items()))
+    log.warning("%s hour %s: accepting the loss of expired offsets: %s", topic.topic, manifest.hour, described)
+    return write_audit(storage, topic, AuditEntry(
+        action="accept_lost_offsets",
+        topic=topic.topic,
+        at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        rows=sum(b - a for a, b in losses.values()),
+        partitions=(manifest.hour,),
+        detail=f"expired from the log before hour {manifest.hour} was landed, accepted by run "
+               f"{manifest.run_id or '(no run id)'}: {described}",
+    ))
+
+
+def build_manifest(
+    topic: TopicSpec, hour: KafkaHour, bounds: list[PartitionBounds], reports: list[SliceReport],
+    run_id: str, duration_s: float, check_reports: bool = True,
+) -> HourManifest:
+    by_partition: dict[int, list[SliceReport]] = {}
+    for report in reports:
+        by_partition.setdefault(report.slice.partition, []).append(report)
+    partitions = []
+    for bound in bounds:
+        parts = by_partition.get(bound.partition, [])
+        if check_reports:
+            _check_reports_tile(topic, hour, bound, parts)
+        partitions.append(PartitionLanding(bound.partition, bound.start, bound.end,
+                                           LandingCounts.total(r.counts for r in parts)))
+    versions: Counter = Counter()
+    causes: Counter = Counter()
+    for report in reports:
+        versions.update({str(k): v for k, v in report.schema_versions.items()})
+        causes.update(report.dead_letter_causes)
+    files = sorted((f for r in reports for f in r.files), key=lambda f: f.path)
+    return HourManifest(
+        database=topic.database,
+        table=topic.table,
+        topic=topic.topic,
+        hour=hour.partition_key,
+        partitions=tuple(partitions),
+        files=tuple(files),
+        landed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        run_id=run_id,
+        boundaries={str(b.partition): {"start_from": b.start_from, "end_from": b.end_from} for b in bounds},
+        schema_versions=dict(sorted(versions.items())),
+        dead_letter_causes=dict(sorted(causes.items())),
+        duration_s=round(duration_s, 3),
+        accepted_losses={str(b.partition): list(b.accepted_loss) for b in bounds if b.accepted_loss},
+        new_partitions=tuple(b.partition for b in bounds if b.new_partition),
+        open_transactions={str(b.partition): list(b.open_transaction) for b in bounds if b.open_transaction},
+    )
+
+
+def _check_reports_tile(topic: TopicSpec, hour: KafkaHour, bound: PartitionBounds, reports: list[SliceReport]) -> None:
+    covered = bound.start
+    for report in sorted(reports, key=lambda r: r.slice.start):
+        if report.slice.start != covered:
+            break
+        covered = report.slice.end
+    if covered != bound.end:
+        raise RuntimeError(
+            f"{topic.topic} hour {hour} partition {bound.partition}: the slice reports cover offsets up to "
+            f"{covered}, not the planned [{bound.start}, {bound.end}); the manifest was not written"
+        )
+
+
+def confirm_boundaries(topic: TopicSpec, manifest: HourManifest, manifests: ManifestStore, kafka_config: dict) -> CheckOutcome:
+    """`boundaries_confirmed` against the broker now: the records around each boundary no landed neighbour fixes.
+
+    A start no landed hour before binds is where the landed offsets begin: a record before it stamped in the hour
+    would be in no hour. An end no landed hour after binds is confirmed by the records before and at it."""
+    hour = manifest.kafka_hour
+    before, _ = manifests.neighbours(hour)
+    after = manifests.read(hour.next())
+    around = []
+    with KafkaLog(kafka_config, topic.topic) as kafka_log:
+        for landed in manifest.partitions:
+            number = landed.partition
+            bounds = kafka_log.log_bounds(number)
+
+            def window(boundary: int) -> tuple[tuple[int, int], ...]:
+                end = min(boundary, bounds.end)
+                return tuple(kafka_log.records_between(number, max(bounds.start, end - BOUNDARY_WINDOW), end))
+
+            start_free = before is None or before.partition(number) is None
+            end_free = after is None or after.partition(number) is None
+            by_time = manifest.boundaries.get(str(number), {}).get("end_from", "").startswith(BY_TIME)
+            at_end = kafka_log.record_at_or_after(number, landed.end, bounds.end) if end_free and by_time else None
+            around.append(BoundaryRecords(number, window(landed.start) if start_free else None,
+                                          window(landed.end) if end_free else None, at_end, by_time))
+    return boundaries_confirmed(manifest, around)

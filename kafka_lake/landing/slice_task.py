@@ -1,0 +1,341 @@
+"""Landing one offset slice: read it in bounded batches, decode, write Parquet per placement.
+
+This is the body of one Spark task. It writes files named by topic, partition and first
+offset, and reports what it wrote; only the driver's manifest makes them part of the table.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import gc
+import os
+import threading
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kafka_lake.decoding.batch_decoder import BatchDecoder
+from kafka_lake.decoding.decoded_batch import DEAD_LETTER_SCHEMA, DecodedBatch
+from kafka_lake.decoding.key_columns import TOMBSTONE_COLUMN
+from kafka_lake.hours import KafkaHour, hour_key
+from kafka_lake.kafka.log import KafkaLog
+from kafka_lake.kafka.records import kafka_timestamps
+from kafka_lake.kafka.schema_resolution import schemas_for
+from kafka_lake.lake import layout
+from kafka_lake.lake.dead_letters import DeadLetterEncryption
+from kafka_lake.lake.landing_counts import LandingCounts
+from kafka_lake.lake.manifests import AttemptJournal, LandedFile
+from kafka_lake.lake.parquet_output import ParquetOutput, dictionary_columns, statistics_columns
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.landing.slices import OffsetSlice
+from kafka_lake.settings import LandingSettings
+from kafka_lake.topics.loader import TopicSpec
+
+ROW_GROUP_ROWS = 128 * 1024  # rows of a landing file's row group, unless the buffer below fills first
+BUFFER_BYTES = 64 * 2**20  # Arrow bytes a task holds for its open files before writing the fullest out
+COLLECT_EVERY_BATCHES = 16
+
+
+@dataclass(frozen=True)
+class SliceTask:
+    """Everything a Spark task needs to land one slice; pickled to the executor."""
+
+    topic: TopicSpec
+    hour: KafkaHour
+    slice: OffsetSlice
+    settings: LandingSettings
+    attempt: str = ""  # in the data files' names when the table format wants files of its own per landing
+    # The topic's other tables landing the same offsets of the hour: each batch read once, decoded for every table.
+    sharing: tuple[TopicSpec, ...] = ()
+
+
+@dataclass(frozen=True)
+class SliceReport:
+    slice: OffsetSlice
+    counts: LandingCounts
+    files: tuple[LandedFile, ...]
+    schema_versions: dict[int, int]
+    dead_letter_causes: dict[str, int]
+    duration_s: float
+    table: str = ""  # `database/table` landed
+    shared: tuple[SliceReport, ...] = ()  # the reports of the task's `sharing` tables, from the same read
+
+
+class PlacementFiles:
+    """The open Parquet files of one task, one per placement, at most `max_open` at a time.
+
+    Rows are held per file until a row group's worth (`row_group_rows`) has gathered, so a file is written in
+    large row groups however the batches cut it, and a placement that gets a few rows per batch (late events)
+    does not make a row group of each. Memory stays bounded: past `buffer_bytes` held in all, the file holding
+    the most is written out; past `max_open` files, the least recently used is closed (a backfill spreading
+    over many event hours must not open a file per hour).
+    """
+
+    def __init__(self, storage: LakeStorage, topic: TopicSpec, partition: int, max_open: int,
+                 row_group_rows: int = ROW_GROUP_ROWS, buffer_bytes: int = BUFFER_BYTES, attempt: str = "",
+                 journal: AttemptJournal | None = None):
+        self._storage = storage
+        self._attempt = attempt
+        self._journal = journal  # told of each folder before a file is opened in it
+        self._topic = topic
+        self._partition = partition
+        self._max_open = max_open
+        self._row_group_rows = row_group_rows
+        self._buffer_bytes = buffer_bytes
+        self._open: OrderedDict[tuple, _OpenFile] = OrderedDict()
+        self.closed: list[LandedFile] = []
+
+    def write(self, key: tuple, directory: str, table: pa.Table, schema_version: int | None, hour: datetime,
+              kind: str = "data") -> None:
+        """Adds rows to the file of `key`; `kind` is the manifest's (`data`, `dead_letter`, `unrouted`)."""
+        if table.num_rows == 0:
+            return
+        current = self._open.get(key)
+        if current is None:
+            if len(self._open) >= self._max_open:
+                _, oldest = self._open.popitem(last=False)
+                self.closed.append(oldest.close())
+            if self._journal is not None:
+                self._journal.record(directory)
+            first_offset = table.column("_kafka_offset")[0].as_py()
+            # Dead letters belong to no table format: their names stay deterministic.
+            name = layout.data_file_name(self._topic.topic, self._partition, first_offset,
+                                         self._attempt if kind == "data" else "")
+            current = _OpenFile(self._storage, f"{directory}/{name}", kind, self._partition, first_offset,
+                                schema_version, hour_key(hour))
+            self._open[key] = current
+        self._open.move_to_end(key)
+        current.add(table)
+        if current.pending_rows >= self._row_group_rows:
+            current.flush()
+        while sum(opened.pending_bytes for opened in self._open.values()) > self._buffer_bytes:
+            max(self._open.values(), key=lambda opened: opened.pending_bytes).flush()
+
+    def close_all(self) -> list[LandedFile]:
+        while self._open:
+            _, oldest = self._open.popitem(last=False)
+            self.closed.append(oldest.close())
+        return self.closed
+
+    def abort(self) -> None:
+        for opened in self._open.values():
+            opened.abort()
+        self._open.clear()
+
+
+class _OpenFile:
+    """A landing file and its rows not yet written, with what its manifest entry needs. Nothing is written
+    before its first row group: the writer's dictionary columns are chosen from those rows."""
+
+    def __init__(self, storage: LakeStorage, path: str, kind: str, partition: int, first_offset: int,
+                 schema_version: int | None, hour: str):
+        self.storage, self.path, self.kind, self.partition = storage, path, kind, partition
+        self.first_offset, self.schema_version, self.hour = first_offset, schema_version, hour
+        self._output: ParquetOutput | None = None
+        self._pending: list[pa.Table] = []
+        self.pending_rows = 0
+        self.pending_bytes = 0
+
+    def add(self, table: pa.Table) -> None:
+        self._pending.append(table)
+        self.pending_rows += table.num_rows
+        # The buffers it keeps alive, not just its rows' share: a slice of a larger table holds all of it.
+        self.pending_bytes += table.get_total_buffer_size()
+
+    def flush(self) -> None:
+        """Writes the rows held as one row group."""
+        if not self._pending:
+            return
+        table = self._pending[0] if len(self._pending) == 1 else pa.concat_tables(self._pending)
+        if self._output is None:
+            self._output = ParquetOutput(self.storage, self.path, table.schema, dictionary_columns(table),
+                                         statistics_columns(table.schema))
+        self._output.write(table, row_group_size=table.num_rows)
+        self._pending, self.pending_rows, self.pending_bytes = [], 0, 0
+
+    def close(self) -> LandedFile:
+        self.flush()
+        if self._output is None:
+            raise RuntimeError(f"{self.path}: a file is opened by its first rows, and none were added")
+        size = self._output.close()
+        return LandedFile(self.path, self.kind, self.partition, self.first_offset, self._output.rows, size,
+                          self.schema_version, self.hour)
+
+    def abort(self) -> None:
+        self._pending = []
+        if self._output is not None:
+            self._output.abort()
+
+
+def land_slice(task: SliceTask) -> SliceReport:
+    """Reads, decodes and writes one slice; the Spark task body."""
+    _keep_freed_batch_memory()
+    with _collector_held():
+        return _land(task)
+
+
+# glibc's mallopt parameters (malloc.h), and the values the task sets: no block a batch allocates is mapped
+# alone, and up to this much freed memory stays with the process.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_MMAP_THRESHOLD = 32 * 2**20  # glibc's largest
+_TRIM_THRESHOLD = 128 * 2**20
+
+
+@functools.cache  # once a process: a forked child keeps its parent's setting
+def _keep_freed_batch_memory() -> None:
+    """Tells glibc's allocator to keep the memory a batch frees for the next batch.
+
+    A batch allocates and frees the same few tens of megabytes (values, payloads spliced into blocks, columns): by
+    default glibc maps each large block afresh and hands freed memory back to the kernel, which zeroes every page
+    again on its first touch: page faults were a sixth of a task's CPU. Peak memory stays what it was; freed memory up to
+    `_TRIM_THRESHOLD` stays with the process until it ends. Without glibc (musl, macOS) nothing changes."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
+    mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD)
+
+
+@contextmanager
+def _collector_held() -> Iterator[None]:
+    """Keeps the garbage collector off the task's hot loop, which collects every few batches itself.
+
+    Every consumed message is a tracked object: the automatic collections they trigger would walk each batch's
+    messages again and again as they age. Every full collection (the task's own, and the one Spark's Python worker
+    makes after each task) would also walk the ~100k objects the process held before its first task (pyarrow's,
+    polars', Spark's modules), 40-50 ms each time: the first task of a process freezes those out of every sweep for
+    the process's life, after one collection so that no garbage is frozen with them (one of them that later becomes
+    cyclic garbage stays: once a process, bounded by what it held then). What a task makes stays collectable. Tasks
+    sharing a process (threads) hold the collector together: the last one out restores it."""
+    global _holders, _collector_was_enabled, _frozen_in
+    with _holders_lock:
+        if _holders == 0:
+            _collector_was_enabled = gc.isenabled()
+            gc.disable()
+            if _frozen_in != os.getpid():  # a forked child holds its parent's frozen objects, and its own
+                gc.collect()
+                gc.freeze()
+                _frozen_in = os.getpid()
+        _holders += 1
+    try:
+        yield
+    finally:
+        with _holders_lock:
+            _holders -= 1
+            if _holders == 0 and _collector_was_enabled:
+                gc.enable()
+
+
+_holders_lock = threading.Lock()
+_holders = 0
+_collector_was_enabled = True
+_frozen_in = 0  # the process whose objects from before its first task are frozen
+
+
+def _land(task: SliceTask) -> SliceReport:
+    started = time.monotonic()
+    piece, settings = task.slice, task.settings
+    storage = LakeStorage(settings.lake_root)
+    tables = [_TableLanding(table, task, storage) for table in (task.topic, *task.sharing)]
+    batches = 0
+    try:
+        with KafkaLog(settings.kafka_config, task.topic.topic) as kafka_log:
+            for records in kafka_log.read_slice_batches(piece.partition, piece.start, piece.end, settings.batch_size):
+                for table in tables:
+                    table.add(records)
+                del records
+                batches += 1
+                if batches % COLLECT_EVERY_BATCHES == 0:
+                    gc.collect()  # reference cycles the batches left, if any
+        reports = [table.finish(time.monotonic() - started) for table in tables]
+    except BaseException:
+        for table in tables:
+            table.files.abort()
+        raise
+    return replace(reports[0], shared=tuple(reports[1:]))
+
+
+class _TableLanding:
+    """One table's share of a slice: its decoder, its open files and its counts."""
+
+    def __init__(self, topic: TopicSpec, task: SliceTask, storage: LakeStorage):
+        settings = task.settings
+        self.topic, self.slice, self.hour = topic, task.slice, task.hour
+        self.decoder = BatchDecoder(topic, schemas_for(topic, settings.schema_registry_url), settings.pii_key,
+                                    kafka_hour=task.hour)
+        self.encryption = DeadLetterEncryption(settings.dead_letter_key) if settings.dead_letter_key else None
+        self.files = PlacementFiles(storage, topic, task.slice.partition, settings.max_open_files, attempt=task.attempt,
+                                    journal=AttemptJournal(storage, topic.database, topic.table, task.hour))
+        self.as_table_holds = _rows_as_table_holds(topic)
+        self.totals = _Totals()
+
+    def add(self, records) -> None:
+        topic, files = self.topic, self.files
+        batch = self.decoder.decode(records)
+        self.totals.add(batch, records.timestamps_ms, self.hour)
+        for placement, table in batch.rows.items():
+            directory = layout.data_directory(topic.database, topic.table, placement.schema_version, placement.hour)
+            files.write(("data", placement), directory, self.as_table_holds(table), placement.schema_version,
+                        placement.hour)
+        for kind, letters in (("dead_letter", batch.dead_letters), ("unrouted", batch.unrouted)):
+            for hour, table in letters.items():
+                directory = (layout.dead_letter_directory(topic.database, topic.table, hour) if kind == "dead_letter"
+                             else layout.unrouted_directory(topic.topic, hour))
+                table = table.cast(DEAD_LETTER_SCHEMA)
+                if self.encryption is not None:
+                    table = self.encryption.encrypt_table(table)
+                files.write((kind, hour), directory, table, None, hour, kind)
+
+    def finish(self, duration_s: float) -> SliceReport:
+        totals = self.totals
+        return SliceReport(slice=self.slice, counts=totals.counts, files=tuple(self.files.close_all()),
+                           schema_versions=dict(totals.schema_versions),
+                           dead_letter_causes=dict(totals.dead_letter_causes), duration_s=duration_s,
+                           table=self.topic.name)
+
+
+def _rows_as_table_holds(topic: TopicSpec):
+    """Rows as the topic's table format holds them: Iceberg's time is in microseconds (`iceberg_schema.iceberg_rows`),
+    imported only for Iceberg topics."""
+    if topic.table_format != "iceberg":
+        return lambda table: table
+    from kafka_lake.tables.iceberg.schema import iceberg_rows
+
+    return iceberg_rows
+
+
+@dataclass
+class _Totals:
+    counts: LandingCounts = LandingCounts()
+    schema_versions: Counter = field(default_factory=Counter)
+    dead_letter_causes: Counter = field(default_factory=Counter)
+
+    def add(self, batch: DecodedBatch, timestamps_ms: Sequence[int], hour: KafkaHour) -> None:
+        self.dead_letter_causes.update(batch.dead_letter_causes)
+        rows = late = kept_tombstones = 0
+        for placement, table in batch.rows.items():
+            rows += table.num_rows
+            if TOMBSTONE_COLUMN.name in table.column_names:
+                kept_tombstones += pc.sum(table.column(TOMBSTONE_COLUMN.name)).as_py() or 0
+            self.schema_versions[placement.schema_version] += table.num_rows
+            if placement.hour < hour.start:
+                late += table.num_rows
+        # Over the timestamps that name a time: -1 ("none") or the year 10000 would make the report's range absurd.
+        placed = kafka_timestamps(timestamps_ms).drop_null()
+        low, high = (value.value for value in pc.min_max(placed).values()) if len(placed) else (None, None)
+        self.counts += LandingCounts(
+            records=batch.records, rows=rows, tombstones=batch.tombstones, late_events=late,
+            dead_letters=sum(table.num_rows for table in batch.dead_letters.values()),
+            routed_away=batch.routed_away, unrouted=sum(table.num_rows for table in batch.unrouted.values()),
+            kept_tombstones=kept_tombstones,
+            min_timestamp_ms=low, max_timestamp_ms=high,
+        )

@@ -1,0 +1,220 @@
+"""Slice planning: which offsets of each Kafka partition belong to a Kafka hour.
+
+Boundaries committed by landed neighbours win over the broker's answers, so consecutive
+hours tile every partition's offsets with no gap and no overlap, in any landing order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from kafka_lake.hours import KafkaHour
+from kafka_lake.lake.manifests import HourManifest
+
+# How a boundary decided by record timestamps is described in the manifest (`boundaries`).
+BY_TIME = "time lookup"
+
+
+@dataclass(frozen=True)
+class PartitionLog:
+    """What the broker says about one partition, for one hour: log bounds and time lookups."""
+
+    partition: int
+    log_start: int
+    log_end: int
+    # First offset whose timestamp ≥ H (≥ H+1), None if none yet; also None, and unread, where an
+    # adjacent landed hour fixes that boundary (see `fixed_by_neighbours`).
+    first_at_or_after_hour_start: int | None
+    first_at_or_after_hour_end: int | None
+    # Past `log_end` while a transaction is open: [log_end, high_watermark) is not decided yet. None: as log_end.
+    high_watermark: int | None = None
+    reported_end: int | None = None  # the broker's answer for the log end, where reading found another
+
+    @property
+    def undecided(self) -> tuple[int, int] | None:
+        """Offsets past the last stable offset that an open transaction holds, if any."""
+        if self.high_watermark is None or self.high_watermark <= self.log_end:
+            return None
+        return self.log_end, self.high_watermark
+
+
+@dataclass(frozen=True)
+class PartitionBounds:
+    partition: int
+    start: int
+    end: int
+    start_from: str  # where the start came from, for the manifest and the UI
+    end_from: str
+    # Offsets [a, b) before `start` that expired from the log unlanded, where the run accepted the loss.
+    accepted_loss: tuple[int, int] | None = None
+    new_partition: bool = False  # absent from the landed hour before: landed from its first record
+    # Where the hour ends at the last stable offset: the offsets past it that a transaction still open holds.
+    # Committed later, they land in the hour after (whose offsets they are), placed by their own time.
+    open_transaction: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class OffsetSlice:
+    """A contiguous offset range [start, end) of one partition: the work of one Spark task."""
+
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def length(self) -> int:
+        return self.end - self.start
+
+
+class HourNotClosed(RuntimeError):
+    """The hour can still receive records; landing it now would land it partially."""
+
+    def __init__(self, topic: str, hour: KafkaHour, open_partitions: list[int], closes_at: datetime):
+        self.open_partitions = open_partitions
+        super().__init__(
+            f"{topic} hour {hour} is not closed: partition(s) {', '.join(map(str, open_partitions))} "
+            f"have no record at or after {hour.end:%Y-%m-%d %H:%M}Z yet, and the wall clock closes the hour "
+            f"only at {closes_at:%Y-%m-%d %H:%M}Z (end of hour + grace). Nothing was landed; retry later."
+        )
+
+
+class OffsetsLost(RuntimeError):
+    """Offsets the hour must read are gone from the log (retention, or the topic was recreated)."""
+
+    def __init__(self, topic: str, hour: KafkaHour, losses: dict[int, tuple[int, int]], reason: str):
+        self.losses = losses
+        described = "; ".join(f"partition {p}: offsets [{a}, {b})" for p, (a, b) in sorted(losses.items()))
+        super().__init__(f"{topic} hour {hour}: {reason}: {described}. Nothing was landed.")
+
+
+def plan_hour(
+    topic: str,
+    hour: KafkaHour,
+    logs: list[PartitionLog],
+    before: HourManifest | None,
+    after: HourManifest | None,
+    now: datetime,
+    grace: timedelta,
+    accept_lost_offsets: bool = False,
+) -> list[PartitionBounds]:
+    """The offset range of every partition for `hour`, bound by the nearest landed hours around it.
+
+    Offsets that expired before they were landed raise `OffsetsLost`, unless `accept_lost_offsets`:
+    then the partition starts at its log start and its bounds carry the loss, for the manifest.
+    """
+    closes_at = hour.end + grace
+    closed_by_clock = now >= closes_at
+    _check_partitions_still_exist(topic, hour, logs, before, after)
+    backwards = _offsets_gone_backwards(logs, before, after)
+    if backwards:
+        raise OffsetsLost(topic, hour, backwards, "the log now ends before offsets already landed (topic recreated?)")
+    bounds, open_partitions, expired = [], [], {}
+    for log in sorted(logs, key=lambda item: item.partition):
+        start, start_from = _start(hour, log, before)
+        end, end_from = _end(hour, log, after, closed_by_clock)
+        if end is None:
+            open_partitions.append(log.partition)
+            continue
+        if end < start:
+            if end_from.startswith("manifest"):
+                raise OffsetsLost(
+                    topic, hour, {log.partition: (end, start)},
+                    "landed neighbours disagree (an earlier hour ends after a later one starts)",
+                )
+            end, end_from = start, f"{end_from}, raised to start"
+        loss = None
+        if start < log.log_start and start < end:
+            loss = expired[log.partition] = (start, min(log.log_start, end))
+            if accept_lost_offsets:
+                start, start_from = loss[1], f"log start (offsets [{loss[0]}, {loss[1]}) expired; loss accepted)"
+        new = before is not None and before.partition(log.partition) is None
+        held_open = log.undecided if end == log.log_end else None
+        if held_open:
+            end_from += (f"; offsets [{held_open[0]}, {held_open[1]}) are in a transaction still open: "
+                         f"committed, they land with hour {hour.next()}")
+        bounds.append(PartitionBounds(log.partition, start, end, start_from, end_from,
+                                      loss if accept_lost_offsets else None, new, held_open))
+    if open_partitions:
+        raise HourNotClosed(topic, hour, open_partitions, closes_at)
+    if expired and not accept_lost_offsets:
+        raise OffsetsLost(
+            topic, hour, expired,
+            "offsets expired from the log before they were landed (to land the rest and record the loss, "
+            "re-run with accept_lost_offsets)",
+        )
+    return bounds
+
+
+def _offsets_gone_backwards(logs, before, after) -> dict[int, tuple[int, int]]:
+    ends = {log.partition: log.log_end for log in logs}
+    gone = {}
+    for neighbour in (before, after):
+        for landed in neighbour.partitions if neighbour else ():
+            if landed.partition in ends and landed.end > ends[landed.partition]:
+                gone[landed.partition] = (ends[landed.partition], landed.end)
+    return gone
+
+
+def _start(hour: KafkaHour, log: PartitionLog, before: HourManifest | None) -> tuple[int, str]:
+    if before is None:
+        return _start_by_time(log)
+    landed = before.partition(log.partition)
+    if landed is not None and before.kafka_hour == hour.previous():
+        return landed.end, f"manifest {before.hour}"
+    if landed is None:
+        # Added after the hour before was landed: its records before this hour are in no landed hour yet.
+        return log.log_start, f"log start (partition new since {before.hour})"
+    start, source = _start_by_time(log)
+    if landed.end > start:
+        return landed.end, f"manifest {before.hour} (after a gap)"
+    return start, source
+
+
+def _start_by_time(log: PartitionLog) -> tuple[int, str]:
+    lookup = log.first_at_or_after_hour_start
+    return (lookup, BY_TIME) if lookup is not None else (log.log_end, "log end (no record in or after the hour)")
+
+
+def _end(hour: KafkaHour, log: PartitionLog, after: HourManifest | None, closed_by_clock: bool) -> tuple[int | None, str]:
+    landed = after.partition(log.partition) if after is not None else None
+    if after is not None and landed is not None and after.kafka_hour == hour.next():
+        return landed.start, f"manifest {after.hour}"
+    lookup = log.first_at_or_after_hour_end
+    if lookup is not None:
+        end, source = lookup, BY_TIME
+    elif closed_by_clock:
+        end, source = log.log_end, "log end (hour closed by the wall clock)"
+        if log.reported_end is not None and log.reported_end != log.log_end:
+            source = f"log end {log.log_end} as read (hour closed by the wall clock; the broker reported {log.reported_end})"
+    else:
+        return None, "open"
+    if after is not None and landed is not None and landed.start < end:
+        return landed.start, f"manifest {after.hour} (after a gap)"
+    return end, source
+
+
+def _check_partitions_still_exist(topic, hour, logs, before, after) -> None:
+    present = {log.partition for log in logs}
+    for neighbour in (before, after):
+        if neighbour is None:
+            continue
+        missing = {p.partition: (p.start, p.end) for p in neighbour.partitions if p.partition not in present}
+        if missing:
+            raise OffsetsLost(topic, hour, missing, f"partitions landed in hour {neighbour.hour} no longer exist")
+
+
+def fixed_by_neighbours(hour: KafkaHour, before: HourManifest | None, after: HourManifest | None) -> tuple[set[int], set[int]]:
+    """Partitions whose start (end) the adjacent landed hour already fixes: no broker lookup needed."""
+    starts = {p.partition for p in before.partitions} if before and before.kafka_hour == hour.previous() else set()
+    ends = {p.partition for p in after.partitions} if after and after.kafka_hour == hour.next() else set()
+    return starts, ends
+
+
+def split_slices(bounds: list[PartitionBounds], max_rows_per_task: int) -> list[OffsetSlice]:
+    """Cuts each partition's range into slices of at most `max_rows_per_task` offsets; empty ranges need no task."""
+    slices = []
+    for bound in bounds:
+        for start in range(bound.start, bound.end, max_rows_per_task):
+            slices.append(OffsetSlice(bound.partition, start, min(start + max_rows_per_task, bound.end)))
+    return slices

@@ -1,0 +1,222 @@
+"""The Hive layout as a table format: a landed hour's manifest is its commit, compaction writes generation folders
+that the table catalog (Hive metastore or Glue) is switched to, retention drops partitions there first.
+
+The work is `landing`, `compaction`, `retention` and `table_catalog`; this module joins them to the seam of
+`table_formats` and says what each action shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime
+from functools import cached_property
+
+from kafka_lake.lake import layout
+from kafka_lake.lake.compaction_manifest import CompactionManifest
+from kafka_lake.lake.landed_files import letter_prefixes, remove_orphans, remove_replaced_files
+from kafka_lake.lake.landing_checks import CheckOutcome
+from kafka_lake.lake.manifests import HourManifest
+from kafka_lake.lake.table_partition import TablePartition
+from kafka_lake.lake.table_state import storage_partitions
+from kafka_lake.tables.catalogs.protocol import TableCatalog, TableChange
+from kafka_lake.tables.catalogs.reconciliation import (
+    ReconcileReport,
+    partition_differences,
+    publish,
+    reconcile,
+    storage_partition_uris,
+)
+from kafka_lake.tables.formats import HourCommitted, LakeUri, Markdown, TableAccess, TableOutcome
+from kafka_lake.tables.table_schema import TableDefinition, table_definition
+from kafka_lake.topics.loader import TopicSpec
+from kafka_lake.upkeep.compaction import CompactionResult, compact_hour, generation_checksum
+from kafka_lake.upkeep.expiry import is_expired, retention_cutoff
+from kafka_lake.upkeep.retention import apply_retention
+
+SHOWN = 100  # partitions listed in metadata; a backfill of months would drown the UI
+
+
+def definition_for(topic: TopicSpec, storage) -> TableDefinition:
+    return table_definition(topic, storage.uri(layout.table_prefix(topic.database, topic.table)))
+
+
+class HiveTables:
+    """Tables of `schema_version=/date=/hour=` folders, registered in a table catalog."""
+
+    name = "hive"
+    compaction_check = "row_set_unchanged"
+    registration_check = "catalog_matches_storage"
+    retention_check = "nothing_expired_remains"
+    landing_check: str | None = None
+
+    def __init__(self, access: TableAccess):
+        self.access = access
+        self.storage = access.storage
+
+    def file_attempt(self) -> str:
+        return ""  # a re-run of a slice rewrites the same files
+
+    def prepare(self, topic: TopicSpec) -> None:
+        pass  # the manifest alone commits an hour
+
+    def commit_hour(self, topic: TopicSpec, manifest: HourManifest, previous: HourManifest | None,
+                    attempt: str) -> HourCommitted:
+        replaced = remove_replaced_files(self.storage, previous, manifest)
+        prefixes = (layout.table_prefix(topic.database, topic.table), *letter_prefixes(topic))
+        return HourCommitted(tuple(replaced), tuple(remove_orphans(self.storage, topic, manifest, prefixes)))
+
+    def landed_hour_check(self, topic: TopicSpec, manifest: HourManifest) -> CheckOutcome | None:
+        return None
+
+    # --- compaction ---------------------------------------------------------------------------------------
+
+    def compact_hour(self, topic: TopicSpec, hour: datetime) -> TableOutcome:
+        result = compact_hour(topic, hour, self.storage,
+                              lambda tasks: self._run_compactions(tasks, f"compact {topic.topic} {hour:%Y-%m-%d %H}:00"),
+                              lambda manifests: self._switch_to_generations(topic, manifests))
+        summary = (f"{topic.topic} {hour:%Y-%m-%d %H}:00: {len(result.manifests)} partition(s) rewritten, "
+                   f"{len(result.up_to_date)} already compact, {len(result.deleted_sources)} source files deleted")
+        return TableOutcome(summary, self._compaction_metadata(result), self._row_set_check(result))
+
+    def _compaction_metadata(self, result: CompactionResult) -> dict:
+        reports, manifests = result.reports, result.manifests
+        rows = sum(r.rows for r in reports)
+        return {
+            "dagster/row_count": rows,
+            "partitions_rewritten": len(manifests),
+            "partitions_up_to_date": len(result.up_to_date),
+            "files_before": sum(len(r.task.sources) for r in reports),
+            "files_after": sum(len(r.files) for r in reports),
+            "bytes_before": sum(r.source_bytes for r in reports),
+            "bytes_after": sum(f.bytes for r in reports for f in r.files),
+            "rows": rows,
+            "duplicate_rows_dropped": sum(r.rows_read - r.rows for r in reports),
+            "locations": {str(m.partition): self.storage.uri(m.location) for m in manifests[:SHOWN]},
+        }
+
+    def _row_set_check(self, result: CompactionResult) -> CheckOutcome:
+        written = {m.partition: generation_checksum(self.storage, m) for m in result.manifests}
+        problems = [f"{m.partition}: files hold {written[m.partition]}, sources held {m.offsets_checksum}"
+                    for m in result.manifests if written[m.partition] != m.offsets_checksum]
+        return CheckOutcome(not problems, "; ".join(problems) or
+                            f"{len(result.manifests)} generation(s) hold exactly their sources' offsets",
+                            {"generations": len(result.manifests)})
+
+    # --- the table catalog ------------------------------------------------------------------------------
+
+    @cached_property
+    def _catalog(self) -> TableCatalog:
+        if self.access.hive_catalog is None:
+            raise RuntimeError("this action of the Hive layout needs its table catalog, and none was given")
+        return self.access.hive_catalog()
+
+    def _published_catalog(self, topic: TopicSpec) -> TableCatalog:
+        """The catalog, with the table created or evolved first, so the first switch also registers it."""
+        self._catalog.ensure_table(definition_for(topic, self.storage))
+        return self._catalog
+
+    def _switch_to_generations(self, topic: TopicSpec, manifests: list[CompactionManifest]) -> None:
+        publish(self._published_catalog(topic), definition_for(topic, self.storage),
+                {m.partition: m.location for m in manifests})
+
+    def _drop(self, topic: TopicSpec, partitions: list[TablePartition]) -> None:
+        self._published_catalog(topic).drop_partitions(definition_for(topic, self.storage), partitions)
+
+    def _run_compactions(self, tasks, description: str):
+        if self.access.run_compactions is None:
+            raise RuntimeError("compaction in the Hive layout runs on Spark, and no Spark runner was given")
+        return self.access.run_compactions(tasks, description)
+
+    def register(self, topic: TopicSpec, hours: Collection[datetime]) -> TableOutcome:
+        hours = sorted(hours)
+        definition = definition_for(topic, self.storage)
+        catalog = self._catalog
+        change = catalog.ensure_table(definition)
+        stored = storage_partitions(self.storage, topic.database, topic.table, among=[
+            TablePartition(version, hour) for hour in hours for version in definition.schema_versions])
+        report = reconcile(catalog, definition, stored, only_hours=hours)
+        # The check reads the catalog again: it states what readers see now, not what reconcile intended.
+        in_catalog = catalog.list_partitions(definition, hours)
+        in_storage = storage_partition_uris(definition, stored, hours)
+        differences = partition_differences(in_catalog, in_storage)
+        check = CheckOutcome(differences.none, differences.describe(), {
+            "hours": len(hours),
+            "catalog_partitions": len(in_catalog),
+            "storage_partitions": len(in_storage),
+            "missing_from_catalog": sorted(str(p) for p in differences.missing),
+            "pointing_elsewhere": sorted(str(p) for p in differences.misplaced),
+            "not_in_storage": [str(p) for p in differences.unexpected],
+        })
+        summary = _registration_line(definition, hours, change, report)
+        return TableOutcome(summary, _registration_metadata(definition, catalog.kind, change, report, in_catalog, hours[-1]),
+                            check)
+
+    # --- retention ----------------------------------------------------------------------------------------
+
+    def retain(self, topic: TopicSpec, now: datetime, pii_key: bytes | None) -> TableOutcome:
+        report = apply_retention(
+            self.storage, topic, now, pii_key,
+            lambda tasks: self._run_compactions(tasks, f"erase subjects in {topic.topic}"),
+            lambda manifests: self._switch_to_generations(topic, manifests),
+            lambda partitions: self._drop(topic, partitions),
+        )
+        metadata = {
+            "expired_partitions": len(report.expired_partitions),
+            "expired_rows": report.expired_rows,
+            "expired_dead_letter_files": report.expired_dead_letter_files,
+            "erased_partitions": len(report.erased_partitions),
+            "erased_rows": report.erased_rows,
+            "audit_entries": [self.storage.uri(path) for path in report.audit_paths],
+            "retention_days": topic.retention_days or 0,
+        }
+        cutoff = retention_cutoff(topic, now)
+        left = [str(p) for p in storage_partitions(self.storage, topic.database, topic.table) if is_expired(p.hour, cutoff)]
+        check = CheckOutcome(
+            not left,
+            f"expired partitions still in storage: {', '.join(left)}" if left
+            else f"no partition ends before {cutoff:%Y-%m-%d %H:%M}Z" if cutoff else "the topic keeps data forever",
+            {"expired_partitions_left": len(left)},
+        )
+        summary = (f"{topic.topic}: {len(report.expired_partitions)} partition(s) expired, {report.erased_rows} row(s) "
+                   f"erased, {len(report.audit_paths)} audit entr(ies)")
+        return TableOutcome(summary, metadata, check)
+
+
+def _registration_line(definition: TableDefinition, hours: list, change: TableChange, report: ReconcileReport) -> str:
+    table = "created" if change.created else (
+        f"evolved (+{len(change.added_columns)} columns, {len(change.widened_columns)} widened)" if change.changed else "unchanged"
+    )
+    return (
+        f"{definition.name} {hours[0]:%Y-%m-%d %H}:00 to {hours[-1]:%Y-%m-%d %H}:00 ({len(hours)} hours): table {table}; "
+        f"partitions +{len(report.added)} added, "
+        f"{len(report.relocated)} relocated, {len(report.dropped)} dropped"
+    )
+
+
+def _registration_metadata(definition: TableDefinition, kind: str, change: TableChange, report: ReconcileReport,
+                           in_catalog: dict, hour) -> dict:
+    queries = definition.sample_queries(f"{hour:%Y-%m-%d}", f"{hour:%H}")
+    columns = ["| column | type |", "|---|---|"] + [f"| {c.name} | `{c.type.hive()}` |" for c in definition.columns]
+    return {
+        "table": definition.name,
+        "catalog": kind,
+        "location": LakeUri(definition.location),
+        "columns": len(definition.columns),
+        "schema": Markdown("\n".join(columns)),
+        "schema_versions": list(definition.schema_versions),
+        "table_created": change.created,
+        "columns_added": list(change.added_columns),
+        "columns_widened": list(change.widened_columns),
+        "partitions_added": len(report.added),
+        "partitions_relocated": len(report.relocated),
+        "partitions_dropped": len(report.dropped),
+        "partition_changes": {
+            "added": [str(p) for p in report.added][:SHOWN],
+            "relocated": [str(p) for p in report.relocated][:SHOWN],
+            "dropped": [str(p) for p in report.dropped][:SHOWN],
+        },
+        "partitions": {str(p): location for p, location in sorted(in_catalog.items())[:SHOWN]},
+        "sample_query": Markdown(
+            f"Spark SQL:\n```sql\n{queries['spark_sql']}\n```\nAthena (Glue):\n```sql\n{queries['athena']}\n```"
+        ),
+    }

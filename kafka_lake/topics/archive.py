@@ -1,0 +1,60 @@
+"""The topics the catalog's archive rule has taken on: found on the cluster, recorded in the lake, and loaded as raw
+tables with the catalog at the next load of the code location (`catalog.load_catalog(archived_topics=…)`).
+
+The record is the lake's, not the broker's: the set of archived tables stays the same while the broker is away, and a
+topic once archived keeps its table after Kafka deleted it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import datetime
+
+from kafka_lake.lake.layout import ARCHIVED_TOPICS_PATH
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.topics.loader import TopicCatalog
+
+
+class ArchivedTopics:
+    """`_archive/topics.json` in the lake: each archived topic and when the archive took it on."""
+
+    def __init__(self, storage: LakeStorage):
+        self._storage = storage
+
+    def read(self) -> dict[str, str]:
+        """Topic → the time (ISO 8601, UTC) it was archived from."""
+        data = self._storage.read_bytes(ARCHIVED_TOPICS_PATH)
+        if data is None:
+            return {}
+        try:
+            document = json.loads(data)
+            topics = document["topics"]
+            if not isinstance(topics, dict) or not all(isinstance(v, str) for v in topics.values()):
+                raise ValueError("topics is no mapping of topic names to times")
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"{self._storage.uri(ARCHIVED_TOPICS_PATH)} cannot be read: {error}; it lists the archived "
+                             f"topics as {{\"topics\": {{name: since}}}}") from None
+        return topics
+
+    def names(self) -> list[str]:
+        return sorted(self.read())
+
+    def add(self, topics: Iterable[str], now: datetime) -> list[str]:
+        """Records the topics not recorded yet, archived from `now`; returns those."""
+        recorded = self.read()
+        new = sorted(set(topics) - set(recorded))
+        if new:
+            since = now.isoformat(timespec="seconds")
+            recorded.update(dict.fromkeys(new, since))
+            self._storage.write_bytes(ARCHIVED_TOPICS_PATH, json.dumps({"topics": recorded}, indent=1, sort_keys=True).encode())
+        return new
+
+
+def topics_to_archive(cluster_topics: Iterable[str], catalog: TopicCatalog) -> list[str]:
+    """Topics on the cluster that the archive rule takes and that no table lands yet."""
+    if catalog.archive is None:
+        return []
+    landed = set(catalog.kafka_topics)
+    return sorted(t for t in cluster_topics if t not in landed and catalog.archive.matches(t))
+

@@ -1,0 +1,361 @@
+"""Compaction: rewrite a placement hour's many small files into few large ones, row set unchanged.
+
+A new generation is written to a hidden folder, committed by its manifest, published by
+switching the catalog partition to it, and only then are its sources deleted: at every
+moment a catalog reader sees each row exactly once, and a crash leaves old or new files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import struct
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from kafka_lake.hours import FIRST_HOUR, LAST_HOUR, ONE_HOUR, KafkaHour, hour_key
+from kafka_lake.lake import layout
+from kafka_lake.lake.compaction_manifest import CompactedFile, CompactionManifest, read_compaction
+from kafka_lake.lake.manifests import ManifestStore, PlacementIndex
+from kafka_lake.lake.parquet_output import ParquetOutput
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.lake.table_partition import TablePartition, partition_of_path
+from kafka_lake.schemas.arrow_mapping import column_at
+from kafka_lake.topics.loader import TopicSpec
+
+log = logging.getLogger(__name__)
+
+KEY_COLUMNS = ["_kafka_partition", "_kafka_offset"]
+
+
+class CompactionNotDue(RuntimeError):
+    """Raw hours that can still add rows to the hour have not landed yet."""
+
+
+@dataclass(frozen=True)
+class CompactionTask:
+    """One partition (schema version) of a placement hour to rewrite; pickled to a Spark task."""
+
+    topic: TopicSpec
+    partition: TablePartition
+    generation: int
+    sources: tuple[str, ...]  # committed raw files and the previous generation's files
+    lake_root: str
+    target_bytes: int
+    # GDPR erasure: rows whose subject field (a dotted path) holds one of these values are left out.
+    erase_subjects: frozenset = frozenset()
+    subject_path: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CompactionReport:
+    task: CompactionTask
+    files: tuple[CompactedFile, ...]
+    rows: int
+    rows_read: int  # before removing rows a re-landing wrote twice, and erased rows
+    rows_erased: int
+    source_bytes: int
+    offsets_checksum: str
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    hour: datetime
+    manifests: tuple[CompactionManifest, ...]
+    reports: tuple[CompactionReport, ...]
+    deleted_sources: tuple[str, ...]
+    up_to_date: tuple[TablePartition, ...]
+
+
+def raw_hours_that_feed(topic: TopicSpec, hour: datetime) -> list[KafkaHour]:
+    """The Kafka hours whose landing can place rows in `hour` within the allowed lateness; none past the last hour
+    of the year 9999, where an event time a producer meant as "never" lands."""
+    return [KafkaHour(hour + n * ONE_HOUR) for n in range(topic.allowed_lateness_hours + 1)
+            if n * ONE_HOUR <= LAST_HOUR - hour]
+
+
+def missing_raw_hours(topic: TopicSpec, hour: datetime, landed: Iterable[KafkaHour]) -> list[KafkaHour]:
+    landed = set(landed)
+    return [h for h in raw_hours_that_feed(topic, hour) if h not in landed]
+
+
+def check_due(topic: TopicSpec, hour: datetime, manifests: ManifestStore) -> None:
+    """Raises `CompactionNotDue` naming the raw hours that can still add rows to placement hour `hour` (one listing of
+    the manifests of the hours that feed it, not of the table's)."""
+    feeding = raw_hours_that_feed(topic, hour)
+    missing = missing_raw_hours(topic, hour, manifests.landed_in(feeding[0], feeding[-1]))
+    if missing:
+        raise CompactionNotDue(
+            f"{topic.topic} hour {hour:%Y-%m-%d %H:00}: raw hours {', '.join(map(str, missing))} can still add "
+            f"rows (allowed lateness {topic.allowed_lateness_hours} h) and have not landed yet"
+        )
+
+
+def offsets_checksum(keys: pa.Table) -> str:
+    """SHA-256 over the sorted (partition, offset) set: equal iff the row sets are equal."""
+    ordered = keys.sort_by([(c, "ascending") for c in KEY_COLUMNS])
+    digest = hashlib.sha256()
+    for column in KEY_COLUMNS:
+        values = ordered.column(column).cast(pa.int64()).to_pylist()
+        digest.update(struct.pack(f"<{len(values)}q", *values))
+    return f"{keys.num_rows}:{digest.hexdigest()}"
+
+
+def plan_compaction(
+    topic: TopicSpec, hour: datetime, storage: LakeStorage, target_bytes: int | None = None,
+) -> tuple[list[CompactionTask], list[TablePartition]]:
+    """Tasks for every partition of `hour` whose committed raw files are not yet in its current generation."""
+    manifests = ManifestStore(storage, topic.database, topic.table)
+    check_due(topic, hour, manifests)
+    committed = committed_raw_files(storage, topic, manifests, hour)
+    tasks, up_to_date = [], []
+    for partition in sorted({p for p in (partition_of_path(path) for path in committed) if p is not None}
+                            | _compacted_partitions(storage, topic, hour)):
+        current = read_compaction(storage, topic.database, topic.table, partition)
+        consumed = set(current.sources) if current else set()
+        raw = sorted(path for path in committed if partition_of_path(path) == partition)
+        fresh = [path for path in raw if path not in consumed]
+        if not fresh:
+            up_to_date.append(partition)
+            continue
+        previous = [f.path for f in current.files] if current else []
+        tasks.append(CompactionTask(
+            topic, partition, (current.generation if current else 0) + 1, tuple(previous + raw),
+            storage.root, target_bytes or topic.target_file_mb * 1024 * 1024,
+        ))
+    return tasks, up_to_date
+
+
+def committed_raw_files(storage: LakeStorage, topic: TopicSpec, manifests: ManifestStore, hour: datetime) -> set[str]:
+    """The raw files in `hour`'s folders that a landed manifest owns; in-flight and crashed attempts are not
+    committed. Read are the manifests of the raw hours around H and of those the placement index names for H's
+    folders (late and early events); all of them only for files neither explains (landed before the index was kept,
+    or of an attempt not committed)."""
+    folders = [layout.data_directory(topic.database, topic.table, version, hour) for version in topic.version_numbers]
+    on_disk = {
+        f"{folder}/{name}" for folder in folders for name in storage.list_names(folder)
+        if layout.parse_data_file_name(name) is not None
+    }
+    index = PlacementIndex(storage, topic.database, topic.table)
+    window = set(raw_hours_that_feed(topic, hour)) | ({KafkaHour(hour - ONE_HOUR)} if hour > FIRST_HOUR else set())
+    writers = window | {kafka_hour for folder in folders if on_disk for kafka_hour in index.writers(folder)}
+    committed: set[str] = set()
+    for kafka_hour in sorted(writers, key=lambda h: abs(h.start - hour)):
+        if committed == on_disk:
+            return committed
+        manifest = manifests.read(kafka_hour)
+        committed.update(f.path for f in (manifest.files if manifest else ()) if f.path in on_disk)
+    if committed != on_disk:
+        log.warning("%s hour %s: %d file(s) no manifest of the hours around it or in the placement index owns; "
+                    "reading every manifest of the table", topic.topic, hour_key(hour), len(on_disk - committed))
+        for manifest in manifests.all():
+            committed.update(f.path for f in manifest.files if f.path in on_disk)
+    return committed
+
+
+def _compacted_partitions(storage: LakeStorage, topic: TopicSpec, hour: datetime) -> set[TablePartition]:
+    found = set()
+    for version in topic.version_numbers:
+        partition = TablePartition(version, hour)
+        if storage.exists(partition.compaction_manifest_path(topic.database, topic.table)):
+            found.add(partition)
+    return found
+
+
+def compact_partition(task: CompactionTask) -> CompactionReport:
+    """Writes the new generation of one partition; the Spark task body. Commits nothing."""
+    started = time.monotonic()
+    storage = LakeStorage(task.lake_root)
+    directory = task.partition.compacted_directory(task.topic.database, task.topic.table, task.generation)
+    for leftover in storage.list_files(directory):  # a crashed attempt at this same generation
+        storage.delete(leftover.path)
+    schema = _sources_schema(storage, task.sources)
+    writer = _RollingParquet(storage, directory, task.target_bytes, schema)
+    seen_keys: set[int] = set()
+    key_tables, rows_read, rows_erased, source_bytes = [], 0, 0, 0
+    try:
+        for path in task.sources:
+            table = _conformed(pq.read_table(storage.full_path(path), filesystem=storage.filesystem), schema)
+            source_bytes += storage.filesystem.get_file_info(storage.full_path(path)).size
+            rows_read += table.num_rows
+            table = _without_seen(table, seen_keys)
+            if task.erase_subjects:
+                kept = _without_subjects(table, task.subject_path, task.erase_subjects)
+                rows_erased += table.num_rows - kept.num_rows
+                table = kept
+            key_tables.append(table.select(KEY_COLUMNS))
+            writer.write(table)
+        files = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    keys = _concat_keys(key_tables)
+    return CompactionReport(task, tuple(files), keys.num_rows, rows_read, rows_erased, source_bytes,
+                            offsets_checksum(keys), time.monotonic() - started)
+
+
+def subject_values(table: pa.Table, path: tuple[str, ...]) -> pa.ChunkedArray:
+    """The column at a dotted path through struct columns, as text (subjects are matched as text)."""
+    return column_at(table, path).cast(pa.string())
+
+
+def _without_subjects(table: pa.Table, path: tuple[str, ...], subjects: frozenset) -> pa.Table:
+    matches = pc.is_in(subject_values(table, path), value_set=pa.array(sorted(subjects), pa.string()))
+    return table.filter(pc.invert(pc.fill_null(matches, False)))
+
+
+def _without_seen(table: pa.Table, seen: set[int]) -> pa.Table:
+    """Drops rows whose (partition, offset) an earlier source already held (a raw hour landed again)."""
+    keys = pc.add(
+        pc.multiply(table.column("_kafka_partition").cast(pa.int64()), pa.scalar(1 << 40, pa.int64())),
+        table.column("_kafka_offset"),
+    ).to_pylist()
+    fresh = [key not in seen for key in keys]
+    seen.update(keys)
+    return table if all(fresh) else table.filter(pa.array(fresh))
+
+
+def _sources_schema(storage: LakeStorage, sources: Iterable[str]) -> pa.Schema | None:
+    """One schema holding every source file's rows: files landed by an older release may lack a column (the Kafka
+    headers) or declare fields non-nullable; a column any file has is kept, nullable where any file's is."""
+    schemas = [pq.read_schema(storage.full_path(path), filesystem=storage.filesystem) for path in sources]
+    if not schemas:
+        return None
+    return pa.unify_schemas(schemas, promote_options="permissive").with_metadata(schemas[0].metadata)
+
+
+def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`table` in `schema`: its columns cast, the columns it lacks null."""
+    if table.schema == schema:
+        return table.replace_schema_metadata(schema.metadata)
+    columns = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+               for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+class _RollingParquet:
+    """Parquet files of about `target_bytes` each, named part-00000.parquet, part-00001…"""
+
+    def __init__(self, storage: LakeStorage, directory: str, target_bytes: int, schema: pa.Schema | None):
+        self.storage, self.directory, self.target_bytes, self.schema = storage, directory, target_bytes, schema
+        self.files: list[CompactedFile] = []
+        self._current: ParquetOutput | None = None
+
+    def write(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        if self._current is None:
+            path = f"{self.directory}/part-{len(self.files):05d}.parquet"
+            self._current = ParquetOutput(self.storage, path, self.schema)
+        self._current.write(table, row_group_size=256 * 1024)
+        if self._current.bytes_written >= self.target_bytes:
+            self._finish()
+
+    def _finish(self) -> None:
+        current, self._current = self._current, None
+        if current is not None:
+            size = current.close()
+            self.files.append(CompactedFile(current.path, current.rows, size))
+
+    def close(self) -> list[CompactedFile]:
+        self._finish()
+        return self.files
+
+    def abort(self) -> None:
+        if self._current is not None:
+            self._current.abort()
+
+
+def commit_compaction(storage: LakeStorage, report: CompactionReport) -> CompactionManifest:
+    task = report.task
+    manifest = CompactionManifest(
+        database=task.topic.database,
+        table=task.topic.table,
+        schema_version=task.partition.schema_version,
+        hour=hour_key(task.partition.hour),
+        generation=task.generation,
+        location=task.partition.compacted_directory(task.topic.database, task.topic.table, task.generation),
+        files=report.files,
+        sources=task.sources,
+        rows=report.rows,
+        offsets_checksum=report.offsets_checksum,
+        compacted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+    storage.write_bytes(task.partition.compaction_manifest_path(task.topic.database, task.topic.table), manifest.to_json())
+    return manifest
+
+
+def delete_sources(storage: LakeStorage, manifest: CompactionManifest) -> list[str]:
+    """Deletes what the committed generation replaced; safe once readers use its location."""
+    return [path for path in replaced_sources(manifest) if storage.delete(path)]
+
+
+def replaced_sources(manifest: CompactionManifest) -> list[str]:
+    """The sources outside the generation's own folder: what it replaced."""
+    return [path for path in manifest.sources if not path.startswith(manifest.location + "/")]
+
+
+Publish = Callable[[list[CompactionManifest]], None]
+
+
+def compact_hour(
+    topic: TopicSpec,
+    hour: datetime,
+    storage: LakeStorage,
+    run_tasks: Callable[[list[CompactionTask]], list[CompactionReport]],
+    publish: Publish,
+    target_bytes: int | None = None,
+) -> CompactionResult:
+    """Plans, rewrites, commits, publishes (switches readers) and deletes the sources, in that order."""
+    unfinished = _finish_interrupted_swaps(topic, hour, storage, publish)
+    tasks, up_to_date = plan_compaction(topic, hour, storage, target_bytes=target_bytes)
+    reports, manifests, deleted = rewrite_generations(storage, tasks, run_tasks, publish)
+    return CompactionResult(hour, tuple(manifests), tuple(reports), tuple(unfinished + deleted), tuple(up_to_date))
+
+
+def rewrite_generations(
+    storage: LakeStorage,
+    tasks: list[CompactionTask],
+    run_tasks: Callable[[list[CompactionTask]], list[CompactionReport]],
+    publish: Publish,
+) -> tuple[list[CompactionReport], list[CompactionManifest], list[str]]:
+    """Writes the new generations, commits them, switches readers to them, then deletes what they replaced."""
+    reports = run_tasks(tasks) if tasks else []
+    manifests = [commit_compaction(storage, report) for report in reports]
+    if manifests:
+        publish(manifests)
+    deleted = [path for manifest in manifests for path in delete_sources(storage, manifest)]
+    return reports, manifests, deleted
+
+
+def _finish_interrupted_swaps(topic: TopicSpec, hour: datetime, storage: LakeStorage, publish: Publish) -> list[str]:
+    """A crash after the commit left sources behind: publish the committed generation, then delete them."""
+    pending = []
+    for partition in _compacted_partitions(storage, topic, hour):
+        manifest = read_compaction(storage, topic.database, topic.table, partition)
+        if manifest is not None and any(storage.exists(path) for path in replaced_sources(manifest)):
+            pending.append(manifest)
+    if not pending:
+        return []
+    publish(pending)
+    return [path for manifest in pending for path in delete_sources(storage, manifest)]
+
+
+def generation_checksum(storage: LakeStorage, manifest: CompactionManifest) -> str:
+    """Recomputes the offsets checksum from the generation's files, for the asset check."""
+    tables = [
+        pq.read_table(storage.full_path(f.path), filesystem=storage.filesystem, columns=KEY_COLUMNS)
+        for f in manifest.files
+    ]
+    return offsets_checksum(_concat_keys(tables))
+
+
+def _concat_keys(tables: list[pa.Table]) -> pa.Table:
+    return pa.concat_tables(tables) if tables else pa.table({c: pa.array([], pa.int64()) for c in KEY_COLUMNS})

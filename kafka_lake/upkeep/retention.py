@@ -1,0 +1,63 @@
+"""GDPR retention, run daily for each topic: expiry (`expiry.py`), then every erasure request (`erasure.py`), each
+action that changed something audited (`audit.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from kafka_lake.lake import layout
+from kafka_lake.lake.audit import AuditEntry, write_audit
+from kafka_lake.lake.compaction_manifest import CompactionManifest
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.lake.table_partition import TablePartition
+from kafka_lake.topics.loader import TopicSpec
+from kafka_lake.upkeep.compaction import CompactionReport, CompactionTask
+from kafka_lake.upkeep.erasure import erase, read_erasure_requests, subjects_to_match
+from kafka_lake.upkeep.expiry import expire, expiry_detail
+
+
+@dataclass
+class RetentionReport:
+    expired_partitions: list[TablePartition] = field(default_factory=list)
+    expired_rows: int = 0
+    expired_dead_letter_files: int = 0
+    erased_partitions: list[TablePartition] = field(default_factory=list)
+    erased_rows: int = 0
+    audit_paths: list[str] = field(default_factory=list)
+
+
+def apply_retention(
+    storage: LakeStorage,
+    topic: TopicSpec,
+    now: datetime,
+    pii_key: bytes | None,
+    run_tasks: Callable[[list[CompactionTask]], list[CompactionReport]],
+    publish: Callable[[list[CompactionManifest]], None],
+    unpublish: Callable[[list[TablePartition]], None],
+) -> RetentionReport:
+    """Expiry, then every erasure request; each action that changed something is audited."""
+    report = RetentionReport()
+    stamp = now.isoformat(timespec="seconds")
+    expired, rows, deleted = expire(storage, topic, now, unpublish)
+    if deleted:
+        report.expired_partitions, report.expired_rows = expired, rows
+        report.expired_dead_letter_files = sum(1 for path in deleted if path.startswith(layout.DEAD_LETTERS_PREFIX))
+        report.audit_paths.append(write_audit(storage, topic, AuditEntry(
+            "expire", topic.topic, stamp, rows, tuple(map(str, expired)), tuple(deleted),
+            detail=expiry_detail(topic, now),
+        )))
+    requests = read_erasure_requests(storage) if topic.subject_field else []
+    if requests:
+        reports, manifests, deleted = erase(storage, topic, subjects_to_match(topic, requests, pii_key), run_tasks, publish)
+        if reports:
+            report.erased_partitions = [r.task.partition for r in reports]
+            report.erased_rows = sum(r.rows_erased for r in reports)
+            report.audit_paths.append(write_audit(storage, topic, AuditEntry(
+                "erase", topic.topic, stamp, report.erased_rows, tuple(map(str, report.erased_partitions)),
+                tuple(deleted), tuple(f.path for m in manifests for f in m.files),
+                tuple(r.request_id for r in requests), detail=f"rows whose {topic.subject_field} matched",
+            )))
+    return report
