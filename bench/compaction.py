@@ -17,7 +17,7 @@ import shutil
 import tempfile
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -79,8 +79,8 @@ def main() -> None:
 
     page_views = load_catalog("schema_catalog").by_name("shop", "page_views")
     # No lateness: every landed hour is due at once (hours before the first landed one, holding late events, are not).
-    topic = replace(bench_topic(page_views, "bench.page_views.compaction", page_views.max_rows_per_task),
-                    allowed_lateness_hours=0)
+    topic = bench_topic(page_views, "bench.page_views.compaction", page_views.max_rows_per_task).model_copy(
+        update=dict(allowed_lateness_hours=0))
     now = floor_hour(time_now())
     hours = [now - (HOURS + 2 - n) * (KafkaHour(now).end - now) for n in range(HOURS)]
     work = tempfile.mkdtemp(prefix="bench-compaction-")

@@ -34,7 +34,7 @@ from kafka_lake.hours import ONE_HOUR, KafkaHour
 from kafka_lake.lake import layout
 from kafka_lake.lake.landing_counts import LandingCounts
 from kafka_lake.lake.manifests import HourManifest, LandedFile, PartitionLanding
-from kafka_lake.topics.loader import TopicSpec
+from kafka_lake.table_spec import TableSpec
 
 KINDS = ("LIST", "GET", "HEAD", "PUT", "POST", "DELETE")
 FILES_PER_PLACEMENT = 2  # two slices a partition
@@ -85,7 +85,7 @@ class StageCost:
         return sum(self.requests.values())
 
 
-def synthetic_hour(topic: TopicSpec, hour: KafkaHour) -> HourManifest:
+def synthetic_hour(topic: TableSpec, hour: KafkaHour) -> HourManifest:
     """A landed hour as the landing writes it: per partition two files in the hour's placement folder and one of late
     events in the hour before, and a dead-letter file. Its offset ranges are empty, so the hour landed after the
     history starts at the broker's first offsets, and its files are named past any offset the broker holds, so that
@@ -109,7 +109,7 @@ def synthetic_hour(topic: TopicSpec, hour: KafkaHour) -> HourManifest:
     )
 
 
-def synthetic_objects(topic: TopicSpec, hour: KafkaHour, parquet: bytes) -> dict[str, bytes]:
+def synthetic_objects(topic: TableSpec, hour: KafkaHour, parquet: bytes) -> dict[str, bytes]:
     """Every object the landing of `hour` leaves: its files, its manifest, its attempt journal and its entries in the
     placement index."""
     manifest = synthetic_hour(topic, hour)
@@ -129,7 +129,7 @@ def tiny_parquet() -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def write_history(client, bucket: str, prefix: str, topic: TopicSpec, hours: list[KafkaHour], threads: int = 32) -> int:
+def write_history(client, bucket: str, prefix: str, topic: TableSpec, hours: list[KafkaHour], threads: int = 32) -> int:
     """Writes the synthetic hours under `prefix` of `bucket` with a boto3 client, in parallel; returns the objects."""
     parquet = tiny_parquet()
 
@@ -155,7 +155,7 @@ def _done(value) -> Future:
     return done
 
 
-def land(topic: TopicSpec, hour: KafkaHour, settings) -> object:
+def land(topic: TableSpec, hour: KafkaHour, settings) -> object:
     from kafka_lake.landing.driver import land_hours
     from kafka_lake.landing.slice_task import land_slice
 
@@ -164,13 +164,13 @@ def land(topic: TopicSpec, hour: KafkaHour, settings) -> object:
     return result
 
 
-def compact(topic: TopicSpec, hour: KafkaHour, storage) -> object:
+def compact(topic: TableSpec, hour: KafkaHour, storage) -> object:
     from kafka_lake.upkeep.compaction import compact_hour, compact_partition
 
     return compact_hour(topic, hour.start, storage, lambda tasks: [compact_partition(t) for t in tasks], lambda m: None)
 
 
-def register(topic: TopicSpec, hour: KafkaHour, storage, catalog) -> object:
+def register(topic: TableSpec, hour: KafkaHour, storage, catalog) -> object:
     """What `catalog/<db>/<table>` does for one hour: the table ensured, the hour's partitions made equal to storage."""
     from kafka_lake.lake.table_partition import TablePartition
     from kafka_lake.lake.table_state import storage_partitions
@@ -196,13 +196,13 @@ def sensor_tick(topic_catalog, lake_root: str, instance, cursor: int) -> object:
     return sensor(context)
 
 
-def freshness(instance, topic: TopicSpec, now: datetime):
+def freshness(instance, topic: TableSpec, now: datetime):
     from platform_assets.checks import evaluate_freshness
 
     return evaluate_freshness(instance, topic, now)
 
 
-def record_materializations(instance, topic: TopicSpec, hours: list[KafkaHour]) -> int:
+def record_materializations(instance, topic: TableSpec, hours: list[KafkaHour]) -> int:
     """The raw hours as Dagster has seen them landed, in one batch of events; the newest event's storage id."""
     from dagster import AssetMaterialization, DagsterEvent, DagsterEventType, EventLogEntry
     from dagster._core.events import StepMaterializationData

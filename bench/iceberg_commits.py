@@ -118,7 +118,7 @@ def main() -> None:
 
 def run(lake_root: str, catalog_uri: str, arguments, checkpoints: list[int]) -> None:
     storage = LakeStorage(lake_root)
-    topic = replace(load_catalog(REPO / "schema_catalog").by_name("shop", "page_views"), topic="shop.page_views.bench")
+    topic = load_catalog(REPO / "schema_catalog").by_name("shop", "page_views").model_copy(update=dict(topic="shop.page_views.bench"))
     schema = arrow_schema_for(topic.version(2), topic.pii_fields)
     catalog = open_catalog(IcebergCatalogConfig(lake_root, sql_uri=catalog_uri))
     table = ensure_table(catalog, topic, table_location(storage, topic.database, topic.table))
@@ -154,7 +154,7 @@ def compare_options(catalog, storage: LakeStorage, topic, schema: pa.Schema, row
     """One hour of `rows` rows committed two ways: landed files added as they lie (footers read), or read and
     rewritten by pyiceberg (field ids and placement columns in the files)."""
     for name, rewrite in (("add as they lie", False), ("rewrite", True)):
-        other = replace(topic, table=f"page_views_{'rewritten' if rewrite else 'added'}")
+        other = topic.model_copy(update=dict(table=f"page_views_{'rewritten' if rewrite else 'added'}"))
         table = ensure_table(catalog, other, table_location(storage, other.database, other.table))
         manifest = landed_hour(storage, other, schema, 0, rows // PARTITIONS, {})
         if rewrite:

@@ -15,7 +15,6 @@ import io
 import json
 import random
 import time
-from dataclasses import replace
 from datetime import datetime, timezone
 
 import fastavro
@@ -26,7 +25,8 @@ from kafka_lake.kafka.framing import encode_confluent
 from kafka_lake.kafka.records import KafkaBatch
 from kafka_lake.kafka.schema_resolution import CatalogSchemas
 from kafka_lake.settings import LandingSettings
-from kafka_lake.topics.loader import Route, RoutedSibling, SchemaVersion, load_catalog
+from kafka_lake.table_spec import Route, RoutedSibling, SchemaVersion
+from kafka_lake.topics.loader import load_catalog
 
 PII_KEY = b"bench-pii-key-not-a-secret"
 KEY_SCHEMA = {"type": "record", "name": "PageViewKey", "namespace": "shop", "fields": [{"name": "view_id", "type": "long"}]}
@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=200_000)
     arguments = parser.parse_args(argv)
     page_views = load_catalog("schema_catalog").by_name("shop", "page_views")
-    avro_topic = replace(page_views, schema_versions=page_views.schema_versions[:1])
-    json_topic = replace(avro_topic, format="json")
+    avro_topic = page_views.model_copy(update=dict(schema_versions=page_views.schema_versions[:1]))
+    json_topic = avro_topic.model_copy(update=dict(payload_format="json"))
     generator = PageViews(avro_topic, random.Random(7))
     records = [generator.next_record(START_MS + i, 1, 1, None) for i in range(arguments.records)]
     records = [r for r in records if r.value is not None]  # tombstones decode to nothing in either format
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     size = LandingSettings(lake_root="", kafka_config={}).batch_size
 
     parsed_key = fastavro.parse_schema(KEY_SCHEMA)
-    keyed_topic = replace(avro_topic, key_schema=SchemaVersion(0, "key.avsc", None, KEY_SCHEMA, parsed_key))
+    keyed_topic = avro_topic.model_copy(update=dict(key_schema=SchemaVersion(0, "key.avsc", None, KEY_SCHEMA, parsed_key)))
     avro_keys = [encode_confluent(11, parsed_key, {"view_id": i}) for i in range(len(records))]
 
     def batches(values: list[bytes], keys: list[bytes | None] | None = None) -> list[KafkaBatch]:
@@ -78,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     avro_values = [r.value for r in records]
     urls = sorted({fastavro.schemaless_reader(io.BytesIO(r.value[5:]), parsed, parsed)["url"] for r in records[:5000]})
     registry_ids = frozenset(v.registry_id for v in avro_topic.schema_versions if v.registry_id is not None)
-    routed_topic = replace(avro_topic, route=Route(("url",), tuple(urls[::2])),
-                           routed_siblings=(RoutedSibling("shop/other", Route(("url",), tuple(urls[1::2])), registry_ids),))
+    routed_topic = avro_topic.model_copy(update=dict(route=Route(("url",), tuple(urls[::2])),
+                           routed_siblings=(RoutedSibling("shop/other", Route(("url",), tuple(urls[1::2])), registry_ids),)))
     for name, topic, values, keys, paths in (("avro", avro_topic, avro_values, None, (True, False)),
                                              ("json", json_topic, json_values, None, (True, False)),
                                              ("avro+key", keyed_topic, avro_values, avro_keys, (True,)),

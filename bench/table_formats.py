@@ -19,7 +19,6 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from datetime import timedelta
 
 from bench.run import HOURS, PARTITIONS, PII_KEY, Measured, cpu_seconds, machine, spark_session
@@ -88,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     spark = None
     try:
         for table_format in [name for turn in range(args.rounds) for name in (FORMATS if turn % 2 == 0 else FORMATS[::-1])]:
-            topic = replace(bench_topic(page_views, "bench.page_views", page_views.max_rows_per_task),
-                            table_format=table_format)
+            topic = bench_topic(page_views, "bench.page_views", page_views.max_rows_per_task).model_copy(
+                update=dict(table_format=table_format))
             with TansuBroker(log_file=os.path.join(work, f"tansu-{table_format}.log")) as broker:
                 produced = produce_page_views(broker.bootstrap_servers, topic, hours, args.records, PARTITIONS)
                 print(f"{table_format}: produced {produced.records:,} page views in {produced.seconds:.0f} s", flush=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 
 from confluent_kafka import Producer
@@ -14,23 +14,23 @@ from confluent_kafka import Producer
 from dev_services.demo_traffic import BROKEN_KINDS, DeliveryLog, PageViews, finish, kafka_timestamps
 from dev_services.tansu import ensure_topic
 from kafka_lake.hours import ONE_HOUR, to_millis
-from kafka_lake.topics.loader import TopicSpec
+from kafka_lake.table_spec import TableSpec
 
 BROKEN_EVERY = 200_000  # one broken record in this many: the columnar path must cut it out and land the rest
 
 
 @dataclass(frozen=True)
 class Produced:
-    topic: TopicSpec
+    topic: TableSpec
     records: int  # every record written, closing records included
     partitions: int
     hours: tuple[datetime, ...]
     seconds: float
 
 
-def bench_topic(page_views: TopicSpec, kafka_topic: str, max_rows_per_task: int) -> TopicSpec:
+def bench_topic(page_views: TableSpec, kafka_topic: str, max_rows_per_task: int) -> TableSpec:
     """The catalog's page views, landed from another Kafka topic with its own slice limit."""
-    return replace(page_views, topic=kafka_topic, max_rows_per_task=max_rows_per_task)
+    return page_views.model_copy(update=dict(topic=kafka_topic, max_rows_per_task=max_rows_per_task))
 
 
 def producer_for(bootstrap: str) -> Producer:
@@ -50,7 +50,7 @@ def send(producer: Producer, topic: str, partition: int, timestamp_ms: int, key,
             producer.poll(0.05)
 
 
-def produce_page_views(bootstrap: str, topic: TopicSpec, hours: list[datetime], records: int, partitions: int,
+def produce_page_views(bootstrap: str, topic: TableSpec, hours: list[datetime], records: int, partitions: int,
                        seed: int = 11) -> Produced:
     """`records` page views spread evenly over `hours` and `partitions`, v1 then v2 (a mid-stream upgrade),
     then one closing record per partition in the hour after, alone in its batch (exact high watermarks on Tansu)."""
@@ -81,7 +81,7 @@ def produce_page_views(bootstrap: str, topic: TopicSpec, hours: list[datetime], 
     return Produced(topic, written + partitions, partitions, tuple(hours), time.monotonic() - started)
 
 
-def produce_one_long_slice(bootstrap: str, topic: TopicSpec, hours: list[datetime], records: int,
+def produce_one_long_slice(bootstrap: str, topic: TableSpec, hours: list[datetime], records: int,
                            pool_size: int = 100_000, seed: int = 13) -> Produced:
     """`records` page views on one partition, for a single slice as long as a backfill gives a task.
 

@@ -26,7 +26,8 @@ from confluent_kafka import KafkaException, Producer
 from dev_services.tansu import ensure_topic
 from kafka_lake.hours import ONE_HOUR, floor_hour, hour_of_millis, to_millis
 from kafka_lake.kafka.framing import encode_confluent
-from kafka_lake.topics.loader import TopicCatalog, TopicSpec, load_catalog
+from kafka_lake.table_spec import TableSpec
+from kafka_lake.topics.loader import TopicCatalog, load_catalog
 
 PAGE_VIEWS_TOPIC = "shop.page_views"
 TRANSACTIONS_TOPIC = "payments.transactions"
@@ -205,7 +206,7 @@ def public_ip(rng: random.Random) -> str:
 class PageViews:
     """Page views keyed by user; placed by `occurred_at`, a few seconds before Kafka saw them."""
 
-    def __init__(self, spec: TopicSpec, rng: random.Random):
+    def __init__(self, spec: TableSpec, rng: random.Random):
         self.spec = spec
         self.rng = rng
         self.skus = make_skus(rng)
@@ -302,7 +303,7 @@ class Customer:
 class Transactions:
     """Card payments keyed by customer; placed by Kafka time, so no event time and no late events."""
 
-    def __init__(self, spec: TopicSpec, rng: random.Random):
+    def __init__(self, spec: TableSpec, rng: random.Random):
         self.spec = spec
         self.rng = rng
         self.skus = make_skus(rng)
@@ -398,7 +399,7 @@ class CartEvents:
 
     TYPES = (("cartOpen", 55), ("cartClose", 40), ("cartAbandon", 5))
 
-    def __init__(self, spec: TopicSpec, rng: random.Random):
+    def __init__(self, spec: TableSpec, rng: random.Random):
         self.spec = spec
         self.rng = rng
 
@@ -425,7 +426,7 @@ class CartEvents:
         return DemoRecord(timestamp_ms, partition, cart.encode(), json.dumps(event).encode(), 1, timestamp_ms - 1_000)
 
 
-GENERATORS: dict[str, Callable[[TopicSpec, random.Random], PageViews | Transactions | CartEvents]] = {
+GENERATORS: dict[str, Callable[[TableSpec, random.Random], PageViews | Transactions | CartEvents]] = {
     PAGE_VIEWS_TOPIC: PageViews,
     TRANSACTIONS_TOPIC: Transactions,
     CART_EVENTS_TOPIC: CartEvents,
@@ -444,7 +445,7 @@ def kafka_timestamps(hours: list[datetime], records_per_hour: int, rng: random.R
     return sorted(stamps)
 
 
-def plan_topic(spec: TopicSpec, hours: list[datetime], records_per_hour: int, partitions: int, seed: int) -> tuple[list[DemoRecord], list[DemoRecord]]:
+def plan_topic(spec: TableSpec, hours: list[datetime], records_per_hour: int, partitions: int, seed: int) -> tuple[list[DemoRecord], list[DemoRecord]]:
     """(the traffic, then one closing record per partition) for one topic, in Kafka-time order."""
     rng = random.Random(f"{seed}:{spec.topic}")
     generator = GENERATORS[spec.topic](spec, rng)

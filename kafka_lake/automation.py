@@ -12,7 +12,8 @@ from datetime import datetime, timedelta
 
 from kafka_lake.hours import ONE_HOUR, KafkaHour, floor_hour, to_millis
 from kafka_lake.lake.manifests import HourManifest
-from kafka_lake.topics.loader import TopicCatalog, TopicSpec, is_internal_topic
+from kafka_lake.table_spec import TableSpec
+from kafka_lake.topics.loader import TopicCatalog, is_internal_topic
 from kafka_lake.upkeep.compaction import missing_raw_hours, raw_hours_that_feed
 
 # A sensor that was off for days catches up a day at a time: older hours are a backfill, a person's call.
@@ -32,27 +33,27 @@ class LogTail:
 
 # --- When an hour is closed ------------------------------------------------------------------
 
-def closed_by_clock_at(topic: TopicSpec, hour: KafkaHour) -> datetime:
+def closed_by_clock_at(topic: TableSpec, hour: KafkaHour) -> datetime:
     """Quiet partitions close `hour` when the wall clock passes its end plus the idle timeout."""
     return hour.end + timedelta(minutes=topic.close_grace_minutes)
 
 
-def closed_by_records_from(topic: TopicSpec, hour: KafkaHour) -> datetime:
+def closed_by_records_from(topic: TableSpec, hour: KafkaHour) -> datetime:
     """The "H+1 appears" rule: a partition closes `hour` once it holds a record stamped this late."""
     return hour.end + timedelta(minutes=topic.record_grace_minutes)
 
 
-def needs_log_tails(topic: TopicSpec, hour: KafkaHour, now: datetime) -> bool:
+def needs_log_tails(topic: TableSpec, hour: KafkaHour, now: datetime) -> bool:
     """Only between those two moments does the answer depend on the broker: before, no record can
     prove the hour closed; after, the clock has closed it anyway."""
     return closed_by_records_from(topic, hour) <= now < closed_by_clock_at(topic, hour)
 
 
-def is_closed(topic: TopicSpec, hour: KafkaHour, now: datetime, tails: Iterable[LogTail] | None = None) -> bool:
+def is_closed(topic: TableSpec, hour: KafkaHour, now: datetime, tails: Iterable[LogTail] | None = None) -> bool:
     return why_open(topic, hour, now, tails) is None
 
 
-def why_open(topic: TopicSpec, hour: KafkaHour, now: datetime, tails: Iterable[LogTail] | None = None) -> str | None:
+def why_open(topic: TableSpec, hour: KafkaHour, now: datetime, tails: Iterable[LogTail] | None = None) -> str | None:
     """Why `hour` is not closed yet, in a sentence an operator can check against the broker; None once closed."""
     by_clock = closed_by_clock_at(topic, hour)
     if now >= by_clock:
@@ -72,7 +73,7 @@ def why_open(topic: TopicSpec, hour: KafkaHour, now: datetime, tails: Iterable[L
     return f"{described} no record stamped at or after {from_records:%H:%M}Z yet; the clock closes it at {by_clock:%H:%M}Z"
 
 
-def hours_closed_by_clock(topic: TopicSpec, first: KafkaHour, now: datetime) -> list[KafkaHour]:
+def hours_closed_by_clock(topic: TableSpec, first: KafkaHour, now: datetime) -> list[KafkaHour]:
     """`first` and the consecutive hours after it that the clock has closed, at most a day of them."""
     hours: list[KafkaHour] = []
     hour = first
@@ -82,7 +83,7 @@ def hours_closed_by_clock(topic: TopicSpec, first: KafkaHour, now: datetime) -> 
     return hours
 
 
-def first_hour_to_land(topic: TopicSpec, newest_landed: KafkaHour | None, now: datetime) -> KafkaHour:
+def first_hour_to_land(topic: TableSpec, newest_landed: KafkaHour | None, now: datetime) -> KafkaHour:
     """Where automation starts: after the newest landed hour, or, on a topic never landed, at the
     last hour before now (the history before it is a backfill someone starts on purpose)."""
     if newest_landed is not None:
@@ -109,7 +110,7 @@ def placement_hours(manifest: HourManifest) -> list[KafkaHour]:
 
 
 def due_for_compaction(
-    topic: TopicSpec, landed_hour: KafkaHour, touched: Iterable[KafkaHour], is_landed: Callable[[KafkaHour], bool],
+    topic: TableSpec, landed_hour: KafkaHour, touched: Iterable[KafkaHour], is_landed: Callable[[KafkaHour], bool],
 ) -> list[KafkaHour]:
     """Placement hours to compact after `landed_hour` landed: those it wrote into, and the hour its
     landing completes the allowed lateness of; each only once every raw hour that feeds it has landed."""
@@ -118,7 +119,7 @@ def due_for_compaction(
     return sorted(h for h in candidates if not missing_raw_hours(topic, h.start, _landed_among(topic, h, is_landed)))
 
 
-def _landed_among(topic: TopicSpec, hour: KafkaHour, is_landed: Callable[[KafkaHour], bool]) -> list[KafkaHour]:
+def _landed_among(topic: TableSpec, hour: KafkaHour, is_landed: Callable[[KafkaHour], bool]) -> list[KafkaHour]:
     return [h for h in raw_hours_that_feed(topic, hour.start) if is_landed(h)]
 
 
@@ -133,13 +134,13 @@ class Freshness:
     missing_hours: int
 
 
-def _due_and_floor(topic: TopicSpec, freshness_minutes: int, now: datetime) -> tuple[KafkaHour, datetime]:
+def _due_and_floor(topic: TableSpec, freshness_minutes: int, now: datetime) -> tuple[KafkaHour, datetime]:
     """The latest closed hour whose deadline has passed, and the start of the oldest hour freshness looks back to."""
     due = KafkaHour.containing(now - timedelta(minutes=freshness_minutes)).previous()
     return due, max(topic.start_hour, floor_hour(now - FRESHNESS_LOOKBACK))
 
 
-def freshness_window(topic: TopicSpec, now: datetime) -> list[KafkaHour]:
+def freshness_window(topic: TableSpec, now: datetime) -> list[KafkaHour]:
     """The hours `freshness` may ask about: the latest closed hour due and those before it, within
     `FRESHNESS_LOOKBACK`; none without an SLA. What the check reads does not grow with the table's history."""
     if topic.freshness_minutes is None:
@@ -152,7 +153,7 @@ def freshness_window(topic: TopicSpec, now: datetime) -> list[KafkaHour]:
     return hours
 
 
-def freshness(topic: TopicSpec, is_landed: Callable[[KafkaHour], bool], now: datetime,
+def freshness(topic: TableSpec, is_landed: Callable[[KafkaHour], bool], now: datetime,
               newest_landed: KafkaHour | None) -> Freshness | None:
     """The latest closed hour must be landed within `freshness_minutes` of its end. None when the
     topic declares no SLA."""
@@ -177,7 +178,7 @@ def freshness(topic: TopicSpec, is_landed: Callable[[KafkaHour], bool], now: dat
     )
 
 
-def freshness_alert(topic: TopicSpec, before: bool | None, now: Freshness) -> str | None:
+def freshness_alert(topic: TableSpec, before: bool | None, now: Freshness) -> str | None:
     """The alert a freshness evaluation calls for, given whether the one before passed (None: no evaluation before):
     a failure when it starts failing (also the first time), a recovery when it passes again, else nothing."""
     if (before is None and now.passed) or before == now.passed:

@@ -28,7 +28,7 @@ from kafka_lake.hours import KafkaHour
 from kafka_lake.lake.landing_counts import LandingCounts
 from kafka_lake.lake.manifests import ManifestStore
 from kafka_lake.landing.driver import LandingResult, LandingSettings, land_hours
-from kafka_lake.topics.loader import TopicSpec
+from kafka_lake.table_spec import TableSpec
 from platform_assets.checks import HourLanded, evaluated_against, hour_check_evaluations, raw_check_specs
 from platform_assets.failures import PreflightError, failures_explained
 from platform_assets.keys import dead_letters_key, layer_attributes, raw_key
@@ -43,7 +43,7 @@ from spark_jobs.landing_job import SlicesOnSpark
 HOURS_PER_BACKFILL_RUN = 24
 
 
-def raw_freshness_policy(topic: TopicSpec) -> FreshnessPolicy | None:
+def raw_freshness_policy(topic: TableSpec) -> FreshnessPolicy | None:
     """Hours land one after another, so the newest landing is at most an hour plus the SLA old."""
     if topic.freshness_minutes is None:
         return None
@@ -57,7 +57,7 @@ class RawLandingConfig(Config):
     loss is recorded in the manifest, reported by `slices_contiguous` and audited under `_audit/`."""
 
 
-def raw_landing_asset(topic: TopicSpec, embedded_metastore: bool = True, together: tuple[TopicSpec, ...] = ()):
+def raw_landing_asset(topic: TableSpec, embedded_metastore: bool = True, together: tuple[TableSpec, ...] = ()):
     """The landing of `topic`, and of the other tables of its Kafka topic in `together` (which share its hourly
     partitions): a run selecting several of them reads the topic once per hour for all (`land_hours`)."""
     tables = (topic, *together)
@@ -111,7 +111,7 @@ def raw_landing_asset(topic: TopicSpec, embedded_metastore: bool = True, togethe
     return land
 
 
-def _landing_specs(topic: TopicSpec) -> list[AssetSpec]:
+def _landing_specs(topic: TableSpec) -> list[AssetSpec]:
     schema = column_schema(topic, partition_columns=False)
     return [
         AssetSpec(
@@ -134,15 +134,15 @@ def _landing_specs(topic: TopicSpec) -> list[AssetSpec]:
     ]
 
 
-def landing_groups(topics: tuple[TopicSpec, ...]) -> list[tuple[TopicSpec, ...]]:
+def landing_groups(topics: tuple[TableSpec, ...]) -> list[tuple[TableSpec, ...]]:
     """The tables landed by one asset: those of one Kafka topic sharing their hourly partitions (`start_hour`)."""
-    groups: dict[tuple, list[TopicSpec]] = {}
+    groups: dict[tuple, list[TableSpec]] = {}
     for table in topics:
         groups.setdefault((table.topic, table.start_hour), []).append(table)
     return [tuple(group) for group in groups.values()]
 
 
-def landing_settings(topic: TopicSpec, kafka: KafkaResource, lake: LakeStorageResource,
+def landing_settings(topic: TableSpec, kafka: KafkaResource, lake: LakeStorageResource,
                      schema_registry: SchemaRegistryResource, pii: PiiKeyResource) -> LandingSettings:
     """The run's settings, checked on the driver before any Spark work: a missing secret is one clear line."""
     try:
@@ -173,14 +173,14 @@ def landed_hour_events(context: AssetExecutionContext, landed: HourLanded, lake:
         yield from hour_check_evaluations(landed, checks, _latest_materialization(context, topic, hour))
 
 
-def _latest_materialization(context: AssetExecutionContext, topic: TopicSpec, hour: str):
+def _latest_materialization(context: AssetExecutionContext, topic: TableSpec, hour: str):
     """The hour's materialization just recorded: the check results point at it, so the UI shows them as current."""
     records = context.instance.fetch_materializations(
         AssetRecordsFilter(asset_key=raw_key(topic), asset_partitions=[hour]), limit=1).records
     return evaluated_against(records[0] if records else None)
 
 
-def _summary_line(topic: TopicSpec, result: LandingResult) -> str:
+def _summary_line(topic: TableSpec, result: LandingResult) -> str:
     manifest, counts = result.manifest, result.manifest.counts
     return (
         f"{topic.topic} {manifest.hour}: {counts.rows} rows{_kept(counts)}, {counts.dead_letters} dead letters, "
@@ -193,7 +193,7 @@ def _kept(counts: LandingCounts) -> str:
     return f" ({counts.kept_tombstones} of them tombstones kept)" if counts.kept_tombstones else ""
 
 
-def _routed(topic: TopicSpec, counts: LandingCounts) -> str:
+def _routed(topic: TableSpec, counts: LandingCounts) -> str:
     return f", {counts.routed_away} routed to other tables, {counts.unrouted} unrouted" if topic.route is not None else ""
 
 

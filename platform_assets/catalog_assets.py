@@ -20,8 +20,8 @@ from dagster import (
 from dagster_pyspark import LazyPySparkResource
 
 from kafka_lake.hours import KafkaHour
+from kafka_lake.table_spec import TableSpec
 from kafka_lake.tables.formats import table_format_type
-from kafka_lake.topics.loader import TopicSpec
 from platform_assets.failures import failures_explained
 from platform_assets.keys import asset_key, layer_attributes
 from platform_assets.partitions import hourly_partitions, quiet_warnings
@@ -36,11 +36,11 @@ CHECK_DESCRIPTIONS = {
 }
 
 
-def catalog_key(topic: TopicSpec) -> AssetKey:
+def catalog_key(topic: TableSpec) -> AssetKey:
     return asset_key("catalog", topic)
 
 
-def catalog_asset(topic: TopicSpec, embedded_metastore: bool = True):
+def catalog_asset(topic: TableSpec, embedded_metastore: bool = True):
     key = catalog_key(topic)
     schema = column_schema(topic, partition_columns=True)
     check_name = table_format_type(topic).registration_check

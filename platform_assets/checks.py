@@ -26,8 +26,8 @@ from kafka_lake.hours import KafkaHour
 from kafka_lake.lake import landing_checks
 from kafka_lake.lake.manifests import HourManifest, ManifestStore
 from kafka_lake.landing.driver import confirm_boundaries
+from kafka_lake.table_spec import TableSpec
 from kafka_lake.tables.formats import TableFormat, table_format_type
-from kafka_lake.topics.loader import TopicSpec
 from platform_assets.keys import raw_key
 from platform_assets.partitions import hourly_partitions, quiet_warnings
 
@@ -42,7 +42,7 @@ FRESHNESS = "freshness"
 class HourLanded:
     """What a landing check may judge a landed hour by: its manifest, the table's other manifests, and the broker."""
 
-    topic: TopicSpec
+    topic: TableSpec
     manifest: HourManifest
     manifests: ManifestStore
     kafka_config: dict = field(repr=False)
@@ -59,7 +59,7 @@ class LandingCheck:
 
     name: str
     severity: AssetCheckSeverity
-    description: Callable[[TopicSpec], str]
+    description: Callable[[TableSpec], str]
     rule: Callable[[HourLanded], landing_checks.CheckOutcome]
 
 
@@ -80,7 +80,7 @@ LANDING_CHECKS: list[LandingCheck] = [
 ]
 
 
-def checks_of(topic: TopicSpec) -> list[LandingCheck]:
+def checks_of(topic: TableSpec) -> list[LandingCheck]:
     """`LANDING_CHECKS`, and the check of the topic's table format where it has one (an Iceberg table holds exactly
     the files the manifest lists)."""
     name = table_format_type(topic).landing_check
@@ -93,7 +93,7 @@ def checks_of(topic: TopicSpec) -> list[LandingCheck]:
         lambda landed: landed.tables.landed_hour_check(landed.topic, landed.manifest))]
 
 
-def raw_check_specs(topic: TopicSpec) -> list[AssetCheckSpec]:
+def raw_check_specs(topic: TableSpec) -> list[AssetCheckSpec]:
     """One partition per hour: a check's result belongs to the hour it judged."""
     with quiet_warnings(PreviewWarning, BetaWarning):
         return [AssetCheckSpec(check.name, asset=raw_key(topic), description=check.description(topic),
@@ -125,7 +125,7 @@ def evaluated_against(record) -> AssetCheckEvaluationTargetMaterializationData |
                                                          timestamp=record.timestamp)
 
 
-def freshness_check(topic: TopicSpec):
+def freshness_check(topic: TableSpec):
     """The freshness SLA; `topic_health` evaluates it every few minutes and alerts. *Execute* in the UI
     evaluates it on demand. The platform's landing runs leave it out."""
 
@@ -140,18 +140,18 @@ def freshness_check(topic: TopicSpec):
     return fresh
 
 
-def evaluate_freshness(instance, topic: TopicSpec, now: datetime) -> automation.Freshness:
+def evaluate_freshness(instance, topic: TableSpec, now: datetime) -> automation.Freshness:
     landed, newest = landed_in_freshness_window(instance, topic, now)
     return automation.freshness(topic, lambda h: h.partition_key in landed, now, newest)
 
 
-def landed_hours(instance, topic: TopicSpec) -> tuple[set[str], KafkaHour | None]:
+def landed_hours(instance, topic: TableSpec) -> tuple[set[str], KafkaHour | None]:
     """The raw hours Dagster has seen landed (partition keys), and the newest of them."""
     keys = instance.get_materialized_partitions(raw_key(topic))
     return keys, (KafkaHour.from_partition_key(max(keys)) if keys else None)
 
 
-def landed_in_freshness_window(instance, topic: TopicSpec, now: datetime) -> tuple[set[str], KafkaHour | None]:
+def landed_in_freshness_window(instance, topic: TableSpec, now: datetime) -> tuple[set[str], KafkaHour | None]:
     """The hours of the freshness window (`automation.freshness_window`) Dagster has seen landed, and the newest landed
     hour (of the window, or of the asset's latest materialization). Asks about the due hour first and about the rest
     of the window only when it is missing, so a check reads a few events on a topic landed for years."""
@@ -165,7 +165,7 @@ def landed_in_freshness_window(instance, topic: TopicSpec, now: datetime) -> tup
     return landed, KafkaHour.from_partition_key(newest) if newest else None
 
 
-def _materialized(instance, topic: TopicSpec, partitions: list[str]) -> set[str]:
+def _materialized(instance, topic: TableSpec, partitions: list[str]) -> set[str]:
     """Which of `partitions` of the topic's raw asset Dagster has seen materialized."""
     found: set[str] = set()
     cursor = None
@@ -179,7 +179,7 @@ def _materialized(instance, topic: TopicSpec, partitions: list[str]) -> set[str]
     return found
 
 
-def freshness_metadata(topic: TopicSpec, result: automation.Freshness) -> dict:
+def freshness_metadata(topic: TableSpec, result: automation.Freshness) -> dict:
     return {
         "minutes_late": round(result.minutes_late, 1),
         "missing_hours": result.missing_hours,

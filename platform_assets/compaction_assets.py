@@ -18,8 +18,8 @@ from dagster import (
 from dagster_pyspark import LazyPySparkResource
 
 from kafka_lake.hours import KafkaHour
+from kafka_lake.table_spec import TableSpec
 from kafka_lake.tables.formats import table_format_type
-from kafka_lake.topics.loader import TopicSpec
 from kafka_lake.upkeep.compaction import CompactionNotDue
 from platform_assets.assets import HOURS_PER_BACKFILL_RUN
 from platform_assets.failures import failures_explained
@@ -31,7 +31,7 @@ from resources import LakeStorageResource
 from resources.table_catalog import TableCatalogResource
 
 
-def compacted_asset(topic: TopicSpec, embedded_metastore: bool = True):
+def compacted_asset(topic: TableSpec, embedded_metastore: bool = True):
     key = asset_key("compacted", topic)
     schema = column_schema(topic, partition_columns=True)
     check_name = table_format_type(topic).compaction_check

@@ -8,7 +8,7 @@ one topic: `landing__<db>__<table>`, `compaction__…`, `registration__…`.
 from dagster import AssetCheckKey, AssetSelection, define_asset_job
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
-from kafka_lake.topics.loader import TopicSpec
+from kafka_lake.table_spec import TableSpec
 from platform_assets.checks import LANDING_CHECKS
 from platform_assets.keys import asset_key, dead_letters_key, raw_key
 
@@ -24,11 +24,11 @@ def _once(name: str, topic: str, make) -> UnresolvedAssetJobDefinition:
     return _JOBS[name, topic]
 
 
-def job_name(layer_job: str, topic: TopicSpec) -> str:
+def job_name(layer_job: str, topic: TableSpec) -> str:
     return f"{layer_job}__{topic.database}__{topic.table}"
 
 
-def landing_job(topic: TopicSpec) -> UnresolvedAssetJobDefinition:
+def landing_job(topic: TableSpec) -> UnresolvedAssetJobDefinition:
     """Raw hours and their dead letters with the landing checks; freshness is left to `topic_health`."""
     checks = [AssetCheckKey(raw_key(topic), check.name) for check in LANDING_CHECKS]
     return _once(job_name("landing", topic), topic.topic, lambda: define_asset_job(
@@ -39,7 +39,7 @@ def landing_job(topic: TopicSpec) -> UnresolvedAssetJobDefinition:
     ))
 
 
-def compaction_job(topic: TopicSpec) -> UnresolvedAssetJobDefinition:
+def compaction_job(topic: TableSpec) -> UnresolvedAssetJobDefinition:
     return _once(job_name("compaction", topic), topic.topic, lambda: define_asset_job(
         job_name("compaction", topic), selection=AssetSelection.assets(asset_key("compacted", topic)),
         description=f"Compacts the placement hours of `{topic.topic}` that are due.",
@@ -47,7 +47,7 @@ def compaction_job(topic: TopicSpec) -> UnresolvedAssetJobDefinition:
     ))
 
 
-def registration_job(topic: TopicSpec) -> UnresolvedAssetJobDefinition:
+def registration_job(topic: TableSpec) -> UnresolvedAssetJobDefinition:
     return _once(job_name("registration", topic), topic.topic, lambda: define_asset_job(
         job_name("registration", topic), selection=AssetSelection.assets(asset_key("catalog", topic)),
         description=f"Registers the partitions of `{topic.database}.{topic.table}` in the table catalog.",
@@ -61,5 +61,5 @@ def retention_job() -> UnresolvedAssetJobDefinition:
         description="GDPR expiry and erasure requests over every topic's table.", tags={"layer": "retention"}))
 
 
-def topic_jobs(topic: TopicSpec) -> list[UnresolvedAssetJobDefinition]:
+def topic_jobs(topic: TableSpec) -> list[UnresolvedAssetJobDefinition]:
     return [landing_job(topic), compaction_job(topic), registration_job(topic)]

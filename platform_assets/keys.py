@@ -3,30 +3,30 @@ and what every asset of a topic shows of itself: its layer, its owner, its catal
 
 from dagster import AssetKey
 
-from kafka_lake.topics.loader import TopicSpec
+from kafka_lake.table_spec import TableSpec
 
 # Every node of a topic's lineage reads the table's name; the layer, shown as a kind beside the node,
 # tells them apart. Dead letters hold raw values, PII in clear: they belong to the topic's owner.
 LAYERS = ("raw", "dead_letters", "compacted", "catalog", "retention")
 
 
-def asset_key(layer: str, topic: TopicSpec) -> AssetKey:
+def asset_key(layer: str, topic: TableSpec) -> AssetKey:
     return AssetKey([layer, topic.database, topic.table])
 
 
-def raw_key(topic: TopicSpec) -> AssetKey:
+def raw_key(topic: TableSpec) -> AssetKey:
     return asset_key("raw", topic)
 
 
-def dead_letters_key(topic: TopicSpec) -> AssetKey:
+def dead_letters_key(topic: TableSpec) -> AssetKey:
     return asset_key("dead_letters", topic)
 
 
-def owners(topic: TopicSpec) -> list[str]:
+def owners(topic: TableSpec) -> list[str]:
     return [f"team:{topic.owner}"] if topic.owner else []
 
 
-def layer_attributes(layer: str, topic: TopicSpec, *technologies: str) -> dict:
+def layer_attributes(layer: str, topic: TableSpec, *technologies: str) -> dict:
     """The attributes every asset of a topic carries: group, owner, the layer as a tag and as a kind."""
     return {
         "group_name": topic.database,

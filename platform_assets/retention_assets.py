@@ -14,8 +14,8 @@ from dagster import (
 from dagster_pyspark import LazyPySparkResource
 
 from kafka_lake.decoding.pii import pseudonymizer_for
+from kafka_lake.table_spec import TableSpec
 from kafka_lake.tables.formats import table_format_type
-from kafka_lake.topics.loader import TopicSpec
 from platform_assets.failures import failures_explained
 from platform_assets.keys import asset_key, layer_attributes
 from platform_assets.pools import table_pool
@@ -24,7 +24,7 @@ from resources import LakeStorageResource, PiiKeyResource
 from resources.table_catalog import TableCatalogResource
 
 
-def retention_asset(topic: TopicSpec, embedded_metastore: bool = True):
+def retention_asset(topic: TableSpec, embedded_metastore: bool = True):
     key = asset_key("retention", topic)
     keeps = f"{topic.retention_days} days" if topic.retention_days else "forever"
     check_name = table_format_type(topic).retention_check

@@ -30,8 +30,9 @@ from kafka_lake import automation
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka.cluster import KafkaCluster
 from kafka_lake.lake.manifests import ManifestStore
+from kafka_lake.table_spec import TableSpec
 from kafka_lake.topics.archive import ArchivedTopics, topics_to_archive
-from kafka_lake.topics.loader import TopicCatalog, TopicSpec
+from kafka_lake.topics.loader import TopicCatalog
 from platform_assets.assets import HOURS_PER_BACKFILL_RUN
 from platform_assets.catalog_health import rejected_entries_sensor
 from platform_assets.checks import (
@@ -60,7 +61,7 @@ def _status(running: bool) -> DefaultSensorStatus:
     return DefaultSensorStatus.RUNNING if running else DefaultSensorStatus.STOPPED
 
 
-def newest_landed_hour(context: SensorEvaluationContext, topic: TopicSpec) -> KafkaHour | None:
+def newest_landed_hour(context: SensorEvaluationContext, topic: TableSpec) -> KafkaHour | None:
     return landed_hours(context.instance, topic)[1]
 
 
@@ -68,7 +69,7 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True):
     topics = catalog.topics
     shared = {t.topic for t in topics if len(catalog.tables_of(t.topic)) > 1}
 
-    def _cursor_key(topic: TopicSpec) -> str:
+    def _cursor_key(topic: TableSpec) -> str:
         """A table's key in the cursor: its Kafka topic, or `topic database/table` where several tables land it."""
         return f"{topic.topic} {topic.name}" if topic.topic in shared else topic.topic
 
@@ -88,7 +89,7 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True):
         closed: dict[str, list[KafkaHour]] = {}
         starts: dict[str, str] = {}
         pending: dict[str, KafkaHour] = {}
-        awaiting_records: dict[str, tuple[TopicSpec, KafkaHour]] = {}
+        awaiting_records: dict[str, tuple[TableSpec, KafkaHour]] = {}
         for topic in topics:
             name = _cursor_key(topic)
             if name in cursor:
@@ -132,7 +133,7 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True):
     return land_closed_hours
 
 
-def _landing_judgement(topic: TopicSpec, start: str, requested: list[KafkaHour], pending: KafkaHour, now: datetime,
+def _landing_judgement(topic: TableSpec, start: str, requested: list[KafkaHour], pending: KafkaHour, now: datetime,
                        tails, shared: bool = False) -> str:
     """One line per topic and tick: what was requested, and why the next hour was not."""
     done = (f"requested {requested[0]}{' to ' + str(requested[-1]) if len(requested) > 1 else ''} (closed)"
@@ -172,8 +173,8 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True):
         if not events:
             return SensorResult(skip_reason=SkipReason("no landing or compaction since the last tick"), cursor=str(after))
         storage = lake.storage()
-        to_compact: dict[TopicSpec, set[KafkaHour]] = {}
-        to_register: dict[TopicSpec, set[KafkaHour]] = {}
+        to_compact: dict[TableSpec, set[KafkaHour]] = {}
+        to_register: dict[TableSpec, set[KafkaHour]] = {}
         landed: dict[tuple[str, KafkaHour], bool] = {}  # asked of storage once a tick, for the hours in question only
         for event in events:
             if event.partition is None:
@@ -292,7 +293,7 @@ class ShownFreshness:
                 or (landed is not None and (target is None or target.storage_id != landed.storage_id)))
 
 
-def shown_freshness(instance, topics: list[TopicSpec]) -> dict[str, ShownFreshness]:
+def shown_freshness(instance, topics: list[TableSpec]) -> dict[str, ShownFreshness]:
     """Each topic's shown freshness, in two batched reads of the instance."""
     keys = {topic.topic: AssetCheckKey(raw_key(topic), FRESHNESS) for topic in topics}
     executions = instance.event_log_storage.get_latest_asset_check_execution_by_key(list(keys.values()))
@@ -304,7 +305,7 @@ def shown_freshness(instance, topics: list[TopicSpec]) -> dict[str, ShownFreshne
     return shown
 
 
-def freshness_evaluation(topic: TopicSpec, result: automation.Freshness, target=None) -> AssetCheckEvaluation:
+def freshness_evaluation(topic: TableSpec, result: automation.Freshness, target=None) -> AssetCheckEvaluation:
     return AssetCheckEvaluation(
         asset_key=raw_key(topic),
         check_name=FRESHNESS,
@@ -316,7 +317,7 @@ def freshness_evaluation(topic: TopicSpec, result: automation.Freshness, target=
     )
 
 
-def lag_observation(topic: TopicSpec, lags: list[automation.PartitionLag], newest: KafkaHour | None) -> AssetObservation:
+def lag_observation(topic: TableSpec, lags: list[automation.PartitionLag], newest: KafkaHour | None) -> AssetObservation:
     metadata = {
         "lag_records": sum(lag.records for lag in lags),
         "lag_seconds": max((lag.seconds for lag in lags), default=0.0),

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from dagster import MetadataValue, TableColumn, TableSchema
 
+from kafka_lake.table_spec import TableSpec
 from kafka_lake.tables.formats import LakeUri, Markdown, TableAccess, TableFormat, table_format
 from kafka_lake.tables.table_schema import PARTITION_KEYS, TableSchemaError, table_columns
-from kafka_lake.topics.loader import TopicSpec
 from resources import LakeStorageResource, TableCatalogResource
 
 
-def column_schema(topic: TopicSpec, partition_columns: bool) -> TableSchema | None:
+def column_schema(topic: TableSpec, partition_columns: bool) -> TableSchema | None:
     """The table's columns as Dagster shows them (`dagster/column_schema`); None when the catalog's schemas
     cannot make a table (registration fails then, saying why)."""
     try:
@@ -21,13 +21,13 @@ def column_schema(topic: TopicSpec, partition_columns: bool) -> TableSchema | No
     return TableSchema(columns=[TableColumn(c.name, c.type.hive()) for c in columns])
 
 
-def format_kinds(topic: TopicSpec, *hive_only: str) -> tuple[str, ...]:
+def format_kinds(topic: TableSpec, *hive_only: str) -> tuple[str, ...]:
     """The kinds a table asset carries beside its layer's: `iceberg` for an Iceberg topic, whose work runs on the
     Dagster process; `hive_only` (Spark) for the Hive layout."""
     return ("iceberg",) if topic.table_format == "iceberg" else hive_only
 
 
-def topic_tables(topic: TopicSpec, lake: LakeStorageResource, table_catalog: TableCatalogResource,
+def topic_tables(topic: TableSpec, lake: LakeStorageResource, table_catalog: TableCatalogResource,
                  pyspark=None) -> TableFormat:
     """The topic's table format; Spark is started only if an action of the Hive layout needs it (its metastore,
     compaction tasks), never for an Iceberg table."""

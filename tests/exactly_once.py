@@ -20,10 +20,10 @@ from kafka_lake.lake.layout import parse_data_file_name
 from kafka_lake.lake.manifests import ManifestStore
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.settings import PlatformSettings
+from kafka_lake.table_spec import TableSpec
 from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig, open_catalog
 from kafka_lake.tables.iceberg.commits import landed_hour_matches_table
 from kafka_lake.tables.iceberg.maintenance import held_files
-from kafka_lake.topics.loader import TopicSpec
 from tests.landing_fixtures import Produced, read_lake
 
 
@@ -49,7 +49,7 @@ def _described(offsets) -> str:
     return f"{len(listed)}: {listed[:20]}{' …' if len(listed) > 20 else ''}"
 
 
-def assert_exactly_once(storage: LakeStorage, topic: TopicSpec, expected: list[Produced],
+def assert_exactly_once(storage: LakeStorage, topic: TableSpec, expected: list[Produced],
                         iceberg_catalog: IcebergCatalogConfig | None = None) -> LakeCount:
     """`expected`: the produced records (offsets set by `produce`) the landed hours must hold. `iceberg_catalog`:
     an Iceberg topic's catalog (default: the one the environment names, else the embedded one beside a local lake)."""
@@ -97,7 +97,7 @@ def assert_exactly_once(storage: LakeStorage, topic: TopicSpec, expected: list[P
     return LakeCount(sum(rows.values()), sum(dead.values()), sum(tombstones.values()), accepted, unheld)
 
 
-def _assert_table_holds_the_landings(storage: LakeStorage, topic: TopicSpec, table, manifests) -> frozenset:
+def _assert_table_holds_the_landings(storage: LakeStorage, topic: TableSpec, table, manifests) -> frozenset:
     """Each landed hour's files are the table's for its hours, and every other data file is either held by a
     snapshot kept for time travel or one of an attempt no manifest names (its orphan age not reached yet)."""
     for manifest in manifests:

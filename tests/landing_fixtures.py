@@ -24,7 +24,8 @@ from kafka_lake.hours import floor_hour, to_millis
 from kafka_lake.kafka.framing import encode_confluent
 from kafka_lake.lake import layout
 from kafka_lake.lake.storage import LakeStorage
-from kafka_lake.topics.loader import TopicSpec, load_topic
+from kafka_lake.table_spec import TableSpec
+from kafka_lake.topics.loader import load_topic
 
 HOURS = [datetime(2026, 11, 1, hour, tzinfo=timezone.utc) for hour in (10, 11, 12)]
 RAW_HOURS = [*HOURS, HOURS[-1] + timedelta(hours=1)]  # the closing records land in the fourth
@@ -54,7 +55,7 @@ V2 = {
 
 def write_test_topic(catalog_dir: Path, kafka_topic: str, max_rows_per_task: int = 1_000_000,
                      allowed_lateness_hours: int = 3, retention_days: int = 90,
-                     dead_letter_retention_days: int | None = None, table_format: str | None = None) -> TopicSpec:
+                     dead_letter_retention_days: int | None = None, table_format: str | None = None) -> TableSpec:
     folder = catalog_dir / "e2e" / "orders"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "v1.avsc").write_text(json.dumps(V1))
@@ -96,7 +97,7 @@ class Produced:
 
 @dataclass
 class Traffic:
-    topic: TopicSpec
+    topic: TableSpec
     produced: list[Produced] = field(default_factory=list)
 
     def rows(self) -> list[Produced]:
@@ -116,7 +117,7 @@ def _rfc3339(moment: datetime, offset_hours: int = 0) -> str:
     return text.replace("+00:00", "Z")
 
 
-def build_traffic(topic: TopicSpec, per_partition_per_hour: int = 12, seed: int = 3) -> Traffic:
+def build_traffic(topic: TableSpec, per_partition_per_hour: int = 12, seed: int = 3) -> Traffic:
     """Records over HOURS, then one closing record per partition in the hour after."""
     rng = random.Random(seed)
     traffic = Traffic(topic)
@@ -250,7 +251,7 @@ def read_lake(storage: LakeStorage, prefix: str) -> list[LakeRow]:
     return rows
 
 
-def lake_snapshot(storage: LakeStorage, topic: TopicSpec) -> dict[str, list]:
+def lake_snapshot(storage: LakeStorage, topic: TableSpec) -> dict[str, list]:
     """Every file of the table and its dead letters with its rows, as comparable values."""
     snapshot: dict[str, list] = {}
     for prefix in (layout.table_prefix(topic.database, topic.table), layout.dead_letter_prefix(topic.database, topic.table)):
@@ -276,7 +277,7 @@ def landing_settings(lake_root: str, bootstrap_servers: str):
                            iceberg_catalog=iceberg)
 
 
-def topic_with_traffic(broker, catalog_dir: Path, partitions: int = PARTITIONS, **topic_options) -> tuple[TopicSpec, Traffic]:
+def topic_with_traffic(broker, catalog_dir: Path, partitions: int = PARTITIONS, **topic_options) -> tuple[TableSpec, Traffic]:
     """Given a new topic on `broker` (a `TansuBroker`) holding `build_traffic`'s records."""
     kafka_topic = unique_topic_name()
     topic = write_test_topic(catalog_dir, kafka_topic, **topic_options)
@@ -286,7 +287,7 @@ def topic_with_traffic(broker, catalog_dir: Path, partitions: int = PARTITIONS, 
     return topic, traffic
 
 
-def rows_as_readers_see_them(storage: LakeStorage, topic: TopicSpec) -> dict[tuple[int, int], tuple[str, str]]:
+def rows_as_readers_see_them(storage: LakeStorage, topic: TableSpec) -> dict[tuple[int, int], tuple[str, str]]:
     """The rows at each partition's current location (what the catalog points at), by (partition, offset);
     fails if a reader would see a row twice."""
     from kafka_lake.lake.table_state import storage_partitions
@@ -317,7 +318,7 @@ def started_at_once(run_slices):
     return start
 
 
-def land(topic: TopicSpec, hours, settings, run_slices, **options) -> list:
+def land(topic: TableSpec, hours, settings, run_slices, **options) -> list:
     """Lands `hours` (datetimes or `KafkaHour`s) through the production path, `land_hours`, each hour's slices run
     by `run_slices`; the results of the hours committed."""
     from kafka_lake.hours import KafkaHour
@@ -334,7 +335,7 @@ def in_this_process(tasks) -> list:
     return [land_slice(task) for task in tasks]
 
 
-def land_on_spark(topic: TopicSpec, settings, spark, hours: list[datetime]) -> list:
+def land_on_spark(topic: TableSpec, settings, spark, hours: list[datetime]) -> list:
     """Lands Kafka hours with the real Spark job, as a range run does, without a Dagster run around it."""
     from kafka_lake.hours import KafkaHour
     from kafka_lake.landing.driver import land_hours

@@ -1,7 +1,6 @@
 """The rules behind the sensors (kafka_lake.automation): plain data in, decisions out."""
 
 import shutil
-from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -21,7 +20,7 @@ H = KafkaHour(datetime(2026, 11, 21, 10, tzinfo=timezone.utc))
 @pytest.fixture(scope="module")
 def page_views():
     topic = load_catalog(REPO / "schema_catalog").by_name("shop", "page_views")
-    return replace(topic, close_grace_minutes=10, record_grace_minutes=2, allowed_lateness_hours=3, freshness_minutes=120)
+    return topic.model_copy(update=dict(close_grace_minutes=10, record_grace_minutes=2, allowed_lateness_hours=3, freshness_minutes=120))
 
 
 def at(hour: KafkaHour, minutes: float) -> datetime:
@@ -140,11 +139,11 @@ def test_stale_names_how_late_and_how_many_hours_are_missing(page_views):
 
 
 def test_no_freshness_without_an_sla(page_views):
-    assert automation.freshness(replace(page_views, freshness_minutes=None), set().__contains__, at(H, 500), None) is None
+    assert automation.freshness(page_views.model_copy(update=dict(freshness_minutes=None)), set().__contains__, at(H, 500), None) is None
 
 
 def test_nothing_is_due_before_the_topic_starts(page_views):
-    young = replace(page_views, start_hour=H.start)
+    young = page_views.model_copy(update=dict(start_hour=H.start))
     result = automation.freshness(young, set().__contains__, at(H, 60), None)
     assert result.passed and result.due_hour is None
 

@@ -174,12 +174,12 @@ def test_an_avro_version_needs_its_registry_id_and_a_json_one_may_go_without(tmp
         load_topic(entry(tmp_path, "events.taps", TAP, registry_id=None))
 
     topic = load_topic(entry(tmp_path, "events.taps", TAP, registry_id=None, format="json"))
-    assert topic.format == "json" and topic.version(1).registry_id is None
+    assert topic.payload_format == "json" and topic.version(1).registry_id is None
 
 
 def test_a_raw_table_needs_no_schema_and_lands_by_kafka_time(tmp_path):
     topic = load_topic(entry(tmp_path, "archive.events", None, format="raw", time_partitioning=None, retention_days=30))
-    assert (topic.format, topic.schema_versions, topic.time_source, topic.retention_days) == ("raw", (), "kafka_time", 30)
+    assert (topic.payload_format, topic.schema_versions, topic.time_source, topic.retention_days) == ("raw", (), "kafka_time", 30)
 
 
 def test_a_key_schema_and_kept_tombstones_load(tmp_path):
@@ -207,7 +207,7 @@ def test_given_an_archive_rule_then_archived_topics_that_match_and_have_no_folde
     archived = {t.topic: t for t in catalog.topics if t.archived}
     assert sorted(archived) == ["Legacy-9", "audit.Payments-v2"]
     payments = archived["audit.Payments-v2"]
-    assert (payments.database, payments.table, payments.format, payments.retention_days) == (
+    assert (payments.database, payments.table, payments.payload_format, payments.retention_days) == (
         "archive", "audit_payments_v2", "raw", 30)
     assert payments.source_file == str(tmp_path / "_archive.yaml") and payments.owner == "team-platform"
     assert catalog.archive.matches("audit.new") and not catalog.archive.matches("__audit.x")

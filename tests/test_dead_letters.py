@@ -3,7 +3,6 @@ values (format, determinism, tamper evidence). Files are real Parquet in a real 
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from datetime import datetime, timedelta, timezone
 
@@ -23,8 +22,8 @@ from kafka_lake.lake.dead_letters import (
     is_encrypted,
 )
 from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.table_spec import DEFAULT_DEAD_LETTER_RETENTION_DAYS
 from kafka_lake.topics.loader import CatalogError, load_catalog, load_topic
-from kafka_lake.topics.topic_yaml import DEFAULT_DEAD_LETTER_RETENTION_DAYS
 from kafka_lake.upkeep.retention import apply_retention
 from tests.conftest import REPO
 
@@ -70,8 +69,8 @@ def hours_ago(*days: float) -> list[datetime]:
 def test_dead_letters_expire_after_their_own_days_never_after_the_rows_and_it_is_audited(
     tmp_path, views, retention_days, dead_letter_retention_days, kept_days
 ):
-    topic = dataclasses.replace(views, retention_days=retention_days,
-                                dead_letter_retention_days=dead_letter_retention_days or DEFAULT_DEAD_LETTER_RETENTION_DAYS)
+    topic = views.model_copy(update=dict(retention_days=retention_days,
+                                dead_letter_retention_days=dead_letter_retention_days or DEFAULT_DEAD_LETTER_RETENTION_DAYS))
     storage = LakeStorage(str(tmp_path / "lake"))
     paths = write_dead_letters(storage, topic, hours_ago(1, 2.5, 3.5, 13, 15, 40, 70))
 

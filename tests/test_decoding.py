@@ -34,7 +34,8 @@ from kafka_lake.kafka.records import KAFKA_COLUMNS, KafkaRecord
 from kafka_lake.kafka.schema_resolution import CatalogSchemas, RegistrySchemas, SchemaRegistryUnavailable
 from kafka_lake.lake import layout
 from kafka_lake.schemas.arrow_mapping import MAX_JSON_DEPTH, arrow_mapping_for, arrow_schema_for, column_comment
-from kafka_lake.topics.loader import CatalogError, TopicSpec, load_catalog, load_topic
+from kafka_lake.table_spec import TableSpec
+from kafka_lake.topics.loader import CatalogError, load_catalog, load_topic
 
 UTC = dt.timezone.utc
 CATALOG = Path(__file__).resolve().parent.parent / "schema_catalog"
@@ -132,7 +133,7 @@ def write_topic(
     time_partitioning: dict | None = None,
     pii_fields: list[str] | None = None,
     first_registry_id: int = 501,
-) -> TopicSpec:
+) -> TableSpec:
     """Writes `zoo/animals/topic.yaml` plus one .avsc per schema version, and loads it like the catalog does."""
     folder = tmp_path / "zoo" / "animals"
     folder.mkdir(parents=True, exist_ok=True)
@@ -161,7 +162,7 @@ def small_schema(time_type, extra_fields: tuple = ()) -> dict:
     }
 
 
-def framed(topic: TopicSpec, value: dict, version: int = 1) -> bytes:
+def framed(topic: TableSpec, value: dict, version: int = 1) -> bytes:
     schema_version = topic.version(version)
     return encode_confluent(schema_version.registry_id, schema_version.parsed, value)
 
@@ -170,7 +171,7 @@ def kafka_record(value: bytes | None, offset: int = 0, *, partition: int = 0, ti
     return KafkaRecord(partition=partition, offset=offset, timestamp_ms=timestamp_ms, key=b"key-%d" % offset, value=value)
 
 
-def decode(topic: TopicSpec, *values: bytes | None, pii_key: bytes | None = PII_KEY) -> DecodedBatch:
+def decode(topic: TableSpec, *values: bytes | None, pii_key: bytes | None = PII_KEY) -> DecodedBatch:
     records = [kafka_record(value, offset) for offset, value in enumerate(values)]
     return BatchDecoder(topic, CatalogSchemas(topic), pii_key).decode(records)
 
@@ -223,7 +224,7 @@ def zoo_value(**overrides) -> dict:
 
 
 @pytest.fixture
-def zoo(tmp_path) -> TopicSpec:
+def zoo(tmp_path) -> TableSpec:
     return write_topic(tmp_path, [ZOO_SCHEMA])
 
 
@@ -632,11 +633,11 @@ def test_given_a_topic_without_pii_fields_when_no_key_then_it_decodes(zoo):
 
 
 @pytest.fixture
-def views(catalog) -> TopicSpec:
+def views(catalog) -> TableSpec:
     return catalog.by_name("shop", "page_views")
 
 
-def good_view(views: TopicSpec) -> bytes:
+def good_view(views: TableSpec) -> bytes:
     return framed(views, page_view(1))
 
 

@@ -7,7 +7,6 @@ longer than the default few seconds.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -21,7 +20,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_lake.topics.loader import MAX_SCHEMA_DEPTH, CatalogError, TopicSpec, load_catalog, load_topic
+from kafka_lake.table_spec import TableSpec
+from kafka_lake.topics.loader import MAX_SCHEMA_DEPTH, CatalogError, load_catalog, load_topic
 from tests.conftest import REPO
 
 SAMPLE = REPO / "schema_catalog" / "shop" / "page_views"
@@ -113,7 +113,7 @@ DOCUMENTED_DEFAULTS = {"retention_days": None, "pii_fields": [], "subject_field"
                        "keep_tombstones": False, "table_format": "hive"}  # the deployment's TABLE_FORMAT, hive unset
 
 
-def as_written(topic: TopicSpec) -> dict:
+def as_written(topic: TableSpec) -> dict:
     """A loaded topic told as the `topic.yaml` keys that say it, each in the type YAML gives it."""
     partitioning = {"source": topic.time_source, "field": ".".join(topic.time_field) if topic.time_field else None,
                     "unit": topic.time_unit}
@@ -123,7 +123,7 @@ def as_written(topic: TopicSpec) -> dict:
                             for v in topic.schema_versions],
         "retention_days": topic.retention_days, "pii_fields": [".".join(path) for path in topic.pii_fields],
         "subject_field": topic.subject_field, "freshness_minutes": topic.freshness_minutes,
-        "max_rows_per_task": topic.max_rows_per_task, "rename": dict(topic.rename), "format": topic.format,
+        "max_rows_per_task": topic.max_rows_per_task, "rename": dict(topic.rename), "format": topic.payload_format,
         "route": None if topic.route is None else {"field": topic.route.field_text, **(
             {"equals": topic.route.values[0]} if topic.route.written_as_equals else {"in": list(topic.route.values)})},
         "keep_tombstones": topic.keep_tombstones, "table_format": topic.table_format,
@@ -157,7 +157,7 @@ def hour_stated(value) -> datetime:
     return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
 
 
-def assert_means_what_it_says(document: dict, topic: TopicSpec) -> None:
+def assert_means_what_it_says(document: dict, topic: TableSpec) -> None:
     """A topic.yaml that loads is what it says: every key's value as written (never converted, never dropped for a
     default), every absent optional key its documented default, and no required key absent."""
     for key, loaded in as_written(topic).items():
@@ -267,7 +267,7 @@ def test_given_an_avsc_with_one_node_replaced_by_anything_when_loaded_then_it_la
             assert loaded.version(1).schema == json.loads(text)
 
 
-def assert_lands(topic: TopicSpec) -> None:
+def assert_lands(topic: TableSpec) -> None:
     """What the catalog accepts, landing can use: the table's columns, and both decode paths of every version
     (compiled as a landing task compiles them); a refusal here would fail every run of the topic instead."""
     from kafka_lake.decoding.batch_decoder import BatchDecoder
@@ -742,7 +742,7 @@ def test_given_records_of_ten_mib_when_a_slice_lands_then_they_land_or_dead_lett
 
     views = load_catalog(REPO / "schema_catalog").by_name("shop", "page_views")
     topic = f"hostile.huge.{os.urandom(4).hex()}"
-    views = dataclasses.replace(views, topic=topic)
+    views = views.model_copy(update=dict(topic=topic))
     broker.create_topic(topic, 1)
     urls = [f"https://shop.example/{n}?" + "q" * (10 * MIB) for n in range(8)]
     values = [framed(views, page_view(2, url=url), 2) for url in urls]

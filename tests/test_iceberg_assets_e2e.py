@@ -130,7 +130,7 @@ def test_landing_compaction_registration_and_retention_through_dagster_keep_the_
     assert [e.action for e in read_audit(storage, topic)] == ["erase"]
 
     # retention/… once the topic keeps a day: every placement hour (of 2026-11-01) expired, audited.
-    run([retention_asset(dataclasses.replace(topic, retention_days=1))], settings)
+    run([retention_asset(topic.model_copy(update=dict(retention_days=1)))], settings)
     table = table.refresh()
     assert pyiceberg_rows(table).num_rows == 0 == duckdb_rows(table).num_rows
     assert [e.action for e in read_audit(storage, topic)] == ["erase", "expire"]
@@ -150,7 +150,7 @@ def test_a_topic_landed_in_the_hive_layout_becomes_an_iceberg_table_by_registeri
         assert topic.table_format == "hive"
         land_in_process(topic, landing_settings(lake_root, broker.bootstrap_servers), RAW_HOURS, RAW_HOURS[-1] + timedelta(hours=2))
 
-        iceberg = dataclasses.replace(topic, table_format="iceberg")
+        iceberg = topic.model_copy(update=dict(table_format="iceberg"))
         tables = IcebergTables(TableAccess(LakeStorage(lake_root)))
         done = tables.register(iceberg, sorted({floor_hour(hour) for hour in RAW_HOURS}))
 

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from kafka_lake.decoding.batch_decoder import BatchDecoder
 from kafka_lake.kafka.framing import encode_confluent
 from kafka_lake.kafka.schema_resolution import CatalogSchemas
-from kafka_lake.topics.loader import TopicSpec, load_topic
+from kafka_lake.table_spec import TableSpec
+from kafka_lake.topics.loader import load_topic
 from tests.test_columnar import assert_same, decode_both, decoders
 from tests.test_columnar import records_of as records
 from tests.test_decoding import KAFKA_MS, PII_KEY, dead_letter_rows
@@ -59,7 +60,7 @@ PII = ["user_id", "address.street"]
 
 
 def json_topic(root: Path, schemas: list[dict], time_partitioning: dict | None = None, pii: list[str] | None = None,
-               **keys) -> TopicSpec:
+               **keys) -> TableSpec:
     folder = root / "shop" / "cart_open"
     folder.mkdir(parents=True, exist_ok=True)
     versions = []
@@ -112,12 +113,12 @@ def framed_json(schema_id: int, value: dict) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def events(tmp_path_factory) -> TopicSpec:
+def events(tmp_path_factory) -> TableSpec:
     return json_topic(tmp_path_factory.mktemp("json"), [EVENT], pii=PII)
 
 
 @pytest.fixture(scope="module")
-def avro_twin(tmp_path_factory) -> TopicSpec:
+def avro_twin(tmp_path_factory) -> TableSpec:
     folder = tmp_path_factory.mktemp("avro") / "shop" / "cart_open"
     folder.mkdir(parents=True)
     (folder / "v1.avsc").write_text(json.dumps(EVENT))

@@ -21,8 +21,9 @@ from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka.framing import encode_confluent
 from kafka_lake.kafka.records import KAFKA_COLUMNS, KafkaRecord
 from kafka_lake.kafka.schema_resolution import CatalogSchemas
+from kafka_lake.table_spec import TableSpec
 from kafka_lake.tables.table_schema import table_columns
-from kafka_lake.topics.loader import TopicSpec, load_topic
+from kafka_lake.topics.loader import load_topic
 
 H = datetime(2026, 11, 1, 10, tzinfo=timezone.utc)
 MS = int(H.timestamp() * 1000) + 60_000
@@ -34,7 +35,7 @@ VALUE = {"type": "record", "name": "Value", "namespace": "db.server.customers", 
 KEY_ID, VALUE_ID = 3, 4  # the key's subject has ids of its own: the catalog does not list them
 
 
-def topic_folder(root: Path, fmt: str = "avro", placed: str = "event_time", **keys) -> TopicSpec:
+def topic_folder(root: Path, fmt: str = "avro", placed: str = "event_time", **keys) -> TableSpec:
     folder = root / "db" / "customers"
     folder.mkdir(parents=True)
     (folder / "v1.avsc").write_text(json.dumps(VALUE))
@@ -56,7 +57,7 @@ def customer(number: int) -> dict:
     return {"id": number, "email": f"c{number}@example.com", "updated_at": MS + number}
 
 
-def decode(topic: TopicSpec, records: list[KafkaRecord], columnar: bool):
+def decode(topic: TableSpec, records: list[KafkaRecord], columnar: bool):
     return BatchDecoder(topic, CatalogSchemas(topic), None, columnar=columnar, kafka_hour=None).decode(records)
 
 

@@ -20,7 +20,8 @@ from kafka_lake.hours import floor_hour, to_millis
 from kafka_lake.kafka.framing import encode_confluent
 from kafka_lake.lake import layout
 from kafka_lake.lake.storage import LakeStorage
-from kafka_lake.topics.loader import TopicSpec, load_topic
+from kafka_lake.table_spec import TableSpec
+from kafka_lake.topics.loader import load_topic
 from tests.landing_fixtures import HOURS, Produced, Traffic, land_on_spark, landing_settings, produce, unique_topic_name
 
 UTC = timezone.utc
@@ -36,7 +37,7 @@ def broker(tmp_path_factory):
         yield running
 
 
-def write_topic(catalog_dir: Path, kafka_topic: str, schemas: list[dict], table: str = "orders", **keys) -> TopicSpec:
+def write_topic(catalog_dir: Path, kafka_topic: str, schemas: list[dict], table: str = "orders", **keys) -> TableSpec:
     """`e2e/<table>/topic.yaml` with one `.avsc` per schema version and the given keys (event time by default)."""
     folder = catalog_dir / "e2e" / table
     folder.mkdir(parents=True, exist_ok=True)
@@ -54,13 +55,13 @@ def write_topic(catalog_dir: Path, kafka_topic: str, schemas: list[dict], table:
     return load_topic(folder / "topic.yaml")
 
 
-def produced(topic: TopicSpec, version: int, record: dict, moment: datetime, partition: int = 0) -> Produced:
+def produced(topic: TableSpec, version: int, record: dict, moment: datetime, partition: int = 0) -> Produced:
     schema_version = topic.version(version)
     value = encode_confluent(schema_version.registry_id, schema_version.parsed, record)
     return Produced(partition, to_millis(moment), f"k{len(record)}".encode(), value, "row", record, version)
 
 
-def on_broker(broker, topic: TopicSpec, items: list[Produced], partitions: int = 1) -> Traffic:
+def on_broker(broker, topic: TableSpec, items: list[Produced], partitions: int = 1) -> Traffic:
     broker.create_topic(topic.topic, partitions)
     traffic = Traffic(topic, sorted(items, key=lambda item: item.partition))
     produce(broker.bootstrap_servers, traffic)

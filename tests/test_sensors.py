@@ -55,7 +55,7 @@ def topic(tmp_path, broker):
     name = unique_topic_name()
     broker.create_topic(name, 2)
     spec = write_test_topic(tmp_path / "catalog", name, allowed_lateness_hours=1)
-    return replace(spec, record_grace_minutes=2, close_grace_minutes=10, freshness_minutes=60)
+    return spec.model_copy(update=dict(record_grace_minutes=2, close_grace_minutes=10, freshness_minutes=60))
 
 
 @pytest.fixture
@@ -121,7 +121,7 @@ def test_each_tick_logs_per_topic_what_it_requested_and_why_the_next_hour_waits(
 def test_tables_of_one_topic_are_each_requested_from_where_they_left_off(broker, topic, instance, clock):
     """Given two tables landing one Kafka topic (a copy placed by Kafka time), one landed an hour further than the
     other; when the sensor ticks, then each table's job is requested from its own next hour."""
-    copy = replace(topic, database="copies", table="orders", time_source="kafka_time", time_field=None)
+    copy = topic.model_copy(update=dict(database="copies", table="orders", time_source="kafka_time", time_field=None))
     sensor = sensors.landing_sensor(TopicCatalog((topic, copy)))
     clock(H.next().end + timedelta(minutes=12))  # H and H+1 closed by the clock
     cursor = json.dumps({f"{topic.topic} {topic.name}": H.partition_key, f"{copy.topic} {copy.name}": H.next().partition_key})
@@ -323,7 +323,7 @@ def test_new_topics_the_archive_rule_takes_are_archived_not_reported_and_load_as
     assert not any(audit in alert["text"] for alert in webhook)
     reloaded = load_platform_catalog(settings)
     [archived] = reloaded.tables_of(audit)
-    assert (archived.database, archived.table, archived.format, archived.archived) == (
+    assert (archived.database, archived.table, archived.payload_format, archived.archived) == (
         "archive", archived_table_name(audit), "raw", True)
     second = tick(sensors.missing_topics_sensor(reloaded), instance, first.cursor, **resources)
     assert "archived" not in second.skip_reason.skip_message, "a topic is archived once"
@@ -431,7 +431,7 @@ def test_the_freshness_check_asks_dagster_about_its_window_of_hours_only(topic, 
     now = datetime.now(timezone.utc)
     due = KafkaHour.containing(now - timedelta(minutes=topic.freshness_minutes)).previous()
     old = KafkaHour.containing(now - timedelta(days=30))
-    spec = replace(topic, start_hour=old.start)
+    spec = topic.model_copy(update=dict(start_hour=old.start))
     for hour in (old, due.previous(), due.previous().previous()):
         instance.report_runless_asset_event(AssetMaterialization(raw_key(spec), partition=hour.partition_key))
     asked = []

@@ -8,7 +8,6 @@ Everything else is real: the Tansu broker, the SeaweedFS S3 server, Spark and it
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import hashlib
 import io
@@ -31,12 +30,13 @@ from kafka_lake.lake.table_partition import TablePartition
 from kafka_lake.lake.table_state import storage_partitions
 from kafka_lake.schemas.arrow_mapping import arrow_mapping_for
 from kafka_lake.settings import PlatformSettings
+from kafka_lake.table_spec import TableSpec
 from kafka_lake.tables.catalogs.glue import GlueCatalog
 from kafka_lake.tables.catalogs.hive_metastore import HiveCatalog, from_hive_location, to_hive_location
 from kafka_lake.tables.catalogs.protocol import TableCatalogError
 from kafka_lake.tables.catalogs.reconciliation import reconcile, storage_partition_uris
 from kafka_lake.tables.table_schema import TableSchemaError, parse_hive_type, table_columns, table_definition
-from kafka_lake.topics.loader import CatalogError, TopicSpec, load_catalog, load_topic
+from kafka_lake.topics.loader import CatalogError, load_catalog, load_topic
 from platform_assets.catalog_assets import catalog_asset
 from platform_assets.definitions import platform_resources
 from tests.conftest import REPO
@@ -112,7 +112,7 @@ EVERY_TYPE_COMMENTS = {  # what the column types do not say
 }
 
 
-def write_topic(folder, database: str, table: str, versions: list[dict], pii: str = "[]") -> TopicSpec:
+def write_topic(folder, database: str, table: str, versions: list[dict], pii: str = "[]") -> TableSpec:
     """A topic folder of the catalog format, loaded the way the platform loads it."""
     topic_dir = folder / database / table
     topic_dir.mkdir(parents=True, exist_ok=True)
@@ -220,8 +220,8 @@ def table_catalog(request):
     return request.getfixturevalue(request.param)
 
 
-def only_versions(topic: TopicSpec, count: int) -> TopicSpec:
-    return dataclasses.replace(topic, schema_versions=topic.schema_versions[:count])
+def only_versions(topic: TableSpec, count: int) -> TableSpec:
+    return topic.model_copy(update=dict(schema_versions=topic.schema_versions[:count]))
 
 
 def test_the_table_is_created_from_v1_then_evolved_by_v2_and_refuses_an_incompatible_one(table_catalog, tmp_path):
@@ -353,7 +353,7 @@ def land_two_hours(broker, tmp_path, lake_root: str, catalog_kind: str):
     return topic, settings, LakeStorage(lake_root)
 
 
-def register_every_hour(topic: TopicSpec, settings: PlatformSettings, storage: LakeStorage, in_one_run: bool) -> list:
+def register_every_hour(topic: TableSpec, settings: PlatformSettings, storage: LakeStorage, in_one_run: bool) -> list:
     """Materializes catalog/<db>/<table> for each placement hour storage holds (late events included):
     hour by hour, or as one run over the range, as a backfill does."""
     asset = catalog_asset(topic)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
@@ -33,7 +33,7 @@ from kafka_lake.kafka.framing import FramedValues, FramingError, split_confluent
 from kafka_lake.kafka.records import BatchPositions, KafkaBatch, KafkaColumns, KafkaRecord, names_an_hour
 from kafka_lake.kafka.schema_resolution import SchemaResolver
 from kafka_lake.schemas.arrow_mapping import RAW_MAPPING, RAW_SCHEMA_VERSION, ArrowMapping, arrow_mapping_for
-from kafka_lake.topics.loader import SchemaVersion, TopicSpec
+from kafka_lake.table_spec import SchemaVersion, TableSpec
 
 
 class RecordPath(Protocol):
@@ -76,7 +76,7 @@ class BatchDecoder:
     read with the newest schema version.
     """
 
-    def __init__(self, topic: TopicSpec, schemas: SchemaResolver, pii_key: bytes | None, columnar: bool = True,
+    def __init__(self, topic: TableSpec, schemas: SchemaResolver, pii_key: bytes | None, columnar: bool = True,
                  kafka_hour: KafkaHour | None = None):
         self._topic = topic
         self._schemas = schemas
@@ -107,9 +107,9 @@ class BatchDecoder:
 
     def decode(self, records: Sequence[KafkaRecord] | KafkaBatch) -> DecodedBatch:
         batch = (records if isinstance(records, KafkaBatch) else KafkaBatch.of(records)).in_log_order()
-        if self._topic.format == "raw":
+        if self._topic.payload_format == "raw":
             return self._decode_raw(batch)
-        framed = FramedValues(pa.array(batch.values, pa.binary()), plain_json=self._topic.format == "json")
+        framed = FramedValues(pa.array(batch.values, pa.binary()), plain_json=self._topic.payload_format == "json")
         if self._router is None:
             return self._decode_framed(batch, framed)
         routing = self._router.route(batch, framed)
@@ -118,7 +118,7 @@ class BatchDecoder:
         else:
             mine = batch.take(routing.mine.tolist())
             decoded = self._decode_framed(mine, FramedValues(pa.array(mine.values, pa.binary()),
-                                                             plain_json=self._topic.format == "json"))
+                                                             plain_json=self._topic.payload_format == "json"))
         unrouted: dict[datetime, list[Rejected]] = defaultdict(list)
         for index, why in routing.unrouted:
             record = batch.record(index)
@@ -139,7 +139,7 @@ class BatchDecoder:
                 dead[self._placement.dead_letter_hour(record)].append(Rejected(record, "undecodable_key", error))
             if bad_keys:
                 batch = batch.take(sorted(set(range(len(batch))) - {index for index, _ in bad_keys}))
-                framed = FramedValues(pa.array(batch.values, pa.binary()), plain_json=self._topic.format == "json")
+                framed = FramedValues(pa.array(batch.values, pa.binary()), plain_json=self._topic.payload_format == "json")
         kafka = KafkaColumns(self._topic.topic, batch)
         placed: dict[Placement, list[pa.Table]] = defaultdict(list)
         by_record: list[int] = list(np.flatnonzero(framed.needs_record_path))
@@ -191,7 +191,7 @@ class BatchDecoder:
         rows = np.flatnonzero(tombstone & placeable)
         if not len(rows):
             return
-        if self._topic.format == "raw":
+        if self._topic.payload_format == "raw":
             mapping, version = RAW_MAPPING, RAW_SCHEMA_VERSION
         else:
             version = self._topic.schema_versions[-1].version
@@ -221,10 +221,10 @@ class BatchDecoder:
         decode_records(self._topic.topic, batch, indices, self._read_value, self._placement, placed, dead)
 
     def _read_value(self, value: bytes) -> DecodedValue:
-        if self._topic.format == "raw":
+        if self._topic.payload_format == "raw":
             return DecodedValue(RAW_SCHEMA_VERSION, RAW_MAPPING, {"value": value})
         try:
-            schema_id, payload = (split_json if self._topic.format == "json" else split_confluent)(value)
+            schema_id, payload = (split_json if self._topic.payload_format == "json" else split_confluent)(value)
         except FramingError as error:
             raise Undecodable(error.cause, str(error)) from None
         decoding = self._decoding_for(schema_id)
@@ -248,12 +248,12 @@ class BatchDecoder:
         if version.version not in self._by_version:
             topic, pii_fields = self._topic, self._topic.pii_fields
             mapping = arrow_mapping_for(version, pii_fields, self._pseudonymize, topic.columns_by_field)
-            record_path = "fastavro" if topic.format == "avro" else "record by record"
+            record_path = "fastavro" if topic.payload_format == "avro" else "record by record"
             columns: ColumnarPath | None = None
             path = f"{record_path}: columnar decoding is switched off"
             if self._columnar:
                 try:
-                    if topic.format == "json":
+                    if topic.payload_format == "json":
                         reading = json_mapping_for(version, mapping, pii_fields, self._column_pseudonyms, topic.time_field)
                         columns = JsonColumns(version.version, reading, self._placement)
                     else:
@@ -262,7 +262,7 @@ class BatchDecoder:
                     path = "columnar"
                 except NotColumnar as reason:
                     path = f"{record_path}: {reason}"
-            records: RecordPath = JsonRecords(version) if topic.format == "json" else AvroRecords(version)
+            records: RecordPath = JsonRecords(version) if topic.payload_format == "json" else AvroRecords(version)
             self._by_version[version.version] = VersionDecoding(version, mapping, records, columns, path)
         return self._by_version[version.version]
 
@@ -287,12 +287,12 @@ class BatchDecoder:
         return self._gathered(batch, present, placed, dead, tombstones=int(len(values) - present.sum()))
 
 
-def values_alone(topic: TopicSpec, versions: tuple[SchemaVersion, ...]) -> TopicSpec:
+def values_alone(topic: TableSpec, versions: tuple[SchemaVersion, ...]) -> TableSpec:
     """The topic's values as `versions` read them and nothing more: no route, key, tombstone rows, PII or renames,
     placed by Kafka time; what reading a route's field or a key needs (their columns, not a table's rows)."""
-    return replace(topic, schema_versions=versions, time_source="kafka_time", time_field=None, time_unit=None, route=None,
+    return topic.model_copy(update=dict(schema_versions=versions, time_source="kafka_time", time_field=None, time_unit=None, route=None,
                    routed_siblings=(), rename=(), pii_fields=(), subject_field=None, key_schema=None,
-                   keep_tombstones=False)
+                   keep_tombstones=False))
 
 
 def _untimed(batch: KafkaBatch, values) -> KafkaBatch:

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from kafka_lake.kafka.records import KAFKA_COLUMNS, BatchPositions, KafkaBatch
 from kafka_lake.schemas.arrow_mapping import arrow_schema_for
-from kafka_lake.topics.loader import SchemaVersion, TopicSpec
+from kafka_lake.table_spec import SchemaVersion, TableSpec
 
 KEY_COLUMN_PREFIX = "_kafka_key_"
 TOMBSTONE_COLUMN = pa.field("_kafka_tombstone", pa.bool_())
@@ -24,7 +24,7 @@ def key_column_name(field: str) -> str:
     return f"{KEY_COLUMN_PREFIX}{field}"
 
 
-def trailing_columns(topic: TopicSpec) -> tuple[pa.Field, ...]:
+def trailing_columns(topic: TableSpec) -> tuple[pa.Field, ...]:
     """The key's columns (a `key_schema`), then `_kafka_tombstone` (`keep_tombstones`); none for other topics."""
     fields: list[pa.Field] = []
     if topic.key_schema is not None:
@@ -57,7 +57,7 @@ class KeyColumns:
         self._positions = positions
 
     @classmethod
-    def of(cls, topic: TopicSpec, fields: tuple[pa.Field, ...], batch: KafkaBatch, keys: pa.Table | None,
+    def of(cls, topic: TableSpec, fields: tuple[pa.Field, ...], batch: KafkaBatch, keys: pa.Table | None,
            present: np.ndarray) -> KeyColumns:
         """`fields`: the topic's `trailing_columns`; `keys`: the key decoder's rows (the key's fields, then the
         `_kafka_*` columns) for the records whose key decoded, a record without (a null key) having null key columns;

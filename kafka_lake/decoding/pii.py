@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafka_lake.topics.loader import TopicSpec
+from kafka_lake.table_spec import TableSpec
 
 
 class MissingPiiKey(RuntimeError):
@@ -52,7 +52,7 @@ class Pseudonymizer:
         return "Pseudonymizer(key=<hidden>)"
 
 
-def pseudonymizer_for(topic: TopicSpec, key: bytes | None) -> Pseudonymizer | None:
+def pseudonymizer_for(topic: TableSpec, key: bytes | None) -> Pseudonymizer | None:
     """The topic's pseudonymizer, or None when it declares no pii_fields."""
     if not topic.pii_fields:
         return None

@@ -16,7 +16,7 @@ from kafka_lake.decoding.decoded_batch import Placement, Undecodable
 from kafka_lake.event_time import EPOCH, hours_of_epoch_counts, hours_of_rfc3339, hours_of_timestamps, parse_event_time
 from kafka_lake.hours import KafkaHour, floor_hour, hour_of_millis
 from kafka_lake.kafka.records import KafkaRecord, names_an_hour
-from kafka_lake.topics.loader import TopicSpec
+from kafka_lake.table_spec import TableSpec
 
 HOUR_MS = 3_600_000
 
@@ -25,7 +25,7 @@ class TimePlacement:
     """Places a topic's decoded records in hours. `kafka_hour`, the Kafka hour being landed, is where a dead letter
     goes whose Kafka timestamp names no hour (-1, the year 10000)."""
 
-    def __init__(self, topic: TopicSpec, kafka_hour: KafkaHour | None = None):
+    def __init__(self, topic: TableSpec, kafka_hour: KafkaHour | None = None):
         self._topic = topic
         self._kafka_hour = kafka_hour
 

@@ -24,8 +24,8 @@ from kafka_lake.decoding.json.records import parse_json_object
 from kafka_lake.kafka.framing import FramedValues, FramingError, split_confluent, split_json
 from kafka_lake.kafka.records import BatchPositions, KafkaBatch
 from kafka_lake.schemas.arrow_mapping import column_at
-from kafka_lake.topics.loader import SchemaVersion, TopicSpec, record_full_name
-from kafka_lake.topics.topic_yaml import shown
+from kafka_lake.schemas.avro_types import record_full_name
+from kafka_lake.table_spec import SchemaVersion, TableSpec, shown
 
 _ABSENT = object()
 
@@ -42,7 +42,7 @@ class Routing:
 class TopicRouter:
     """Routes the batches of one routed table (`topic.route`) against its topic's other routed tables."""
 
-    def __init__(self, topic: TopicSpec, version_for: Callable[[int], SchemaVersion | None],
+    def __init__(self, topic: TableSpec, version_for: Callable[[int], SchemaVersion | None],
                  decode_values: Callable[[KafkaBatch], DecodedBatch]):
         """`decode_values`: the batch's values decoded by the table's versions, every record a row or a dead letter."""
         if topic.route is None:
@@ -56,7 +56,7 @@ class TopicRouter:
         present = framed.present
         owner = np.full(len(batch), -1, dtype=np.int64)  # 0: this table, 1: another, -1: none
         why: dict[int, str] = {}
-        if self._topic.format == "avro" and self._route.field is not None:
+        if self._topic.payload_format == "avro" and self._route.field is not None:
             self._route_by_columns(batch, self._route.field, owner, why)
         else:
             self._route_by_values(self._route_values(batch, framed, present, why), present, owner, why)
@@ -94,7 +94,7 @@ class TopicRouter:
         knows); a record whose value cannot be read gets its reason in `why`."""
         values: list[Any] = [None] * len(batch)
         field = self._route.field  # None: routed by the Avro record's full name
-        if self._topic.format == "json" and field is not None:
+        if self._topic.payload_format == "json" and field is not None:
             left = set(int(i) for i in np.flatnonzero(present))
             for _, indices in framed.by_schema_id():  # the rest, record by record below
                 read, _ = read_json_field(framed, indices, field, _arrow_type(self._route.values))

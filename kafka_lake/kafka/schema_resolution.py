@@ -11,7 +11,7 @@ import fastavro
 from fastavro.schema import to_parsing_canonical_form
 
 from kafka_lake.settings import url_without_credentials
-from kafka_lake.topics.loader import SchemaVersion, TopicSpec
+from kafka_lake.table_spec import SchemaVersion, TableSpec
 
 _SCHEMA_NOT_FOUND = 40403  # Confluent Schema Registry's error code for an unknown id
 
@@ -39,7 +39,7 @@ class SchemaRegistryUnavailable(RuntimeError):
 class CatalogSchemas:
     """Resolves schema ids through the catalog's `registry_id`s (no schema registry configured)."""
 
-    def __init__(self, topic: TopicSpec):
+    def __init__(self, topic: TableSpec):
         self._topic = topic
 
     def version_for(self, schema_id: int) -> SchemaVersion | None:
@@ -60,7 +60,7 @@ class RegistrySchemas:
     Each id is asked once; an id the registry lacks, or whose schema the catalog lacks, resolves to None.
     """
 
-    def __init__(self, topic: TopicSpec, url: str, client_config: dict | None = None):
+    def __init__(self, topic: TableSpec, url: str, client_config: dict | None = None):
         # Imported only with a registry: its HTTP and auth stack costs ~0.4 s that catalog-only runs skip.
         from confluent_kafka.schema_registry import SchemaRegistryClient
 
@@ -109,9 +109,9 @@ class RegistrySchemas:
         return next((v for v in matches if v.registry_id == schema_id), matches[-1]), ""
 
 
-def schemas_for(topic: TopicSpec, registry_url: str | None) -> SchemaResolver:
+def schemas_for(topic: TableSpec, registry_url: str | None) -> SchemaResolver:
     """How the topic's schema ids resolve: through the registry where one is set, for Avro. A JSON table's ids name
     JSON Schemas in a registry, which no Avro version equals: they resolve through the catalog's `registry_id`s."""
-    if registry_url and topic.format == "avro":
+    if registry_url and topic.payload_format == "avro":
         return RegistrySchemas(topic, registry_url)
     return CatalogSchemas(topic)

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from kafka_lake.lake import layout
 from kafka_lake.lake.documents import DocumentCodec
 from kafka_lake.lake.storage import LakeStorage
-from kafka_lake.topics.loader import TopicSpec
+from kafka_lake.table_spec import TableSpec
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class AuditEntry:
 AUDIT_ENTRY = DocumentCodec(AuditEntry, "audit entry", version=1, unnumbered=1)
 
 
-def write_audit(storage: LakeStorage, topic: TopicSpec, entry: AuditEntry) -> str:
+def write_audit(storage: LakeStorage, topic: TableSpec, entry: AuditEntry) -> str:
     """One immutable JSON file per deletion, erasure or accepted loss under `_audit/<db>/<table>/`."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     path = layout.audit_path(topic.database, topic.table, stamp, entry.action, uuid.uuid4().hex[:8])
@@ -39,6 +39,6 @@ def write_audit(storage: LakeStorage, topic: TopicSpec, entry: AuditEntry) -> st
     return path
 
 
-def read_audit(storage: LakeStorage, topic: TopicSpec) -> list[AuditEntry]:
+def read_audit(storage: LakeStorage, topic: TableSpec) -> list[AuditEntry]:
     return [AUDIT_ENTRY.from_json(storage.read_listed(stored.path), storage.uri(stored.path))
             for stored in storage.list_files(layout.audit_prefix(topic.database, topic.table))]

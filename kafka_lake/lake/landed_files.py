@@ -11,12 +11,12 @@ from kafka_lake.lake import layout
 from kafka_lake.lake.layout import parse_data_file_name
 from kafka_lake.lake.manifests import AttemptJournal, HourManifest, LandedFile
 from kafka_lake.lake.storage import LakeStorage, StoredFile
-from kafka_lake.topics.loader import TopicSpec
+from kafka_lake.table_spec import TableSpec
 
 ALL_KINDS = ("data", "dead_letter", "unrouted")
 
 
-def letter_prefixes(topic: TopicSpec) -> tuple[str, ...]:
+def letter_prefixes(topic: TableSpec) -> tuple[str, ...]:
     """Where a table's landings write records that land in no table: its dead letters, and its topic's unrouted dead
     letters if it is the routed table that lands them."""
     unrouted = (layout.unrouted_prefix(topic.topic),) if topic.route is not None and topic.lands_unrouted else ()
@@ -41,7 +41,7 @@ def remove_replaced_files(storage: LakeStorage, previous: HourManifest | None, c
     return removed
 
 
-def attempt_folders(storage: LakeStorage, topic: TopicSpec, manifest: HourManifest, within: Iterable[str]) -> list[str]:
+def attempt_folders(storage: LakeStorage, topic: TableSpec, manifest: HourManifest, within: Iterable[str]) -> list[str]:
     """The folders under `within` (lake prefixes) that attempts at landing the manifest's hour wrote into: those its
     tasks recorded in the hour's attempt journal before their first file there, and the manifest's own. The hour's
     folders, never the table's whole history."""
@@ -51,7 +51,7 @@ def attempt_folders(storage: LakeStorage, topic: TopicSpec, manifest: HourManife
     return sorted(folder for folder in folders if (folder + "/").startswith(prefixes))
 
 
-def files_in_hour_ranges(storage: LakeStorage, topic: TopicSpec, manifest: HourManifest, folders: Iterable[str]
+def files_in_hour_ranges(storage: LakeStorage, topic: TableSpec, manifest: HourManifest, folders: Iterable[str]
                          ) -> list[StoredFile]:
     """The topic's landed files in `folders` whose first offset falls in one of the hour's offset ranges and that the
     manifest does not own: written for this hour by another attempt."""
@@ -69,7 +69,7 @@ def files_in_hour_ranges(storage: LakeStorage, topic: TopicSpec, manifest: HourM
     return found
 
 
-def remove_orphans(storage: LakeStorage, topic: TopicSpec, manifest: HourManifest, within: Iterable[str]) -> list[str]:
+def remove_orphans(storage: LakeStorage, topic: TableSpec, manifest: HourManifest, within: Iterable[str]) -> list[str]:
     """Deletes files written for this hour's offset ranges that the manifest does not own (crashed attempts), in the
     folders under `within` the hour's attempts wrote into (`attempt_folders`)."""
     removed = [stored.path for stored in

@@ -33,8 +33,8 @@ from kafka_lake.landing.slices import (
     split_slices,
 )
 from kafka_lake.settings import LandingSettings
+from kafka_lake.table_spec import TableSpec
 from kafka_lake.tables.formats import TableAccess, TableFormat, table_format
-from kafka_lake.topics.loader import TopicSpec
 
 log = logging.getLogger(__name__)
 
@@ -53,15 +53,15 @@ class LandingResult:
 
 
 def land_hours(
-    topic: TopicSpec,
+    topic: TableSpec,
     hours: Sequence[KafkaHour],
     settings: LandingSettings,
     start_slices: StartSlices,
     now: datetime | None = None,
     run_id: str = "",
     accept_lost_offsets: bool = False,
-    together: Sequence[TopicSpec] = (),
-    table_formats: Callable[[TopicSpec], TableFormat] | None = None,
+    together: Sequence[TableSpec] = (),
+    table_formats: Callable[[TableSpec], TableFormat] | None = None,
 ) -> Iterator[LandingResult]:
     """Lands every record of `topic` whose offsets belong to each of `hours`, in order, replacing any earlier
     landing of it, and yields each hour's result once it is committed. `table_formats`: each table's table format
@@ -124,14 +124,14 @@ def land_hours(
             wait([started])
 
 
-def _table_format(settings: LandingSettings) -> Callable[[TopicSpec], TableFormat]:
+def _table_format(settings: LandingSettings) -> Callable[[TableSpec], TableFormat]:
     access = TableAccess(LakeStorage(settings.lake_root), settings.iceberg_catalog)
     return lambda table: table_format(table, access)
 
 
 @dataclass(frozen=True)
 class _PlannedHour:
-    topic: TopicSpec
+    topic: TableSpec
     hour: KafkaHour
     bounds: list[PartitionBounds]
     slices: list[OffsetSlice]
@@ -143,7 +143,7 @@ class _PlannedHour:
         return build_manifest(self.topic, self.hour, self.bounds, [], "", 0.0, check_reports=False)
 
 
-def _plan(topic: TopicSpec, hour: KafkaHour, settings: LandingSettings, now: datetime, accept_lost_offsets: bool,
+def _plan(topic: TableSpec, hour: KafkaHour, settings: LandingSettings, now: datetime, accept_lost_offsets: bool,
           attempt: str, landing_before: HourManifest | None = None) -> _PlannedHour:
     """The hour's boundaries and slices. `landing_before`: the hour before, planned and still landing."""
     started = time.monotonic()
@@ -172,7 +172,7 @@ def _tasks(planned: list[_PlannedHour], settings: LandingSettings) -> list[Slice
     return [SliceTask(plan.topic, plan.hour, piece, settings, plan.attempt) for plan in planned for piece in plan.slices]
 
 
-def _commit(topic: TopicSpec, planned: _PlannedHour, reports: list[SliceReport], settings: LandingSettings,
+def _commit(topic: TableSpec, planned: _PlannedHour, reports: list[SliceReport], settings: LandingSettings,
             run_id: str, tables: TableFormat) -> LandingResult:
     """Writes the hour's manifest (the commit), then the table format commits it and removes the files it replaced
     and those of crashed attempts."""
@@ -195,7 +195,7 @@ def _done(reports: list[SliceReport]) -> Future:
     return done
 
 
-def _audit_accepted_losses(storage: LakeStorage, topic: TopicSpec, manifest: HourManifest) -> str:
+def _audit_accepted_losses(storage: LakeStorage, topic: TableSpec, manifest: HourManifest) -> str:
     losses = {int(p): tuple(r) for p, r in manifest.accepted_losses.items()}
     described = "; ".join(f"partition {p}: offsets [{a}, {b})" for p, (a, b) in sorted(losses.items()))
     log.warning("%s hour %s: accepting the loss of expired offsets: %s", topic.topic, manifest.hour, described)
@@ -211,7 +211,7 @@ def _audit_accepted_losses(storage: LakeStorage, topic: TopicSpec, manifest: Hou
 
 
 def build_manifest(
-    topic: TopicSpec, hour: KafkaHour, bounds: list[PartitionBounds], reports: list[SliceReport],
+    topic: TableSpec, hour: KafkaHour, bounds: list[PartitionBounds], reports: list[SliceReport],
     run_id: str, duration_s: float, check_reports: bool = True,
 ) -> HourManifest:
     by_partition: dict[int, list[SliceReport]] = {}
@@ -249,7 +249,7 @@ def build_manifest(
     )
 
 
-def _check_reports_tile(topic: TopicSpec, hour: KafkaHour, bound: PartitionBounds, reports: list[SliceReport]) -> None:
+def _check_reports_tile(topic: TableSpec, hour: KafkaHour, bound: PartitionBounds, reports: list[SliceReport]) -> None:
     covered = bound.start
     for report in sorted(reports, key=lambda r: r.slice.start):
         if report.slice.start != covered:
@@ -262,7 +262,7 @@ def _check_reports_tile(topic: TopicSpec, hour: KafkaHour, bound: PartitionBound
         )
 
 
-def confirm_boundaries(topic: TopicSpec, manifest: HourManifest, manifests: ManifestStore, kafka_config: dict) -> CheckOutcome:
+def confirm_boundaries(topic: TableSpec, manifest: HourManifest, manifests: ManifestStore, kafka_config: dict) -> CheckOutcome:
     """`boundaries_confirmed` against the broker now: the records around each boundary no landed neighbour fixes.
 
     A start no landed hour before binds is where the landed offsets begin: a record before it stamped in the hour

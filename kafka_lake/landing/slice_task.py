@@ -36,7 +36,7 @@ from kafka_lake.lake.parquet_output import ParquetOutput, dictionary_columns, st
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.landing.slices import OffsetSlice
 from kafka_lake.settings import LandingSettings
-from kafka_lake.topics.loader import TopicSpec
+from kafka_lake.table_spec import TableSpec
 
 ROW_GROUP_ROWS = 128 * 1024  # rows of a landing file's row group, unless the buffer below fills first
 BUFFER_BYTES = 64 * 2**20  # Arrow bytes a task holds for its open files before writing the fullest out
@@ -47,13 +47,13 @@ COLLECT_EVERY_BATCHES = 16
 class SliceTask:
     """Everything a Spark task needs to land one slice; pickled to the executor."""
 
-    topic: TopicSpec
+    topic: TableSpec
     hour: KafkaHour
     slice: OffsetSlice
     settings: LandingSettings
     attempt: str = ""  # in the data files' names when the table format wants files of its own per landing
     # The topic's other tables landing the same offsets of the hour: each batch read once, decoded for every table.
-    sharing: tuple[TopicSpec, ...] = ()
+    sharing: tuple[TableSpec, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class PlacementFiles:
     over many event hours must not open a file per hour).
     """
 
-    def __init__(self, storage: LakeStorage, topic: TopicSpec, partition: int, max_open: int,
+    def __init__(self, storage: LakeStorage, topic: TableSpec, partition: int, max_open: int,
                  row_group_rows: int = ROW_GROUP_ROWS, buffer_bytes: int = BUFFER_BYTES, attempt: str = "",
                  journal: AttemptJournal | None = None):
         self._storage = storage
@@ -267,7 +267,7 @@ def _land(task: SliceTask) -> SliceReport:
 class _TableLanding:
     """One table's share of a slice: its decoder, its open files and its counts."""
 
-    def __init__(self, topic: TopicSpec, task: SliceTask, storage: LakeStorage):
+    def __init__(self, topic: TableSpec, task: SliceTask, storage: LakeStorage):
         settings = task.settings
         self.topic, self.slice, self.hour = topic, task.slice, task.hour
         self.decoder = BatchDecoder(topic, schemas_for(topic, settings.schema_registry_url), settings.pii_key,
@@ -303,7 +303,7 @@ class _TableLanding:
                            table=self.topic.name)
 
 
-def _rows_as_table_holds(topic: TopicSpec):
+def _rows_as_table_holds(topic: TableSpec):
     """Rows as the topic's table format holds them: Iceberg's time is in microseconds (`iceberg_schema.iceberg_rows`),
     imported only for Iceberg topics."""
     if topic.table_format != "iceberg":

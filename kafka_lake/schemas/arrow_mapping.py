@@ -40,7 +40,7 @@ from kafka_lake.schemas.connect_types import (
     connect_name,
     variable_scale_decimal_text,
 )
-from kafka_lake.topics.loader import RAW_SCHEMA_VERSION, SchemaVersion
+from kafka_lake.table_spec import RAW_SCHEMA_VERSION, SchemaVersion
 
 # None means fastavro's value already is what Arrow takes, so the column skips conversion.
 Converter = Callable[[Any], Any] | None

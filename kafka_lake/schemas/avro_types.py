@@ -405,3 +405,9 @@ class _Shape:
                 f"field {path!r} is nested more than {self.max_depth} levels deep (records, arrays and maps); "
                 f"flatten the schema"
             )
+
+
+def record_full_name(schema: dict) -> str:
+    """The full name of a top-level record schema (its namespace and name), as record-name strategies use it."""
+    name, namespace = schema["name"], schema.get("namespace")
+    return name if "." in name or not namespace else f"{namespace}.{name}"

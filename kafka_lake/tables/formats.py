@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kafka_lake.lake.landing_checks import CheckOutcome
 from kafka_lake.lake.manifests import HourManifest
 from kafka_lake.lake.storage import LakeStorage
-from kafka_lake.topics.loader import TopicSpec
+from kafka_lake.table_spec import TableSpec
 
 if TYPE_CHECKING:
     from kafka_lake.tables.catalogs.protocol import TableCatalog
@@ -65,23 +65,23 @@ class TableFormat(Protocol):
     def file_attempt(self) -> str:
         """The token a landing puts in its data files' names ("": deterministic names, rewritten by a re-run)."""
 
-    def prepare(self, topic: TopicSpec) -> None:
+    def prepare(self, topic: TableSpec) -> None:
         """Once per landing run, before its first commit."""
 
-    def commit_hour(self, topic: TopicSpec, manifest: HourManifest, previous: HourManifest | None,
+    def commit_hour(self, topic: TableSpec, manifest: HourManifest, previous: HourManifest | None,
                     attempt: str) -> HourCommitted:
         """After the hour's manifest is written: make it the table's, and remove what it replaced."""
 
-    def landed_hour_check(self, topic: TopicSpec, manifest: HourManifest) -> CheckOutcome | None:
+    def landed_hour_check(self, topic: TableSpec, manifest: HourManifest) -> CheckOutcome | None:
         """`landing_check` of a landed hour."""
 
-    def compact_hour(self, topic: TopicSpec, hour: datetime) -> TableOutcome:
+    def compact_hour(self, topic: TableSpec, hour: datetime) -> TableOutcome:
         """Compacts placement hour `hour`, or raises `compaction.CompactionNotDue`."""
 
-    def register(self, topic: TopicSpec, hours: Collection[datetime]) -> TableOutcome:
+    def register(self, topic: TableSpec, hours: Collection[datetime]) -> TableOutcome:
         """The table created or evolved, and the placement hours' state in it checked."""
 
-    def retain(self, topic: TopicSpec, now: datetime, pii_key: bytes | None) -> TableOutcome:
+    def retain(self, topic: TableSpec, now: datetime, pii_key: bytes | None) -> TableOutcome:
         """Expiry, erasure requests, and whatever else the format keeps, each deletion audited."""
 
 
@@ -96,7 +96,7 @@ class TableAccess:
     run_compactions: RunCompactions | None = None
 
 
-def table_format(topic: TopicSpec, access: TableAccess) -> TableFormat:
+def table_format(topic: TableSpec, access: TableAccess) -> TableFormat:
     """The topic's table format."""
     if topic.table_format == "iceberg":
         from kafka_lake.tables.iceberg.tables import IcebergTables
@@ -107,7 +107,7 @@ def table_format(topic: TopicSpec, access: TableAccess) -> TableFormat:
     return HiveTables(access)
 
 
-def table_format_type(topic: TopicSpec) -> type:
+def table_format_type(topic: TableSpec) -> type:
     """The class of the topic's table format, for what is declared before a run (its checks' names)."""
     if topic.table_format == "iceberg":
         from kafka_lake.tables.iceberg.tables import IcebergTables

@@ -18,6 +18,7 @@ from kafka_lake.lake.landing_checks import CheckOutcome
 from kafka_lake.lake.manifests import HourManifest
 from kafka_lake.lake.table_partition import TablePartition
 from kafka_lake.lake.table_state import storage_partitions
+from kafka_lake.table_spec import TableSpec
 from kafka_lake.tables.catalogs.protocol import TableCatalog, TableChange
 from kafka_lake.tables.catalogs.reconciliation import (
     ReconcileReport,
@@ -28,7 +29,6 @@ from kafka_lake.tables.catalogs.reconciliation import (
 )
 from kafka_lake.tables.formats import HourCommitted, LakeUri, Markdown, TableAccess, TableOutcome
 from kafka_lake.tables.table_schema import TableDefinition, table_definition
-from kafka_lake.topics.loader import TopicSpec
 from kafka_lake.upkeep.compaction import CompactionResult, compact_hour, generation_checksum
 from kafka_lake.upkeep.expiry import is_expired, retention_cutoff
 from kafka_lake.upkeep.retention import apply_retention
@@ -36,7 +36,7 @@ from kafka_lake.upkeep.retention import apply_retention
 SHOWN = 100  # partitions listed in metadata; a backfill of months would drown the UI
 
 
-def definition_for(topic: TopicSpec, storage) -> TableDefinition:
+def definition_for(topic: TableSpec, storage) -> TableDefinition:
     return table_definition(topic, storage.uri(layout.table_prefix(topic.database, topic.table)))
 
 
@@ -56,21 +56,21 @@ class HiveTables:
     def file_attempt(self) -> str:
         return ""  # a re-run of a slice rewrites the same files
 
-    def prepare(self, topic: TopicSpec) -> None:
+    def prepare(self, topic: TableSpec) -> None:
         pass  # the manifest alone commits an hour
 
-    def commit_hour(self, topic: TopicSpec, manifest: HourManifest, previous: HourManifest | None,
+    def commit_hour(self, topic: TableSpec, manifest: HourManifest, previous: HourManifest | None,
                     attempt: str) -> HourCommitted:
         replaced = remove_replaced_files(self.storage, previous, manifest)
         prefixes = (layout.table_prefix(topic.database, topic.table), *letter_prefixes(topic))
         return HourCommitted(tuple(replaced), tuple(remove_orphans(self.storage, topic, manifest, prefixes)))
 
-    def landed_hour_check(self, topic: TopicSpec, manifest: HourManifest) -> CheckOutcome | None:
+    def landed_hour_check(self, topic: TableSpec, manifest: HourManifest) -> CheckOutcome | None:
         return None
 
     # --- compaction ---------------------------------------------------------------------------------------
 
-    def compact_hour(self, topic: TopicSpec, hour: datetime) -> TableOutcome:
+    def compact_hour(self, topic: TableSpec, hour: datetime) -> TableOutcome:
         result = compact_hour(topic, hour, self.storage,
                               lambda tasks: self._run_compactions(tasks, f"compact {topic.topic} {hour:%Y-%m-%d %H}:00"),
                               lambda manifests: self._switch_to_generations(topic, manifests))
@@ -110,16 +110,16 @@ class HiveTables:
             raise RuntimeError("this action of the Hive layout needs its table catalog, and none was given")
         return self.access.hive_catalog()
 
-    def _published_catalog(self, topic: TopicSpec) -> TableCatalog:
+    def _published_catalog(self, topic: TableSpec) -> TableCatalog:
         """The catalog, with the table created or evolved first, so the first switch also registers it."""
         self._catalog.ensure_table(definition_for(topic, self.storage))
         return self._catalog
 
-    def _switch_to_generations(self, topic: TopicSpec, manifests: list[CompactionManifest]) -> None:
+    def _switch_to_generations(self, topic: TableSpec, manifests: list[CompactionManifest]) -> None:
         publish(self._published_catalog(topic), definition_for(topic, self.storage),
                 {m.partition: m.location for m in manifests})
 
-    def _drop(self, topic: TopicSpec, partitions: list[TablePartition]) -> None:
+    def _drop(self, topic: TableSpec, partitions: list[TablePartition]) -> None:
         self._published_catalog(topic).drop_partitions(definition_for(topic, self.storage), partitions)
 
     def _run_compactions(self, tasks, description: str):
@@ -127,7 +127,7 @@ class HiveTables:
             raise RuntimeError("compaction in the Hive layout runs on Spark, and no Spark runner was given")
         return self.access.run_compactions(tasks, description)
 
-    def register(self, topic: TopicSpec, hours: Collection[datetime]) -> TableOutcome:
+    def register(self, topic: TableSpec, hours: Collection[datetime]) -> TableOutcome:
         hours = sorted(hours)
         definition = definition_for(topic, self.storage)
         catalog = self._catalog
@@ -153,7 +153,7 @@ class HiveTables:
 
     # --- retention ----------------------------------------------------------------------------------------
 
-    def retain(self, topic: TopicSpec, now: datetime, pii_key: bytes | None) -> TableOutcome:
+    def retain(self, topic: TableSpec, now: datetime, pii_key: bytes | None) -> TableOutcome:
         report = apply_retention(
             self.storage, topic, now, pii_key,
             lambda tasks: self._run_compactions(tasks, f"erase subjects in {topic.topic}"),

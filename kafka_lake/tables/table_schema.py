@@ -17,7 +17,7 @@ from kafka_lake.kafka.records import KAFKA_COLUMNS
 from kafka_lake.lake.layout import PARTITION_COLUMN_TYPES, is_lake_column
 from kafka_lake.schemas.arrow_mapping import RAW_MAPPING, arrow_schema_for, column_comment
 from kafka_lake.schemas.type_widening import shared_column_type
-from kafka_lake.topics.loader import TopicSpec
+from kafka_lake.table_spec import TableSpec
 
 PARQUET_INPUT_FORMAT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"
 PARQUET_OUTPUT_FORMAT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"
@@ -115,7 +115,7 @@ class TableDefinition:
         }
 
 
-def table_definition(topic: TopicSpec, location: str) -> TableDefinition:
+def table_definition(topic: TableSpec, location: str) -> TableDefinition:
     """The table of a topic whose root is `location` (the URI of `layout.table_prefix` under LAKE_ROOT)."""
     return TableDefinition(
         database=topic.database,
@@ -127,13 +127,13 @@ def table_definition(topic: TopicSpec, location: str) -> TableDefinition:
     )
 
 
-def table_columns(topic: TopicSpec) -> tuple[Column, ...]:
+def table_columns(topic: TableSpec) -> tuple[Column, ...]:
     """The union of every version's fields in version order (new fields appended, struct fields
     unioned, types widened), then the `_kafka_*` columns, then the key's and `_kafka_tombstone` (`key_columns`)."""
     kafka_names = {f.name for f in KAFKA_COLUMNS}
     trailing = tuple(column_of(f, f"{topic.source_file or topic.name}: the key and tombstone columns")
                      for f in trailing_columns(topic))
-    if topic.format == "raw":  # no schema: the value's bytes
+    if topic.payload_format == "raw":  # no schema: the value's bytes
         return tuple(column_of(f, f"{topic.name}: the raw value" if f.name not in kafka_names else "the Kafka columns")
                      for f in RAW_MAPPING.schema) + trailing
     per_version = []

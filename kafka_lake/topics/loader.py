@@ -8,10 +8,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
-from datetime import datetime
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import fastavro
 import yaml
@@ -24,13 +23,14 @@ from kafka_lake.schemas.avro_types import (
     is_time_type,
     json_field_at,
     logical_type,
+    record_full_name,
     schema_shape,
     type_name,
     unwrap_nullable,
 )
 from kafka_lake.schemas.connect_types import TIME_UNIT_OF, connect_name, with_connect_logical_types
+from kafka_lake.table_spec import RECORD_NAME, Route, RoutedSibling, SchemaVersion, TableSpec, shown
 from kafka_lake.topics.topic_yaml import (
-    RECORD_NAME,
     ArchiveYaml,
     RouteYaml,
     SchemaVersionYaml,
@@ -40,7 +40,6 @@ from kafka_lake.topics.topic_yaml import (
     archived_topic_yaml,
     read_archive_yaml,
     read_topic_yaml,
-    shown,
 )
 
 # Names that become paths and SQL identifiers: lowercase, no dots, no traversal. `\Z`, not `$`, which would
@@ -57,143 +56,6 @@ ARCHIVE_FILE = "_archive.yaml"
 
 class CatalogError(ValueError):
     """A topic catalog entry is wrong; the message names the file and the problem."""
-
-
-@dataclass(frozen=True)
-class SchemaVersion:
-    version: int
-    file: str
-    registry_id: int | None  # None: a JSON version that framed values never name
-    schema: dict[str, Any] = field(repr=False, compare=False)  # the Avro schema as JSON
-    parsed: Any = field(repr=False, compare=False)  # fastavro's parsed form, for decoding
-    recursions: tuple[str, ...] = ()  # where a record contains itself: those fields land as JSON text
-
-
-RouteValue = str | int | bool
-
-
-@dataclass(frozen=True)
-class Route:
-    """Which of its topic's records a table takes: those whose field (an Avro field path) holds one of `values`, or
-    with `field` None, whose Avro record's full name is one of them."""
-
-    field: tuple[str, ...] | None
-    values: tuple[RouteValue, ...]
-    written_as_equals: bool = False  # `equals: x`, not `in: [x]`: the same route, told as written
-
-    @property
-    def by_record_name(self) -> bool:
-        return self.field is None
-
-    @property
-    def field_text(self) -> str:
-        return RECORD_NAME if self.field is None else ".".join(self.field)
-
-    def takes(self, value: object) -> bool:
-        """Whether a record whose route value is `value` is this table's; a value matches only one of its own type."""
-        return any(type(value) is type(wanted) and value == wanted for wanted in self.values)
-
-    def __str__(self) -> str:
-        if len(self.values) == 1:
-            return f"{self.field_text} = {self.values[0]!r}"
-        return f"{self.field_text} in [{', '.join(map(repr, self.values))}]"
-
-
-# A raw table's one schema version (`format: raw`: no schema files), in `schema_version=0`.
-RAW_SCHEMA_VERSION = 0
-
-
-@dataclass(frozen=True)
-class RoutedSibling:
-    """Another routed table of the same topic: its name, its route, and the schema ids its versions answer to."""
-
-    name: str
-    route: Route
-    registry_ids: frozenset[int]
-
-
-@dataclass(frozen=True)
-class TopicSpec:
-    """One table of the catalog and the Kafka topic it lands: everything the platform needs to land it. Several
-    tables may land one topic (`route`, or copies placed otherwise)."""
-
-    database: str
-    table: str
-    topic: str
-    owner: str
-    time_source: Literal["event_time", "kafka_time"]
-    time_field: tuple[str, ...] | None  # an Avro field path, like every field path of the catalog
-    start_hour: datetime
-    schema_versions: tuple[SchemaVersion, ...]
-    # The keys below are those of `topic.yaml` (`topic_yaml.TopicYaml`, where their defaults are).
-    retention_days: int | None
-    pii_fields: tuple[tuple[str, ...], ...]
-    subject_field: str | None
-    freshness_minutes: int | None
-    max_rows_per_task: int
-    close_grace_minutes: int
-    record_grace_minutes: int
-    dead_letter_rate_threshold: float
-    allowed_lateness_hours: int
-    target_file_mb: int
-    dead_letter_retention_days: int
-    # Top-level Avro field → column name, for fields whose own name a column cannot take (`date`, `hour`, …).
-    rename: tuple[tuple[str, str], ...]
-    time_unit: str | None  # what a plain long event time counts (s, ms, us, ns); None: not set, ms
-    source_file: str
-    # "hive" or "iceberg": `table_format` of topic.yaml, else the deployment's `TABLE_FORMAT`, decided at load.
-    table_format: str
-    snapshot_retention_days: int  # Iceberg tables: how long snapshots are kept for time travel
-    format: Literal["avro", "json", "raw"] = "avro"
-    route: Route | None = None  # None: every record of the topic
-    key_schema: SchemaVersion | None = None  # the key's schema (version 0): its fields land as `_kafka_key_<field>`
-    keep_tombstones: bool = False
-    archived: bool = False  # made by the archive rule, not by a folder of its own
-    # The other routed tables of the topic (set by `load_catalog`): a record one of them takes is theirs, one that
-    # none takes is unrouted, and lands in the topic's unrouted dead letters through the first routed table alone.
-    routed_siblings: tuple[RoutedSibling, ...] = ()
-    lands_unrouted: bool = True
-
-    @property
-    def placement(self) -> tuple:
-        """How the table lands its records: two copies of a topic with equal placements would hold the same rows."""
-        return self.format, self.time_source, self.time_field, self.time_unit
-
-    @property
-    def version_numbers(self) -> tuple[int, ...]:
-        """The `schema_version=` values the table's partitions may have."""
-        return (RAW_SCHEMA_VERSION,) if self.format == "raw" else tuple(v.version for v in self.schema_versions)
-
-    @property
-    def name(self) -> str:
-        """`database/table`, the suffix of every asset key of this topic."""
-        return f"{self.database}/{self.table}"
-
-    @property
-    def columns_by_field(self) -> dict[str, str]:
-        """The renamed top-level fields: Avro field name → column name."""
-        return dict(self.rename)
-
-    def column_path(self, field_path: tuple[str, ...]) -> tuple[str, ...]:
-        """Where an Avro field path (as the catalog's keys name fields) lands among the table's columns."""
-        return (self.columns_by_field.get(field_path[0], field_path[0]), *field_path[1:])
-
-    @property
-    def subject_column(self) -> tuple[str, ...] | None:
-        """The column path erasure requests match on, or None without a `subject_field`."""
-        return self.column_path(tuple(self.subject_field.split("."))) if self.subject_field else None
-
-    def version_for_registry_id(self, registry_id: int) -> SchemaVersion | None:
-        for version in self.schema_versions:
-            if version.registry_id == registry_id:
-                return version
-        return None
-
-    def version(self, number: int) -> SchemaVersion:
-        for version in self.schema_versions:
-            if version.version == number:
-                return version
-        raise KeyError(f"{self.topic}: no schema version {number}")
 
 
 @dataclass(frozen=True)
@@ -217,11 +79,11 @@ class BrokenEntry:
 
 @dataclass(frozen=True)
 class TopicCatalog:
-    topics: tuple[TopicSpec, ...]
+    topics: tuple[TableSpec, ...]
     directory: str = ""
     broken: tuple[BrokenEntry, ...] = ()  # only from `load_catalog(..., tolerant=True)`
 
-    def by_name(self, database: str, table: str) -> TopicSpec:
+    def by_name(self, database: str, table: str) -> TableSpec:
         for topic in self.topics:
             if topic.database == database and topic.table == table:
                 return topic
@@ -229,7 +91,7 @@ class TopicCatalog:
 
     archive: ArchiveRule | None = None  # from `_archive.yaml`, if the catalog has one
 
-    def by_topic(self, topic_name: str) -> TopicSpec:
+    def by_topic(self, topic_name: str) -> TableSpec:
         """The one table of a Kafka topic; a topic landed into several tables has `tables_of`."""
         tables = self.tables_of(topic_name)
         if len(tables) != 1:
@@ -238,7 +100,7 @@ class TopicCatalog:
                            + (f" ({names})" if names else ""))
         return tables[0]
 
-    def tables_of(self, topic_name: str) -> tuple[TopicSpec, ...]:
+    def tables_of(self, topic_name: str) -> tuple[TableSpec, ...]:
         """Every table landing the Kafka topic, ordered by database and table."""
         return tuple(sorted((t for t in self.topics if t.topic == topic_name), key=lambda t: t.name))
 
@@ -300,35 +162,35 @@ def load_catalog(directory: str | Path, tolerant: bool = False, table_format: st
                         broken=tuple(sorted(broken, key=lambda b: (b.path, b.table))), archive=archive)
 
 
-def _with_routed_siblings(topics: Iterable[TopicSpec]) -> tuple[TopicSpec, ...]:
+def _with_routed_siblings(topics: Iterable[TableSpec]) -> tuple[TableSpec, ...]:
     """Each routed table told the other routed tables of its topic; the first by name lands the unrouted records."""
     topics = tuple(topics)
-    routed: dict[str, list[TopicSpec]] = {}
+    routed: dict[str, list[TableSpec]] = {}
     for spec in sorted(topics, key=lambda t: t.name):
         if spec.route is not None:
             routed.setdefault(spec.topic, []).append(spec)
 
-    def told(spec: TopicSpec) -> TopicSpec:
+    def told(spec: TableSpec) -> TableSpec:
         group = routed.get(spec.topic, [])
         if spec.route is None or len(group) < 2:
             return spec
         siblings = tuple(RoutedSibling(other.name, other_route, frozenset(
             v.registry_id for v in other.schema_versions if v.registry_id is not None))
             for other in group if other is not spec and (other_route := other.route) is not None)
-        return replace(spec, routed_siblings=siblings, lands_unrouted=group[0] is spec)
+        return spec.model_copy(update={"routed_siblings": siblings, "lands_unrouted": group[0] is spec})
 
     return tuple(told(spec) for spec in topics)
 
 
-def _check_clashes(topics: list[TopicSpec], tolerant: bool = False) -> list[tuple[TopicSpec, CatalogError]]:
+def _check_clashes(topics: list[TableSpec], tolerant: bool = False) -> list[tuple[TableSpec, CatalogError]]:
     """Raises on the first entry that clashes with an earlier one. Tolerant, returns both entries of every clash:
     which of the two is right only a person can say.
 
     Tables of one Kafka topic clash when a record could land twice in the same way: two routed tables whose routes
     could both take it (another field, a shared value), or two tables without a route in the same placement. One
     registry id clashes when it stands for two schemas, or twice in one table."""
-    accepted: list[TopicSpec] = []
-    ids: dict[int, tuple[TopicSpec, int, str]] = {}
+    accepted: list[TableSpec] = []
+    ids: dict[int, tuple[TableSpec, int, str]] = {}
     clashing = []
     for spec in topics:
         clash = next(((other, *problems) for other in accepted if other.topic == spec.topic
@@ -362,24 +224,24 @@ def _check_clashes(topics: list[TopicSpec], tolerant: bool = False) -> list[tupl
     return clashing
 
 
-def _tables_clash(earlier: TopicSpec, spec: TopicSpec) -> tuple[str, str] | None:
+def _tables_clash(earlier: TableSpec, spec: TableSpec) -> tuple[str, str] | None:
     """(the problem as `spec`'s file says it, as `earlier`'s says it) of two tables of one topic, or None."""
     topic = f"Kafka topic {spec.topic!r}"
     if earlier.route is None and spec.route is None:
         if earlier.placement != spec.placement:
             return None  # a copy placed otherwise: valve's archive by event time and warehouse by Kafka time
-        how = f"format {spec.format}, placed by {spec.time_source}" + (
+        how = f"format {spec.payload_format}, placed by {spec.time_source}" + (
             f" field {'.'.join(spec.time_field)}" if spec.time_field else "")
         advice = "give one a route, or another time_partitioning or format"
         return (f"{topic} is already landed by {earlier.source_file} in the same way ({how}); {advice}",
                 f"{topic} is also landed by {spec.source_file} in the same way ({how}); {advice}")
     if earlier.route is None or spec.route is None:
         return None  # a routed table beside a copy of every record
-    if earlier.format != spec.format:
-        return (f"the routed tables of {topic} must read it in one format: this one is {spec.format}, "
-                f"{earlier.source_file} is {earlier.format}",
-                f"the routed tables of {topic} must read it in one format: this one is {earlier.format}, "
-                f"{spec.source_file} is {spec.format}")
+    if earlier.payload_format != spec.payload_format:
+        return (f"the routed tables of {topic} must read it in one format: this one is {spec.payload_format}, "
+                f"{earlier.source_file} is {earlier.payload_format}",
+                f"the routed tables of {topic} must read it in one format: this one is {earlier.payload_format}, "
+                f"{spec.source_file} is {spec.payload_format}")
     if earlier.route.field != spec.route.field:
         return (f"the routes of {topic} must all name one field, or a record could match two tables: this one routes "
                 f"by {spec.route.field_text}, {earlier.source_file} by {earlier.route.field_text}",
@@ -412,7 +274,7 @@ class ArchiveRule:
         return not is_internal_topic(topic) and re.fullmatch(self.rule.pattern, topic) is not None
 
     def tables_for(self, archived_topics: Iterable[str],
-                   catalogued: list[TopicSpec]) -> tuple[list[TopicSpec], list[BrokenEntry]]:
+                   catalogued: list[TableSpec]) -> tuple[list[TableSpec], list[BrokenEntry]]:
         """The raw tables of the archived topics that still match and that no folder names. Their table names come
         from the topic's; a name another table has is refused (a broken entry), naming both."""
         named = {t.topic for t in catalogued}
@@ -457,7 +319,7 @@ def load_archive_rule(path: str | Path) -> ArchiveRule:
     return ArchiveRule(rule, where)
 
 
-def load_topic(path: str | Path, table_format: str = "hive") -> TopicSpec:
+def load_topic(path: str | Path, table_format: str = "hive") -> TableSpec:
     """One catalog entry, validated; `table_format`: the deployment's, unless the entry names its own."""
     path = Path(path)
     where = str(path)
@@ -488,8 +350,8 @@ def _read_yaml_mapping(path: Path, where: str) -> dict:
 
 
 def _topic_spec(entry: TopicYaml, database: str, table: str, folder: Path, where: str, archived: bool = False,
-                table_format: str = "hive") -> TopicSpec:
-    """The entry checked against its schema files (what the document alone cannot say), as a `TopicSpec`;
+                table_format: str = "hive") -> TableSpec:
+    """The entry checked against its schema files (what the document alone cannot say), as a `TableSpec`;
     `table_format`: the deployment's, unless the entry names its own."""
     versions = _load_versions(entry.schema_versions, folder, where)
     _check_recursion(entry.recursive_records, versions, where)
@@ -506,35 +368,21 @@ def _topic_spec(entry: TopicYaml, database: str, table: str, folder: Path, where
     route = _check_route(entry.route, versions, where) if entry.route is not None else None
     key_schema = _load_key_schema(entry.key_schema, folder, where) if entry.key_schema is not None else None
 
-    spec = TopicSpec(
+    spec = TableSpec.model_construct(
+        **entry.keys_by_name(),
         database=database,
         table=table,
-        topic=entry.topic,
-        owner=entry.owner,
-        time_source=entry.time_source,
-        time_field=time_field,
-        start_hour=entry.start_hour,
-        schema_versions=tuple(versions),
-        retention_days=entry.retention_days,
-        pii_fields=pii_fields,
-        subject_field=entry.subject_field,
-        freshness_minutes=entry.freshness_minutes,
-        max_rows_per_task=entry.max_rows_per_task,
-        close_grace_minutes=entry.close_grace_minutes,
-        record_grace_minutes=entry.record_grace_minutes,
-        dead_letter_rate_threshold=entry.dead_letter_rate_threshold,
-        allowed_lateness_hours=entry.lateness_hours,
-        target_file_mb=entry.target_file_mb,
-        dead_letter_retention_days=entry.dead_letter_retention_days,
-        rename=tuple(sorted(entry.rename.items())),
-        time_unit=time_unit,
         source_file=where,
         table_format=_table_format_of(entry, table_format, where),
-        snapshot_retention_days=entry.snapshot_retention_days,
-        format=entry.format,
+        time_source=entry.time_source,
+        time_field=time_field,
+        time_unit=time_unit,
+        schema_versions=tuple(versions),
+        pii_fields=pii_fields,
+        allowed_lateness_hours=entry.lateness_hours,
+        rename=tuple(sorted(entry.rename.items())),
         route=route,
         key_schema=key_schema,
-        keep_tombstones=entry.keep_tombstones,
         archived=archived,
     )
     if spec.table_format == "iceberg":
@@ -545,14 +393,14 @@ def _topic_spec(entry: TopicYaml, database: str, table: str, folder: Path, where
 def _table_format_of(entry: TopicYaml, deployment: str, where: str) -> str:
     """The entry's own `table_format`, else the deployment's; a raw archive's table is always in the Hive layout (an
     Iceberg schema is folded from schema versions, and an archive has none)."""
-    if entry.format == "raw":
+    if entry.payload_format == "raw":
         if entry.table_format == "iceberg":
             raise CatalogError(f"{where}: table_format iceberg: a raw archive (format: raw) lands in the Hive layout only")
         return "hive"
     return entry.table_format or deployment
 
 
-def _check_iceberg_table(spec: TopicSpec) -> None:
+def _check_iceberg_table(spec: TableSpec) -> None:
     """An Iceberg topic's versions must fold into one Iceberg schema (`iceberg_schema`, imported only for them)."""
     from kafka_lake.tables.iceberg.schema import IcebergSchemaError, check_topic
 
@@ -600,12 +448,6 @@ _ROUTE_KINDS = {"string": str, "enum": str, "int": int, "long": int, "boolean": 
 def _describe_route_type(avro_type: Any) -> str:
     inner = unwrap_nullable(avro_type)
     return f"a {type_name(inner)}" if not isinstance(inner, list) else "a union"
-
-
-def record_full_name(schema: dict) -> str:
-    """The full name of a top-level record schema (its namespace and name), as record-name strategies use it."""
-    name, namespace = schema["name"], schema.get("namespace")
-    return name if "." in name or not namespace else f"{namespace}.{name}"
 
 
 def _load_key_schema(file: str, folder: Path, where: str) -> SchemaVersion:

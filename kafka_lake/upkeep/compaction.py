@@ -27,7 +27,7 @@ from kafka_lake.lake.parquet_output import ParquetOutput
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.lake.table_partition import TablePartition, partition_of_path
 from kafka_lake.schemas.arrow_mapping import column_at
-from kafka_lake.topics.loader import TopicSpec
+from kafka_lake.table_spec import TableSpec
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class CompactionNotDue(RuntimeError):
 class CompactionTask:
     """One partition (schema version) of a placement hour to rewrite; pickled to a Spark task."""
 
-    topic: TopicSpec
+    topic: TableSpec
     partition: TablePartition
     generation: int
     sources: tuple[str, ...]  # committed raw files and the previous generation's files
@@ -74,19 +74,19 @@ class CompactionResult:
     up_to_date: tuple[TablePartition, ...]
 
 
-def raw_hours_that_feed(topic: TopicSpec, hour: datetime) -> list[KafkaHour]:
+def raw_hours_that_feed(topic: TableSpec, hour: datetime) -> list[KafkaHour]:
     """The Kafka hours whose landing can place rows in `hour` within the allowed lateness; none past the last hour
     of the year 9999, where an event time a producer meant as "never" lands."""
     return [KafkaHour(hour + n * ONE_HOUR) for n in range(topic.allowed_lateness_hours + 1)
             if n * ONE_HOUR <= LAST_HOUR - hour]
 
 
-def missing_raw_hours(topic: TopicSpec, hour: datetime, landed: Iterable[KafkaHour]) -> list[KafkaHour]:
+def missing_raw_hours(topic: TableSpec, hour: datetime, landed: Iterable[KafkaHour]) -> list[KafkaHour]:
     landed = set(landed)
     return [h for h in raw_hours_that_feed(topic, hour) if h not in landed]
 
 
-def check_due(topic: TopicSpec, hour: datetime, manifests: ManifestStore) -> None:
+def check_due(topic: TableSpec, hour: datetime, manifests: ManifestStore) -> None:
     """Raises `CompactionNotDue` naming the raw hours that can still add rows to placement hour `hour` (one listing of
     the manifests of the hours that feed it, not of the table's)."""
     feeding = raw_hours_that_feed(topic, hour)
@@ -109,7 +109,7 @@ def offsets_checksum(keys: pa.Table) -> str:
 
 
 def plan_compaction(
-    topic: TopicSpec, hour: datetime, storage: LakeStorage, target_bytes: int | None = None,
+    topic: TableSpec, hour: datetime, storage: LakeStorage, target_bytes: int | None = None,
 ) -> tuple[list[CompactionTask], list[TablePartition]]:
     """Tasks for every partition of `hour` whose committed raw files are not yet in its current generation."""
     manifests = ManifestStore(storage, topic.database, topic.table)
@@ -133,7 +133,7 @@ def plan_compaction(
     return tasks, up_to_date
 
 
-def committed_raw_files(storage: LakeStorage, topic: TopicSpec, manifests: ManifestStore, hour: datetime) -> set[str]:
+def committed_raw_files(storage: LakeStorage, topic: TableSpec, manifests: ManifestStore, hour: datetime) -> set[str]:
     """The raw files in `hour`'s folders that a landed manifest owns; in-flight and crashed attempts are not
     committed. Read are the manifests of the raw hours around H and of those the placement index names for H's
     folders (late and early events); all of them only for files neither explains (landed before the index was kept,
@@ -160,7 +160,7 @@ def committed_raw_files(storage: LakeStorage, topic: TopicSpec, manifests: Manif
     return committed
 
 
-def _compacted_partitions(storage: LakeStorage, topic: TopicSpec, hour: datetime) -> set[TablePartition]:
+def _compacted_partitions(storage: LakeStorage, topic: TableSpec, hour: datetime) -> set[TablePartition]:
     found = set()
     for version in topic.version_numbers:
         partition = TablePartition(version, hour)
@@ -306,7 +306,7 @@ Publish = Callable[[list[CompactionManifest]], None]
 
 
 def compact_hour(
-    topic: TopicSpec,
+    topic: TableSpec,
     hour: datetime,
     storage: LakeStorage,
     run_tasks: Callable[[list[CompactionTask]], list[CompactionReport]],
@@ -335,7 +335,7 @@ def rewrite_generations(
     return reports, manifests, deleted
 
 
-def _finish_interrupted_swaps(topic: TopicSpec, hour: datetime, storage: LakeStorage, publish: Publish) -> list[str]:
+def _finish_interrupted_swaps(topic: TableSpec, hour: datetime, storage: LakeStorage, publish: Publish) -> list[str]:
     """A crash after the commit left sources behind: publish the committed generation, then delete them."""
     pending = []
     for partition in _compacted_partitions(storage, topic, hour):

@@ -19,7 +19,7 @@ from kafka_lake.lake.manifests import ManifestStore
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.lake.table_partition import partition_of_path
 from kafka_lake.lake.table_state import storage_partitions
-from kafka_lake.topics.loader import TopicSpec
+from kafka_lake.table_spec import TableSpec
 from kafka_lake.upkeep.compaction import (
     CompactionReport,
     CompactionTask,
@@ -56,7 +56,7 @@ def read_erasure_requests(storage: LakeStorage) -> list[ErasureRequest]:
     return requests
 
 
-def subjects_to_match(topic: TopicSpec, requests: list[ErasureRequest], pii_key: bytes | None) -> frozenset:
+def subjects_to_match(topic: TableSpec, requests: list[ErasureRequest], pii_key: bytes | None) -> frozenset:
     """Requested ids as they are stored: pseudonymized when the subject field is a PII field."""
     subjects = {subject for request in requests for subject in request.subject_ids}
     if topic.subject_field and tuple(topic.subject_field.split(".")) in topic.pii_fields:
@@ -67,7 +67,7 @@ def subjects_to_match(topic: TopicSpec, requests: list[ErasureRequest], pii_key:
     return frozenset(subjects)
 
 
-def plan_erasure(storage: LakeStorage, topic: TopicSpec, subjects: frozenset, target_bytes: int) -> list[CompactionTask]:
+def plan_erasure(storage: LakeStorage, topic: TableSpec, subjects: frozenset, target_bytes: int) -> list[CompactionTask]:
     """A rewrite task for every partition whose current files hold one of `subjects`."""
     path = topic.subject_column  # where the subject field landed: `rename` may have given it another column
     if path is None or not subjects:
@@ -95,7 +95,7 @@ def _holds_subject(storage: LakeStorage, path: str, subject_path: tuple[str, ...
 
 def erase(
     storage: LakeStorage,
-    topic: TopicSpec,
+    topic: TableSpec,
     subjects: frozenset,
     run_tasks: Callable[[list[CompactionTask]], list[CompactionReport]],
     publish: Callable[[list[CompactionManifest]], None],

@@ -14,10 +14,10 @@ from kafka_lake.lake import layout
 from kafka_lake.lake.landed_files import letter_prefixes
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.lake.table_partition import TablePartition
-from kafka_lake.topics.loader import TopicSpec
+from kafka_lake.table_spec import TableSpec
 
 
-def retention_cutoff(topic: TopicSpec, now: datetime) -> datetime | None:
+def retention_cutoff(topic: TableSpec, now: datetime) -> datetime | None:
     """Hours that end at or before this moment are expired; None when the topic keeps data forever."""
     return None if topic.retention_days is None else now - timedelta(days=topic.retention_days)
 
@@ -27,21 +27,21 @@ def is_expired(hour: datetime, cutoff: datetime | None) -> bool:
     return cutoff is not None and hour + ONE_HOUR <= cutoff
 
 
-def dead_letter_days(topic: TopicSpec) -> int:
+def dead_letter_days(topic: TableSpec) -> int:
     """How long dead letters are kept: `dead_letter_retention_days`, never longer than the table's rows."""
     if topic.retention_days is None:
         return topic.dead_letter_retention_days
     return min(topic.dead_letter_retention_days, topic.retention_days)
 
 
-def dead_letter_cutoff(topic: TopicSpec, now: datetime) -> datetime:
+def dead_letter_cutoff(topic: TableSpec, now: datetime) -> datetime:
     """Dead letters of Kafka hours that end at or before this moment are expired: they hold raw values, PII
     in clear unless encrypted, so they go sooner than rows, also for a topic that keeps its rows forever."""
     return now - timedelta(days=dead_letter_days(topic))
 
 
 def expire(
-    storage: LakeStorage, topic: TopicSpec, now: datetime, unpublish: Callable[[list[TablePartition]], None],
+    storage: LakeStorage, topic: TableSpec, now: datetime, unpublish: Callable[[list[TablePartition]], None],
 ) -> tuple[list[TablePartition], int, list[str]]:
     """Removes expired partitions from the catalog, then from storage, and expired dead letters; returns the
     partitions, their rows and the files deleted."""
@@ -60,7 +60,7 @@ def expire(
     return expired, rows, deleted + expire_dead_letters(storage, topic, now)
 
 
-def expire_dead_letters(storage: LakeStorage, topic: TopicSpec, now: datetime) -> list[str]:
+def expire_dead_letters(storage: LakeStorage, topic: TableSpec, now: datetime) -> list[str]:
     """Deletes the dead-letter files of Kafka hours past `dead_letter_cutoff`, the topic's unrouted ones too where
     this table is the routed table that lands them; returns their paths."""
     deleted = []
@@ -73,7 +73,7 @@ def expire_dead_letters(storage: LakeStorage, topic: TopicSpec, now: datetime) -
     return deleted
 
 
-def expired_partitions(storage: LakeStorage, topic: TopicSpec, cutoff: datetime | None) -> list[TablePartition]:
+def expired_partitions(storage: LakeStorage, topic: TableSpec, cutoff: datetime | None) -> list[TablePartition]:
     """The partitions holding data whose hour expired at `cutoff`: found through each schema version's dates and
     the hours of the expired dates only, so a day's expiry lists what it removes, not the table."""
     expired = []
@@ -102,7 +102,7 @@ def _expired_hour_folders(storage: LakeStorage, directory: str, cutoff: datetime
     return folders
 
 
-def expiry_detail(topic: TopicSpec, now: datetime) -> str:
+def expiry_detail(topic: TableSpec, now: datetime) -> str:
     cutoff = retention_cutoff(topic, now)
     rows = "rows kept forever" if cutoff is None else (
         f"partitions older than {topic.retention_days} days (before {cutoff:%Y-%m-%d %H:%M}Z)"

@@ -13,7 +13,7 @@ from kafka_lake.lake.audit import AuditEntry, write_audit
 from kafka_lake.lake.compaction_manifest import CompactionManifest
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.lake.table_partition import TablePartition
-from kafka_lake.topics.loader import TopicSpec
+from kafka_lake.table_spec import TableSpec
 from kafka_lake.upkeep.compaction import CompactionReport, CompactionTask
 from kafka_lake.upkeep.erasure import erase, read_erasure_requests, subjects_to_match
 from kafka_lake.upkeep.expiry import expire, expiry_detail
@@ -31,7 +31,7 @@ class RetentionReport:
 
 def apply_retention(
     storage: LakeStorage,
-    topic: TopicSpec,
+    topic: TableSpec,
     now: datetime,
     pii_key: bytes | None,
     run_tasks: Callable[[list[CompactionTask]], list[CompactionReport]],

@@ -40,7 +40,7 @@ from kafka_lake.schemas.connect_types import (
     ZONED_TIMESTAMP,
     connect_name,
 )
-from kafka_lake.topics.loader import SchemaVersion
+from kafka_lake.table_spec import SchemaVersion
 
 # (string values, whether they repeat) → their pseudonyms, null stays null
 ColumnPseudonymize = Callable[[pa.Array, bool], pa.Array]

@@ -19,7 +19,7 @@ from kafka_lake.decoding.decoded_batch import Placement, Rejected, Undecodable
 from kafka_lake.decoding.placement import TimePlacement
 from kafka_lake.kafka.records import KafkaBatch, KafkaRecord, kafka_columns
 from kafka_lake.schemas.arrow_mapping import MAX_JSON_DEPTH, ArrowMapping
-from kafka_lake.topics.loader import SchemaVersion
+from kafka_lake.table_spec import SchemaVersion
 
 # What Arrow raises for a decoded value its column cannot hold (a decimal beyond its precision, …).
 UNFIT_FOR_ARROW = (pa.ArrowException, ValueError, TypeError, OverflowError)

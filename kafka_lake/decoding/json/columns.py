@@ -46,7 +46,7 @@ from kafka_lake.schemas.connect_types import (
     ZONED_TIMESTAMP,
     connect_name,
 )
-from kafka_lake.topics.loader import SchemaVersion
+from kafka_lake.table_spec import SchemaVersion
 
 _PREFIX, _SUFFIX = b'{"v":', b"}\n"
 _ROW_NAMED = re.compile(r"in row (\d+)")

@@ -29,8 +29,7 @@ import numpy as np
 from kafka_lake.decoding.decoded_batch import Undecodable
 from kafka_lake.schemas.arrow_mapping import MAX_JSON_DEPTH
 from kafka_lake.schemas.avro_types import NAMED_KINDS, AvroType, logical_type, named_types, type_name
-from kafka_lake.topics.loader import SchemaVersion
-from kafka_lake.topics.topic_yaml import shown
+from kafka_lake.table_spec import SchemaVersion, shown
 
 # A value in the JSON read as it is; `path` names where it sits, for the error.
 ReadJson = Callable[[Any, str], Any]

@@ -21,10 +21,10 @@ from pyiceberg.transforms import IdentityTransform
 
 from kafka_lake.decoding.key_columns import trailing_columns
 from kafka_lake.kafka.records import KAFKA_COLUMNS
-from kafka_lake.lake.layout import PARTITION_COLUMNS
+from kafka_lake.lake.layout import KAFKA_COLUMN_PREFIX, PARTITION_COLUMNS
 from kafka_lake.schemas.arrow_mapping import arrow_schema_for
+from kafka_lake.table_spec import SchemaVersion, TableSpec
 from kafka_lake.tables.table_schema import PARTITION_KEYS
-from kafka_lake.topics.loader import KAFKA_COLUMN_PREFIX, SchemaVersion, TopicSpec
 
 FORMAT_VERSION = "2"
 TOPIC_PROPERTY = "kafka-lake.topic"
@@ -44,7 +44,7 @@ class IcebergSchemaError(ValueError):
     """A topic's schema versions cannot be one Iceberg table; the message names the file and the field."""
 
 
-def table_schema(topic: TopicSpec) -> Schema:
+def table_schema(topic: TableSpec) -> Schema:
     """The Iceberg schema of the topic's table: version 1's columns, then each later version applied as a schema
     update by name (new fields, new struct fields, int → long, float → double), new top-level fields placed before
     the `_kafka_*` columns as in the Hive table."""
@@ -56,7 +56,7 @@ def table_schema(topic: TopicSpec) -> Schema:
     return building.table_metadata.schema()
 
 
-def check_topic(topic: TopicSpec) -> None:
+def check_topic(topic: TableSpec) -> None:
     """Fails with `IcebergSchemaError` naming the file when the topic cannot be an Iceberg table; the catalog loader
     calls it for every topic whose table format is Iceberg."""
     table_schema(topic)
@@ -118,7 +118,7 @@ def partition_spec(schema: Schema) -> PartitionSpec:
     ))
 
 
-def table_properties(topic: TopicSpec, location: str) -> dict[str, str]:
+def table_properties(topic: TableSpec, location: str) -> dict[str, str]:
     """Files pyiceberg writes (compaction, erasure) go beside the landed ones, in `schema_version=/date=/hour=`
     folders under the table root; old metadata files are pruned and manifests merged as commits accumulate (one per
     landed hour)."""
@@ -135,7 +135,7 @@ def table_properties(topic: TopicSpec, location: str) -> dict[str, str]:
     }
 
 
-def ensure_table(catalog: Catalog, topic: TopicSpec, location: str) -> Table:
+def ensure_table(catalog: Catalog, topic: TableSpec, location: str) -> Table:
     """The topic's table `<database>.<table>`, created, or evolved to the catalog's schema versions.
 
     A table of that name that lies elsewhere, is partitioned otherwise or holds another topic is refused, not changed.
@@ -164,7 +164,7 @@ def ensure_table(catalog: Catalog, topic: TopicSpec, location: str) -> Table:
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def _evolve(table: Table, topic: TopicSpec, schema: Schema, location: str) -> Table:
+def _evolve(table: Table, topic: TableSpec, schema: Schema, location: str) -> Table:
     transaction = table.transaction()
     wanted = {k: v for k, v in table_properties(topic, location).items() if k != "format-version"}
     if table.name_mapping() is None:
@@ -177,7 +177,7 @@ def _evolve(table: Table, topic: TopicSpec, schema: Schema, location: str) -> Ta
     return transaction.commit_transaction()
 
 
-def _check_is_ours(table: Table, topic: TopicSpec, location: str) -> None:
+def _check_is_ours(table: Table, topic: TableSpec, location: str) -> None:
     name = f"{topic.database}.{topic.table}"
     problems = []
     if table.location().rstrip("/") != location.rstrip("/"):

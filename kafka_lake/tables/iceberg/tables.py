@@ -30,6 +30,7 @@ from kafka_lake.lake.landed_files import (
 from kafka_lake.lake.landing_checks import CheckOutcome
 from kafka_lake.lake.manifests import HourManifest, ManifestStore
 from kafka_lake.lake.table_partition import TablePartition, partition_of_path
+from kafka_lake.table_spec import TableSpec
 from kafka_lake.tables.formats import HourCommitted, LakeUri, Markdown, TableAccess, TableOutcome
 from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig, lake_relative_path, open_catalog, table_location
 from kafka_lake.tables.iceberg.commits import (
@@ -53,7 +54,6 @@ from kafka_lake.tables.iceberg.maintenance import (
     remove_unheld_files,
 )
 from kafka_lake.tables.iceberg.schema import ensure_table
-from kafka_lake.topics.loader import TopicSpec
 from kafka_lake.upkeep.compaction import check_due, raw_hours_that_feed
 from kafka_lake.upkeep.erasure import read_erasure_requests, subjects_to_match
 from kafka_lake.upkeep.expiry import expire_dead_letters, expiry_detail, retention_cutoff
@@ -93,7 +93,7 @@ class IcebergTables:
     def catalog(self) -> Catalog:
         return open_catalog(self.catalog_config)
 
-    def table(self, topic: TopicSpec) -> Table:
+    def table(self, topic: TableSpec) -> Table:
         """The topic's table, created or evolved to the catalog's versions once per instance, then as it is now."""
         if topic.name not in self._ensured:
             location = table_location(self.storage, topic.database, topic.table)
@@ -105,12 +105,12 @@ class IcebergTables:
         # A committed file never changes: snapshots kept for time travel read it; a re-landing writes new ones.
         return layout.new_attempt()
 
-    def prepare(self, topic: TopicSpec) -> None:
+    def prepare(self, topic: TableSpec) -> None:
         self.table(topic)
 
     # --- landing ------------------------------------------------------------------------------------------
 
-    def commit_hour(self, topic: TopicSpec, manifest: HourManifest, previous: HourManifest | None,
+    def commit_hour(self, topic: TableSpec, manifest: HourManifest, previous: HourManifest | None,
                     attempt: str) -> HourCommitted:
         """One snapshot makes the hour's rows the manifest's, unless a later landing of the hour wrote its manifest
         meanwhile; then files are cleaned: dead letters as the Hive layout does (their names do not change), data
@@ -133,7 +133,7 @@ class IcebergTables:
                 f"materializing catalog/{topic.database}/{topic.table} for its placement hours commits it") from error
         return self._clean_after(topic, table, manifest, previous, commit)
 
-    def _clean_after(self, topic: TopicSpec, table: Table, manifest: HourManifest, previous: HourManifest | None,
+    def _clean_after(self, topic: TableSpec, table: Table, manifest: HourManifest, previous: HourManifest | None,
                      commit: HourCommit) -> HourCommitted:
         table = table.refresh()
         mine = [f.path for f in hour_data_files(manifest)]
@@ -156,12 +156,12 @@ class IcebergTables:
             stored.path for stored in in_ranges if stored.modified is not None and stored.modified < old_enough])
         return HourCommitted(tuple(replaced), tuple(orphans), _commit_metadata(commit))
 
-    def landed_hour_check(self, topic: TopicSpec, manifest: HourManifest) -> CheckOutcome:
+    def landed_hour_check(self, topic: TableSpec, manifest: HourManifest) -> CheckOutcome:
         return landed_hour_matches_table(self.table(topic), self.storage, manifest)
 
     # --- compaction ---------------------------------------------------------------------------------------
 
-    def compact_hour(self, topic: TopicSpec, hour: datetime) -> TableOutcome:
+    def compact_hour(self, topic: TableSpec, hour: datetime) -> TableOutcome:
         check_due(topic, hour, ManifestStore(self.storage, topic.database, topic.table))
         table = self.table(topic)
         done = [compact_placement_hour(table.refresh(), self.storage, TablePartition(v.version, hour))
@@ -190,7 +190,7 @@ class IcebergTables:
 
     # --- registration -------------------------------------------------------------------------------------
 
-    def register(self, topic: TopicSpec, hours: Collection[datetime]) -> TableOutcome:
+    def register(self, topic: TableSpec, hours: Collection[datetime]) -> TableOutcome:
         """The table created or evolved to the catalog's versions; every landed Kafka hour that can place rows in
         these placement hours checked against the table, and a landing whose commit is missing (its run died
         between its manifest and its commit) committed from its manifest."""
@@ -222,7 +222,7 @@ class IcebergTables:
         return TableOutcome(summary, self._table_metadata(topic, table, snapshot, hours[-1]) | {
             "kafka_hours_checked": checked, "kafka_hours_committed": completed}, check)
 
-    def _table_metadata(self, topic: TopicSpec, table: Table, snapshot, hour: datetime) -> dict:
+    def _table_metadata(self, topic: TableSpec, table: Table, snapshot, hour: datetime) -> dict:
         schema = table.schema()
         columns = ["| column | type |", "|---|---|"] + [f"| {f.name} | `{f.field_type}` |" for f in schema.fields]
         name = f"{topic.database}.{topic.table}"
@@ -246,7 +246,7 @@ class IcebergTables:
 
     # --- retention ----------------------------------------------------------------------------------------
 
-    def retain(self, topic: TopicSpec, now: datetime, pii_key: bytes | None) -> TableOutcome:
+    def retain(self, topic: TableSpec, now: datetime, pii_key: bytes | None) -> TableOutcome:
         """Expired hours deleted from the table, dead letters expired, erasure requests applied, snapshots older than
         `snapshot_retention_days` expired with the files only they held (expired and erased rows leave storage
         then), files no snapshot holds removed; every deletion audited."""
@@ -307,7 +307,7 @@ class IcebergTables:
                    f"{len(orphans)} orphan file(s) removed")
         return TableOutcome(summary, metadata, self._nothing_expired_remains(topic, table, now))
 
-    def _nothing_expired_remains(self, topic: TopicSpec, table: Table, now: datetime) -> CheckOutcome:
+    def _nothing_expired_remains(self, topic: TableSpec, table: Table, now: datetime) -> CheckOutcome:
         """No expired placement hour in the current snapshot, and no snapshot kept past its retention: the files of
         expired or erased rows are gone once no kept snapshot holds them."""
         cutoff = retention_cutoff(topic, now)
@@ -333,7 +333,7 @@ class IcebergTables:
         return tuple(lake_relative_path(self.storage, uri) or uri for uri in uris)
 
     @staticmethod
-    def _leaves_storage(topic: TopicSpec, now: datetime) -> str:
+    def _leaves_storage(topic: TableSpec, now: datetime) -> str:
         leaves = now + timedelta(days=topic.snapshot_retention_days)
         return (f"; the rows stay readable by time travel to older snapshots, and their files in storage, until those "
                 f"snapshots expire ({topic.snapshot_retention_days} days: by {leaves:%Y-%m-%d}), audited as expire_snapshots")

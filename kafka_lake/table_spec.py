@@ -1,0 +1,241 @@
+"""One table of the topic catalog as every wing sees it: the keys of its `topic.yaml` as validated (`TableKeys`, declared
+once), and what loading resolved from its folder and schema files (`TableSpec`, built by `topics.loader`).
+"""
+
+from __future__ import annotations
+
+import re
+import reprlib
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
+
+# The payload formats a topic's values may have (`format:` of topic.yaml); `decoding.formats` holds what each one is.
+PAYLOAD_FORMATS = ("avro", "json", "raw")
+PayloadFormatName = Literal["avro", "json", "raw"]
+# A raw table's one schema version (`format: raw`: no schema files), in `schema_version=0`.
+RAW_SCHEMA_VERSION = 0
+# `route.field` naming no field but the Avro record's full name (Confluent's record-name subject strategies).
+RECORD_NAME = "record_name"
+
+_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}\Z")
+# Upper bounds of durations, so an absurd value fails here rather than overflowing a date in a run.
+CENTURY_DAYS, CENTURY_HOURS, CENTURY_MINUTES = 36_525, 876_600, 52_596_000
+DAYS = f"a positive whole number of days, at most a century ({CENTURY_DAYS})"
+_MINUTES = f"a whole number of minutes, at most a century ({CENTURY_MINUTES})"
+_POSITIVE_MINUTES = f"a positive whole number of minutes, at most a century ({CENTURY_MINUTES})"
+# Dead letters hold raw values, PII in clear included: they expire after this many days unless the catalog says
+# otherwise, and never later than the table's own retention_days.
+DEFAULT_DEAD_LETTER_RETENTION_DAYS = 14
+# Snapshots of an Iceberg table are kept this long for time travel; rows expired or erased leave storage when the
+# snapshots still holding them expire, so this is also how long an erasure takes to reach the files.
+DEFAULT_SNAPSHOT_RETENTION_DAYS = 7
+# Shown values in errors are cut short: a YAML alias bomb must not expand into a message.
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlist, _SHOWN.maxdict = 3, 80, 80, 6, 6
+
+
+def shown(value: Any) -> str:
+    """A value of a catalog file as an error message shows it: cut short."""
+    return _SHOWN.repr(value)
+
+
+def refused(message: str) -> PydanticCustomError:
+    """A refusal of a catalog key whose message is complete (it names its key): shown as it is."""
+    return PydanticCustomError("catalog", "{message}", {"message": message})
+
+
+def _start_hour_on_the_hour(value: Any) -> datetime:
+    """`start_hour`: an ISO 8601 time (UTC when it names no zone) on the hour, in the years 1..9999 in UTC."""
+    if isinstance(value, datetime):
+        moment = value
+    else:
+        try:
+            if not isinstance(value, (str, date)):  # a list's text could be an alias bomb's expansion
+                raise ValueError(value)
+            moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            raise refused(f"start_hour {shown(value)} is not an ISO 8601 time like \"2026-11-01T00:00Z\"") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    try:
+        moment = moment.astimezone(timezone.utc)
+    except OverflowError:  # an offset that pushes year 1 or 9999 out of range
+        raise refused(f"start_hour {shown(value)} is outside the years 1..9999 in UTC") from None
+    if moment.minute or moment.second or moment.microsecond:
+        raise refused(f"start_hour {shown(value)} must be on the hour")
+    return moment
+
+
+def _kafka_topic_name(value: Any) -> Any:
+    if isinstance(value, str):
+        if not _TOPIC_NAME.match(value):
+            raise refused(f"topic {shown(value)} is not a valid Kafka topic name")
+        if value.startswith("."):
+            # Data files are named after the topic, and a leading dot makes them hidden from every listing.
+            raise refused(f"topic {value!r} starts with a dot; the platform cannot land it")
+    return value
+
+
+class CatalogKeys(BaseModel):
+    """Frozen, strict (a string is no number, a number no string) and closed: a key it does not declare is an error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_absent(cls, data: Any) -> Any:
+        # `key:` with no value, or `key: null`, reads as if the key were not there.
+        return {key: value for key, value in data.items() if value is not None} if isinstance(data, dict) else data
+
+
+class TableKeys(CatalogKeys):
+    """The keys of `topic.yaml` a table carries as written (defaults filled in); the keys that loading resolves
+    against the schema files (versions, route, time field, …) are `topics.topic_yaml.TopicYaml`'s own."""
+
+    topic: Annotated[str, BeforeValidator(_kafka_topic_name)] = Field(description="a Kafka topic name")
+    owner: str = Field(description="text")
+    payload_format: PayloadFormatName = Field(
+        "avro", alias="format", description=f"{', '.join(PAYLOAD_FORMATS[:-1])} or {PAYLOAD_FORMATS[-1]}")
+    start_hour: Annotated[datetime, BeforeValidator(_start_hour_on_the_hour)] = Field(
+        description="an ISO 8601 time on the hour", examples=["2026-11-01T00:00Z"])
+    keep_tombstones: bool = Field(False, description="true or false")
+    subject_field: str | None = Field(None, description="the dotted path of an Avro field")
+    retention_days: int | None = Field(None, gt=0, le=CENTURY_DAYS, description=DAYS)
+    freshness_minutes: int | None = Field(None, gt=0, le=CENTURY_MINUTES, description=_POSITIVE_MINUTES)
+    max_rows_per_task: int = Field(1_000_000, gt=0, description="a positive whole number")
+    close_grace_minutes: int = Field(10, ge=0, le=CENTURY_MINUTES, description=_MINUTES)
+    # Producers stamp records with their own clocks: one stamped a little after H+1 does not yet mean every producer
+    # has moved past H.
+    record_grace_minutes: int = Field(2, ge=0, le=CENTURY_MINUTES, description=_MINUTES)
+    dead_letter_rate_threshold: float = Field(0.05, ge=0, le=1, allow_inf_nan=False,
+                                              description="a fraction between 0 and 1")
+    target_file_mb: int = Field(256, gt=0, description="a positive whole number of megabytes")
+    dead_letter_retention_days: int = Field(DEFAULT_DEAD_LETTER_RETENTION_DAYS, gt=0, le=CENTURY_DAYS, description=DAYS)
+    snapshot_retention_days: int = Field(DEFAULT_SNAPSHOT_RETENTION_DAYS, gt=0, le=CENTURY_DAYS, description=DAYS)
+
+    def keys_by_name(self) -> dict[str, Any]:
+        """These keys by name, to build a `TableSpec` from a validated document without copying them one by one."""
+        return {name: getattr(self, name) for name in TableKeys.model_fields}
+
+
+@dataclass(frozen=True)
+class SchemaVersion:
+    version: int
+    file: str
+    registry_id: int | None  # None: a JSON version that framed values never name
+    schema: dict[str, Any] = field(repr=False, compare=False)  # the Avro schema as JSON
+    parsed: Any = field(repr=False, compare=False)  # fastavro's parsed form, for decoding
+    recursions: tuple[str, ...] = ()  # where a record contains itself: those fields land as JSON text
+
+
+RouteValue = str | int | bool
+
+
+@dataclass(frozen=True)
+class Route:
+    """Which of its topic's records a table takes: those whose field (an Avro field path) holds one of `values`, or
+    with `field` None, whose Avro record's full name is one of them."""
+
+    field: tuple[str, ...] | None
+    values: tuple[RouteValue, ...]
+    written_as_equals: bool = False  # `equals: x`, not `in: [x]`: the same route, told as written
+
+    @property
+    def by_record_name(self) -> bool:
+        return self.field is None
+
+    @property
+    def field_text(self) -> str:
+        return RECORD_NAME if self.field is None else ".".join(self.field)
+
+    def takes(self, value: object) -> bool:
+        """Whether a record whose route value is `value` is this table's; a value matches only one of its own type."""
+        return any(type(value) is type(wanted) and value == wanted for wanted in self.values)
+
+    def __str__(self) -> str:
+        if len(self.values) == 1:
+            return f"{self.field_text} = {self.values[0]!r}"
+        return f"{self.field_text} in [{', '.join(map(repr, self.values))}]"
+
+
+@dataclass(frozen=True)
+class RoutedSibling:
+    """Another routed table of the same topic: its name, its route, and the schema ids its versions answer to."""
+
+    name: str
+    route: Route
+    registry_ids: frozenset[int]
+
+
+class TableSpec(TableKeys):
+    """One table of the catalog and the Kafka topic it lands: everything the platform needs to land it. Several
+    tables may land one topic (`route`, or copies placed otherwise). Built by `topics.loader` (`model_copy(update=…)`
+    for a variant); frozen."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    database: str
+    table: str
+    source_file: str
+    # "hive" or "iceberg": `table_format` of topic.yaml, else the deployment's `TABLE_FORMAT`, decided at load.
+    table_format: str
+    time_source: Literal["event_time", "kafka_time"]
+    time_field: tuple[str, ...] | None  # an Avro field path, like every field path of the catalog
+    time_unit: str | None  # what a plain long event time counts (s, ms, us, ns); None: not set, ms
+    schema_versions: tuple[SchemaVersion, ...]
+    pii_fields: tuple[tuple[str, ...], ...]
+    allowed_lateness_hours: int
+    # Top-level Avro field → column name, for fields whose own name a column cannot take (`date`, `hour`, …).
+    rename: tuple[tuple[str, str], ...] = ()
+    route: Route | None = None  # None: every record of the topic
+    key_schema: SchemaVersion | None = None  # the key's schema (version 0): its fields land as `_kafka_key_<field>`
+    archived: bool = False  # made by the archive rule, not by a folder of its own
+    # The other routed tables of the topic (set by the loader): a record one of them takes is theirs, one that none
+    # takes is unrouted, and lands in the topic's unrouted dead letters through the first routed table alone.
+    routed_siblings: tuple[RoutedSibling, ...] = ()
+    lands_unrouted: bool = True
+
+    @property
+    def placement(self) -> tuple:
+        """How the table lands its records: two copies of a topic with equal placements would hold the same rows."""
+        return self.payload_format, self.time_source, self.time_field, self.time_unit
+
+    @property
+    def version_numbers(self) -> tuple[int, ...]:
+        """The `schema_version=` values the table's partitions may have."""
+        return tuple(v.version for v in self.schema_versions) or (RAW_SCHEMA_VERSION,)
+
+    @property
+    def name(self) -> str:
+        """`database/table`, the suffix of every asset key of this table."""
+        return f"{self.database}/{self.table}"
+
+    @property
+    def columns_by_field(self) -> dict[str, str]:
+        """The renamed top-level fields: Avro field name → column name."""
+        return dict(self.rename)
+
+    def column_path(self, field_path: tuple[str, ...]) -> tuple[str, ...]:
+        """Where an Avro field path (as the catalog's keys name fields) lands among the table's columns."""
+        return (self.columns_by_field.get(field_path[0], field_path[0]), *field_path[1:])
+
+    @property
+    def subject_column(self) -> tuple[str, ...] | None:
+        """The column path erasure requests match on, or None without a `subject_field`."""
+        return self.column_path(tuple(self.subject_field.split("."))) if self.subject_field else None
+
+    def version_for_registry_id(self, registry_id: int) -> SchemaVersion | None:
+        for version in self.schema_versions:
+            if version.registry_id == registry_id:
+                return version
+        return None
+
+    def version(self, number: int) -> SchemaVersion:
+        for version in self.schema_versions:
+            if version.version == number:
+                return version
+        raise KeyError(f"{self.topic}: no schema version {number}")
