@@ -24,7 +24,7 @@ from kafka_lake.decoding.batch_decoder import BatchDecoder
 from kafka_lake.kafka.framing import encode_confluent
 from kafka_lake.kafka.records import KafkaBatch
 from kafka_lake.kafka.schema_resolution import CatalogSchemas
-from kafka_lake.settings import LandingSettings
+from kafka_lake.landing.landing_settings import LandingSettings
 from kafka_lake.table_spec import Route, RoutedSibling, SchemaVersion
 from kafka_lake.topics.loader import load_catalog
 

@@ -31,9 +31,9 @@ from kafka_lake.kafka.schema_resolution import CatalogSchemas
 from kafka_lake.lake import layout
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.landing.driver import land_hours
+from kafka_lake.landing.landing_settings import LandingSettings
 from kafka_lake.landing.slice_task import PlacementFiles, SliceTask, land_slice
 from kafka_lake.landing.slices import OffsetSlice
-from kafka_lake.settings import LandingSettings
 from kafka_lake.topics.loader import load_catalog
 
 PII_KEY = b"bench-pii-key-not-a-secret"

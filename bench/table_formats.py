@@ -28,7 +28,7 @@ from dev_services.tansu import TansuBroker
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka.log import consumer_config
 from kafka_lake.landing import driver
-from kafka_lake.settings import LandingSettings
+from kafka_lake.landing.landing_settings import LandingSettings
 from kafka_lake.topics.loader import load_catalog
 
 FORMATS = ("hive", "iceberg")

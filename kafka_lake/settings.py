@@ -9,16 +9,16 @@ import base64
 import binascii
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
-
-if TYPE_CHECKING:
-    from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig
 
 KAFKA_CLIENT_PREFIX = "KAFKA_CLIENT_"
 # How a topic's table is kept: Hive-style folders whose partitions a table catalog registers, or an Apache Iceberg
 # table committed one landed hour at a time. `TABLE_FORMAT` chooses for the deployment, `table_format:` per topic.
 TABLE_FORMATS = ("hive", "iceberg")
+DEFAULT_TABLE_FORMAT = "hive"
+# Where the Hive layout's tables are registered: Spark's Hive metastore (embedded Derby, or HIVE_METASTORE_URI) or AWS
+# Glue. `TABLE_CATALOG` chooses; Glue also holds the Iceberg tables then.
+TABLE_CATALOGS = ("hive", "glue")
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class PlatformSettings:
     lake_root: str = ".lake/warehouse"
     table_catalog: str = "hive"
     hive_metastore_uri: str | None = None  # unset: the embedded Derby metastore under .lake/
-    table_format: str = "hive"  # the topics' table format unless their topic.yaml says otherwise
+    table_format: str = DEFAULT_TABLE_FORMAT  # the topics' table format unless their topic.yaml says otherwise
     iceberg_rest_uri: str | None = field(default=None, repr=False)  # may carry credentials
     iceberg_catalog_uri: str | None = field(default=None, repr=False)  # a SQLAlchemy URL, may carry a password
     spark_master: str = "local[*]"
@@ -53,7 +53,7 @@ class PlatformSettings:
             schema_registry_url=env.get("SCHEMA_REGISTRY_URL") or None,
             schema_catalog_dir=env.get("SCHEMA_CATALOG_DIR") or defaults.schema_catalog_dir,
             lake_root=env.get("LAKE_ROOT") or defaults.lake_root,
-            table_catalog=env.get("TABLE_CATALOG") or defaults.table_catalog,
+            table_catalog=_one_of(env.get("TABLE_CATALOG"), "TABLE_CATALOG", TABLE_CATALOGS, defaults.table_catalog),
             hive_metastore_uri=env.get("HIVE_METASTORE_URI") or None,
             table_format=_one_of(env.get("TABLE_FORMAT"), "TABLE_FORMAT", TABLE_FORMATS, defaults.table_format),
             iceberg_rest_uri=env.get("ICEBERG_REST_URI") or None,
@@ -61,22 +61,6 @@ class PlatformSettings:
             spark_master=env.get("SPARK_MASTER") or defaults.spark_master,
             automation=_on_or_off(env.get("PLATFORM_AUTOMATION"), "PLATFORM_AUTOMATION", defaults.automation),
         )
-
-
-@dataclass(frozen=True)
-class LandingSettings:
-    """Where a landing reads from and writes to, and its secrets; the same for every topic of a deployment.
-    Shipped to every Spark task with its slice."""
-
-    lake_root: str
-    kafka_config: dict = field(repr=False)
-    schema_registry_url: str | None = field(default=None, repr=False)  # may carry user:password@
-    pii_key: bytes | None = field(default=None, repr=False)
-    batch_size: int = 20_000  # records of a decode batch (fewer where their values reach the byte cap)
-    max_open_files: int = 16  # Parquet files a task keeps open at once
-    dead_letter_key: bytes | None = field(default=None, repr=False)  # unset: dead-letter values stay in clear
-    # Where the Iceberg topics' tables are committed; None: the embedded catalog beside a local lake.
-    iceberg_catalog: IcebergCatalogConfig | None = None
 
 
 def kafka_client_properties(env) -> dict[str, str]:

@@ -44,10 +44,7 @@ def catalog_asset(topic: TableSpec, embedded_metastore: bool = True):
     key = catalog_key(topic)
     schema = column_schema(topic, partition_columns=True)
     check_name = table_format_type(topic).registration_check
-    where = ("the Iceberg catalog: columns by field id from every Avro version of `{t}`, and every landed hour "
-             "committed" if topic.table_format == "iceberg" else
-             "the table catalog: columns from every Avro version of `{t}`, and the partitions of each placement hour "
-             "equal to those in storage").format(t=topic.topic)
+    where = table_format_type(topic).described(topic).registration
 
     with quiet_warnings(BetaWarning):
         @asset(
@@ -58,7 +55,7 @@ def catalog_asset(topic: TableSpec, embedded_metastore: bool = True):
             metadata={"topic": topic.topic, "table": f"{topic.database}.{topic.table}",
                       "dagster/table_name": f"{topic.database}.{topic.table}", "table_format": topic.table_format,
                       **({"dagster/column_schema": schema} if schema else {})},
-            **layer_attributes("catalog", topic, "table", "parquet", *format_kinds(topic)),
+            **layer_attributes("catalog", topic, "table", "parquet", *format_kinds(topic, on_spark=False)),
             check_specs=[AssetCheckSpec(check_name, asset=key, description=CHECK_DESCRIPTIONS[check_name])],
             op_tags={"topic": topic.topic, "owner": topic.owner},
             pool=table_pool(topic, "catalog", embedded_metastore),

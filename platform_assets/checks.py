@@ -27,7 +27,8 @@ from kafka_lake.lake import landing_checks
 from kafka_lake.lake.manifests import HourManifest, ManifestStore
 from kafka_lake.landing.driver import confirm_boundaries
 from kafka_lake.table_spec import TableSpec
-from kafka_lake.tables.formats import TableFormat, table_format_type
+from kafka_lake.tables.formats import table_format_type
+from kafka_lake.tables.table_format import TableFormat
 from platform_assets.keys import raw_key
 from platform_assets.partitions import hourly_partitions, quiet_warnings
 

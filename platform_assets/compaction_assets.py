@@ -35,8 +35,7 @@ def compacted_asset(topic: TableSpec, embedded_metastore: bool = True):
     key = asset_key("compacted", topic)
     schema = column_schema(topic, partition_columns=True)
     check_name = table_format_type(topic).compaction_check
-    how = ("rewritten into files near {mb} MiB in one Iceberg replace snapshot" if topic.table_format == "iceberg"
-           else "rewritten into files near {mb} MiB").format(mb=topic.target_file_mb)
+    how = table_format_type(topic).described(topic).compaction
 
     with quiet_warnings(BetaWarning, PreviewWarning):
         # A multi-asset of one: its outputs are optional, so each hour is recorded as it compacts.
@@ -51,7 +50,7 @@ def compacted_asset(topic: TableSpec, embedded_metastore: bool = True):
                     start_offset=0, end_offset=topic.allowed_lateness_hours))],
                 metadata={"topic": topic.topic, "table_format": topic.table_format,
                           **({"dagster/column_schema": schema} if schema else {})},
-                **layer_attributes("compacted", topic, "parquet", *format_kinds(topic, "spark")),
+                **layer_attributes("compacted", topic, "parquet", *format_kinds(topic)),
             )],
             partitions_def=hourly_partitions(topic),
             check_specs=[AssetCheckSpec(check_name, asset=key, partitions_def=hourly_partitions(topic),

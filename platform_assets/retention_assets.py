@@ -28,8 +28,7 @@ def retention_asset(topic: TableSpec, embedded_metastore: bool = True):
     key = asset_key("retention", topic)
     keeps = f"{topic.retention_days} days" if topic.retention_days else "forever"
     check_name = table_format_type(topic).retention_check
-    snapshots = (f" Snapshots are kept {topic.snapshot_retention_days} days for time travel; expired and erased rows "
-                 "leave storage with them." if topic.table_format == "iceberg" else "")
+    snapshots = table_format_type(topic).described(topic).retention
 
     @asset(
         key=key,
@@ -41,7 +40,7 @@ def retention_asset(topic: TableSpec, embedded_metastore: bool = True):
                                     description="No partition older than retention_days remains in the table.")],
         op_tags={"topic": topic.topic},
         pool=table_pool(topic, "retention", embedded_metastore),
-        **layer_attributes("retention", topic, "parquet", *format_kinds(topic, "spark")),
+        **layer_attributes("retention", topic, "parquet", *format_kinds(topic)),
     )
     def retain(
         context: AssetExecutionContext,

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dagster import MetadataValue, TableColumn, TableSchema
 
 from kafka_lake.table_spec import TableSpec
-from kafka_lake.tables.formats import LakeUri, Markdown, TableAccess, TableFormat, table_format
+from kafka_lake.tables.formats import table_format, table_format_type
+from kafka_lake.tables.table_format import LakeUri, Markdown, TableAccess, TableFormat
 from kafka_lake.tables.table_schema import PARTITION_KEYS, TableSchemaError, table_columns
 from resources import LakeStorageResource, TableCatalogResource
 
@@ -21,10 +22,11 @@ def column_schema(topic: TableSpec, partition_columns: bool) -> TableSchema | No
     return TableSchema(columns=[TableColumn(c.name, c.type.hive()) for c in columns])
 
 
-def format_kinds(topic: TableSpec, *hive_only: str) -> tuple[str, ...]:
-    """The kinds a table asset carries beside its layer's: `iceberg` for an Iceberg topic, whose work runs on the
-    Dagster process; `hive_only` (Spark) for the Hive layout."""
-    return ("iceberg",) if topic.table_format == "iceberg" else hive_only
+def format_kinds(topic: TableSpec, on_spark: bool = True) -> tuple[str, ...]:
+    """The kinds a table asset carries beside its layer's: its table format's own (`iceberg`), and `spark` where the
+    layer's work (`on_spark`) runs as Spark tasks for its format (the Hive layout's compaction and retention)."""
+    kept_as = table_format_type(topic)
+    return ((kept_as.kind,) if kept_as.kind else ()) + (("spark",) if on_spark and kept_as.runs_on_spark else ())
 
 
 def topic_tables(topic: TableSpec, lake: LakeStorageResource, table_catalog: TableCatalogResource,

@@ -12,29 +12,21 @@ from typing import TYPE_CHECKING
 from dagster import ConfigurableResource
 
 from kafka_lake.settings import PlatformSettings
-from kafka_lake.tables.catalogs.glue import GlueCatalog
 from kafka_lake.tables.catalogs.protocol import TableCatalog
+from kafka_lake.tables.catalogs.registry import CatalogAccess, open_table_catalog
 
 if TYPE_CHECKING:
     from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig
 
-CATALOG_KINDS = ("hive", "glue")
-
 
 class TableCatalogResource(ConfigurableResource):
-    kind: str = "hive"
+    kind: str = "hive"  # `TABLE_CATALOG`: a name of `kafka_lake.tables.catalogs.registry.TABLE_CATALOGS`
     hive_metastore_uri: str | None = None  # Spark itself is pointed at it by resources.spark
     glue_region: str | None = None  # unset: the standard AWS region configuration
 
     def catalog(self, spark_session: Callable[[], object]) -> TableCatalog:
-        """The catalog; `spark_session` is called only for `hive`, so Glue never starts Spark."""
-        if self.kind == "glue":
-            return GlueCatalog(region=self.glue_region)
-        if self.kind == "hive":
-            from kafka_lake.tables.catalogs.hive_metastore import HiveCatalog
-
-            return HiveCatalog(spark_session(), metastore_uri=self.hive_metastore_uri)
-        raise ValueError(f"TABLE_CATALOG is {self.kind!r}; it must be one of {', '.join(CATALOG_KINDS)}")
+        """The catalog; `spark_session` is called only for the Hive metastore, so Glue never starts Spark."""
+        return open_table_catalog(self.kind, CatalogAccess(spark_session, self.hive_metastore_uri, self.glue_region))
 
     def iceberg_catalog(self, lake_root: str) -> IcebergCatalogConfig:
         """Where the Iceberg tables are: Glue with this `kind`, else `ICEBERG_REST_URI` or `ICEBERG_CATALOG_URI`, read

@@ -138,7 +138,7 @@ def landed(request, broker, spark, tmp_path, lake_root, _landings_of_module, tmp
     is marked `own_landing` and lands a topic of its own."""
     from kafka_lake.kafka.log import consumer_config
     from kafka_lake.lake.storage import LakeStorage
-    from kafka_lake.settings import LandingSettings
+    from kafka_lake.landing.landing_settings import LandingSettings
 
     marker = request.node.get_closest_marker("retention_days")
     retention = (marker.args[0], marker.args[0]) if marker else (1, None)  # (the topic's, its dead letters')

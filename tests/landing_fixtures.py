@@ -268,7 +268,8 @@ def landing_settings(lake_root: str, bootstrap_servers: str):
     """Landing settings for the test topics: the broker's consumer config, the test PII key, and the Iceberg catalog
     the environment names (`ICEBERG_CATALOG_URI`, `ICEBERG_REST_URI`), else the embedded one."""
     from kafka_lake.kafka.log import consumer_config
-    from kafka_lake.settings import LandingSettings, PlatformSettings
+    from kafka_lake.landing.landing_settings import LandingSettings
+    from kafka_lake.settings import PlatformSettings
     from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig
     from tests.conftest import PII_TEST_KEY
 

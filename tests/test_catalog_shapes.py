@@ -146,7 +146,7 @@ def test_one_registry_id_may_name_one_schema_in_several_tables_but_never_two_sch
         ({"keep_tombstones": "yes"}, TAP, "keep_tombstones must be true or false, got 'yes'"),
         ({"table_format": "delta"}, TAP, "table_format must be one of hive, iceberg, got 'delta'"),
         ({"format": "raw", "table_format": "iceberg", "time_partitioning": {"source": "kafka_time"}}, None,
-         "table_format iceberg: a raw archive (format: raw) lands in the Hive layout only"),
+         "table_format iceberg: a raw archive (format: raw) has no schema versions to make a iceberg table of; leave table_format out"),
         ({"key_schema": "nokey.avsc"}, TAP, "nokey.avsc: schema file does not exist"),
         ({"key_schema": "../key.avsc"}, TAP, "key_schema must sit beside topic.yaml"),
         ({"time_partitioning": None}, TAP, "missing required key 'time_partitioning'"),

@@ -735,9 +735,9 @@ def test_given_records_of_ten_mib_when_a_slice_lands_then_they_land_or_dead_lett
     from kafka_lake.kafka.log import consumer_config
     from kafka_lake.lake import layout
     from kafka_lake.lake.storage import LakeStorage
+    from kafka_lake.landing.landing_settings import LandingSettings
     from kafka_lake.landing.slice_task import SliceTask
     from kafka_lake.landing.slices import OffsetSlice
-    from kafka_lake.settings import LandingSettings
     from tests.test_decoding import framed, page_view
 
     views = load_catalog(REPO / "schema_catalog").by_name("shop", "page_views")

@@ -21,8 +21,8 @@ from kafka_lake.lake.audit import read_audit
 from kafka_lake.lake.layout import ERASURE_REQUESTS_PREFIX
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.settings import PlatformSettings
-from kafka_lake.tables.formats import TableAccess
 from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig, open_catalog
+from kafka_lake.tables.table_format import TableAccess
 from platform_assets.assets import raw_landing_asset
 from platform_assets.catalog_assets import catalog_asset
 from platform_assets.compaction_assets import compacted_asset

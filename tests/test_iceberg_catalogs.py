@@ -13,11 +13,11 @@ import uuid
 import pytest
 
 from kafka_lake.lake.storage import LakeStorage
-from kafka_lake.tables.formats import TableAccess
 from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig, IcebergCatalogError, open_catalog, table_location
 from kafka_lake.tables.iceberg.commits import landed_hour_matches_table
 from kafka_lake.tables.iceberg.schema import IcebergSchemaError, ensure_table, table_schema
 from kafka_lake.tables.iceberg.tables import IcebergCommitFailed, IcebergTables
+from kafka_lake.tables.table_format import TableAccess
 from tests.exactly_once import assert_exactly_once
 from tests.landing_fixtures import RAW_HOURS, in_this_process, land
 from tests.rest_catalog_server import RestCatalogServer

@@ -21,7 +21,6 @@ from kafka_lake.lake import layout
 from kafka_lake.lake.manifests import HourManifest, ManifestStore
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.lake.table_state import partition_of_path
-from kafka_lake.tables.formats import HourCommitted, TableAccess
 from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig, lake_relative_path, open_catalog, table_location
 from kafka_lake.tables.iceberg.commits import (
     KAFKA_HOUR,
@@ -42,6 +41,7 @@ from kafka_lake.tables.iceberg.maintenance import (
 )
 from kafka_lake.tables.iceberg.schema import ensure_table
 from kafka_lake.tables.iceberg.tables import IcebergTables
+from kafka_lake.tables.table_format import HourCommitted, TableAccess
 from tests.conftest import PII_TEST_KEY
 from tests.landing_fixtures import RAW_HOURS, in_this_process, land, landing_settings, pseudonym, topic_with_traffic
 from tests.test_log_boundaries import land_in_process

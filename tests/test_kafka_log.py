@@ -14,9 +14,9 @@ from kafka_lake.hours import KafkaHour, floor_hour, to_millis
 from kafka_lake.kafka.log import KafkaLog, consumer_config
 from kafka_lake.lake.manifests import ManifestStore
 from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.landing.landing_settings import LandingSettings
 from kafka_lake.landing.slice_task import land_slice
 from kafka_lake.landing.slices import HourNotClosed
-from kafka_lake.settings import LandingSettings
 from tests.landing_fixtures import land, unique_topic_name, write_test_topic
 
 BASE = datetime(2026, 11, 1, 10, tzinfo=timezone.utc)

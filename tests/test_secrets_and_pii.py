@@ -29,9 +29,10 @@ from kafka_lake.kafka.framing import encode_confluent
 from kafka_lake.lake import layout
 from kafka_lake.lake.dead_letters import DeadLetterDecryptionError, decrypt_table, decrypt_value, is_encrypted
 from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.landing.landing_settings import LandingSettings
 from kafka_lake.landing.slice_task import SliceTask
 from kafka_lake.landing.slices import OffsetSlice
-from kafka_lake.settings import LandingSettings, PlatformSettings, dead_letter_key_from_env
+from kafka_lake.settings import PlatformSettings, dead_letter_key_from_env
 from platform_assets.assets import raw_landing_asset
 from platform_assets.definitions import platform_resources
 from tests.landing_fixtures import (

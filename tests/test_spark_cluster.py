@@ -30,7 +30,7 @@ def test_a_standalone_cluster_lands_the_same_rows_as_local_mode(broker, spark, t
     produce(broker.bootstrap_servers, build_traffic(topic))
     hour = HOURS[1]
     from kafka_lake.kafka.log import consumer_config
-    from kafka_lake.settings import LandingSettings
+    from kafka_lake.landing.landing_settings import LandingSettings
 
     local_lake = str(tmp_path / "local-lake")
     land_on_spark(topic, LandingSettings(local_lake, consumer_config(broker.bootstrap_servers),

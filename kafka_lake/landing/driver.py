@@ -23,6 +23,7 @@ from kafka_lake.lake.landing_checks import BoundaryRecords, CheckOutcome, bounda
 from kafka_lake.lake.landing_counts import LandingCounts
 from kafka_lake.lake.manifests import HourManifest, ManifestStore, PartitionLanding, PlacementIndex
 from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.landing.landing_settings import LandingSettings
 from kafka_lake.landing.slice_task import SliceReport, SliceTask
 from kafka_lake.landing.slices import (
     BY_TIME,
@@ -32,9 +33,9 @@ from kafka_lake.landing.slices import (
     plan_hour,
     split_slices,
 )
-from kafka_lake.settings import LandingSettings
 from kafka_lake.table_spec import TableSpec
-from kafka_lake.tables.formats import TableAccess, TableFormat, table_format
+from kafka_lake.tables.formats import table_format
+from kafka_lake.tables.table_format import TableAccess, TableFormat
 
 log = logging.getLogger(__name__)
 

@@ -34,9 +34,10 @@ from kafka_lake.lake.landing_counts import LandingCounts
 from kafka_lake.lake.manifests import AttemptJournal, LandedFile
 from kafka_lake.lake.parquet_output import ParquetOutput, dictionary_columns, statistics_columns
 from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.landing.landing_settings import LandingSettings
 from kafka_lake.landing.slices import OffsetSlice
-from kafka_lake.settings import LandingSettings
 from kafka_lake.table_spec import TableSpec
+from kafka_lake.tables.formats import table_format_type
 
 ROW_GROUP_ROWS = 128 * 1024  # rows of a landing file's row group, unless the buffer below fills first
 BUFFER_BYTES = 64 * 2**20  # Arrow bytes a task holds for its open files before writing the fullest out
@@ -304,13 +305,8 @@ class _TableLanding:
 
 
 def _rows_as_table_holds(topic: TableSpec):
-    """Rows as the topic's table format holds them: Iceberg's time is in microseconds (`iceberg_schema.iceberg_rows`),
-    imported only for Iceberg topics."""
-    if topic.table_format != "iceberg":
-        return lambda table: table
-    from kafka_lake.tables.iceberg.schema import iceberg_rows
-
-    return iceberg_rows
+    """Rows as the topic's table format holds them (Iceberg's times are in microseconds)."""
+    return table_format_type(topic).landed_rows
 
 
 @dataclass

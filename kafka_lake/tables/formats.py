@@ -1,118 +1,40 @@
-"""How a topic's table is kept, behind one seam: the Hive layout (`hive_tables`) or an Apache Iceberg table
-(`iceberg_tables`), chosen per topic (`table_format` of topic.yaml, else `TABLE_FORMAT`).
-
-Landing tasks read slices and write Parquet the same way for both; a table format decides how a landed hour is
-committed, how an hour is compacted, how retention removes rows, and what registering the table checks.
+"""The table formats a topic's table can be kept in, chosen once from its table spec: the registry beside the
+`TableFormat` protocol (`table_format`), keyed by the names `table_format:` and `TABLE_FORMAT` take.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
 
-from kafka_lake.lake.landing_checks import CheckOutcome
-from kafka_lake.lake.manifests import HourManifest
-from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.settings import TABLE_FORMATS as FORMAT_NAMES
 from kafka_lake.table_spec import TableSpec
-
-if TYPE_CHECKING:
-    from kafka_lake.tables.catalogs.protocol import TableCatalog
-    from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig
-    from kafka_lake.upkeep.compaction import CompactionReport, CompactionTask
-
-RunCompactions = Callable[[list["CompactionTask"], str], list["CompactionReport"]]  # (tasks, description) → reports
+from kafka_lake.tables.table_format import TableAccess, TableFormat
 
 
-class Markdown(str):
-    """Metadata text the UI renders as Markdown."""
-
-
-class LakeUri(str):
-    """Metadata naming a lake location."""
-
-
-@dataclass(frozen=True)
-class TableOutcome:
-    """What a table-format action did: one line for the run's log, the materialization's metadata (plain values,
-    `Markdown`, `LakeUri`, lists and mappings) and the result of the asset's check."""
-
-    summary: str
-    metadata: dict[str, Any] = field(default_factory=dict)
-    check: CheckOutcome | None = None
-
-
-@dataclass(frozen=True)
-class HourCommitted:
-    """What committing a landed hour did beyond writing its manifest."""
-
-    replaced_files: tuple[str, ...] = ()  # files of the previous landing of the hour, now removed
-    orphans_removed: tuple[str, ...] = ()  # files of attempts that never committed
-    metadata: dict[str, Any] = field(default_factory=dict)  # shown with the hour's materialization
-
-
-class TableFormat(Protocol):
-    """One way of keeping tables; each method serves one topic's table."""
-
-    name: str
-    # Asset check names: of `compacted/…`, of `catalog/…`, of `retention/…`, and of each landed hour (None: none).
-    compaction_check: str
-    registration_check: str
-    retention_check: str
-    landing_check: str | None
-
-    def file_attempt(self) -> str:
-        """The token a landing puts in its data files' names ("": deterministic names, rewritten by a re-run)."""
-
-    def prepare(self, topic: TableSpec) -> None:
-        """Once per landing run, before its first commit."""
-
-    def commit_hour(self, topic: TableSpec, manifest: HourManifest, previous: HourManifest | None,
-                    attempt: str) -> HourCommitted:
-        """After the hour's manifest is written: make it the table's, and remove what it replaced."""
-
-    def landed_hour_check(self, topic: TableSpec, manifest: HourManifest) -> CheckOutcome | None:
-        """`landing_check` of a landed hour."""
-
-    def compact_hour(self, topic: TableSpec, hour: datetime) -> TableOutcome:
-        """Compacts placement hour `hour`, or raises `compaction.CompactionNotDue`."""
-
-    def register(self, topic: TableSpec, hours: Collection[datetime]) -> TableOutcome:
-        """The table created or evolved, and the placement hours' state in it checked."""
-
-    def retain(self, topic: TableSpec, now: datetime, pii_key: bytes | None) -> TableOutcome:
-        """Expiry, erasure requests, and whatever else the format keeps, each deletion audited."""
-
-
-@dataclass(frozen=True)
-class TableAccess:
-    """What a table format may need to reach: the lake, the Iceberg catalog, the Hive layout's catalog and Spark.
-    The last two are called only when an action of the Hive layout needs them."""
-
-    storage: LakeStorage
-    iceberg_catalog: IcebergCatalogConfig | None = None  # None: the embedded catalog beside the lake
-    hive_catalog: Callable[[], TableCatalog] | None = None
-    run_compactions: RunCompactions | None = None
-
-
-def table_format(topic: TableSpec, access: TableAccess) -> TableFormat:
-    """The topic's table format."""
-    if topic.table_format == "iceberg":
-        from kafka_lake.tables.iceberg.tables import IcebergTables
-
-        return IcebergTables(access)
-    from kafka_lake.tables.hive_layout import HiveTables
-
-    return HiveTables(access)
-
-
-def table_format_type(topic: TableSpec) -> type:
-    """The class of the topic's table format, for what is declared before a run (its checks' names)."""
-    if topic.table_format == "iceberg":
-        from kafka_lake.tables.iceberg.tables import IcebergTables
-
-        return IcebergTables
+# Each format is imported when a table of it is met, as pyiceberg loads its catalogs: a landing task of a Hive-layout
+# table never pays for importing pyiceberg.
+def _hive_layout() -> type[TableFormat]:
     from kafka_lake.tables.hive_layout import HiveTables
 
     return HiveTables
+
+
+def _iceberg() -> type[TableFormat]:
+    from kafka_lake.tables.iceberg.tables import IcebergTables
+
+    return IcebergTables
+
+
+TABLE_FORMATS: dict[str, Callable[[], type[TableFormat]]] = {"hive": _hive_layout, "iceberg": _iceberg}
+# The names users write are declared where the environment is read; each has its format here.
+assert set(TABLE_FORMATS) == set(FORMAT_NAMES), (sorted(TABLE_FORMATS), FORMAT_NAMES)
+
+
+def table_format_type(topic: TableSpec) -> type[TableFormat]:
+    """The class of the topic's table format, for what is declared before a run (checks, descriptions)."""
+    return TABLE_FORMATS[topic.table_format]()
+
+
+def table_format(topic: TableSpec, access: TableAccess) -> TableFormat:
+    """The topic's table format, reaching the lake, catalogs and Spark through `access`."""
+    return table_format_type(topic)(access)  # type: ignore[call-arg]

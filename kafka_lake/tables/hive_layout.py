@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import datetime
 from functools import cached_property
+from typing import ClassVar
+
+import pyarrow as pa
 
 from kafka_lake.lake import layout
 from kafka_lake.lake.compaction_manifest import CompactionManifest
@@ -27,7 +30,14 @@ from kafka_lake.tables.catalogs.reconciliation import (
     reconcile,
     storage_partition_uris,
 )
-from kafka_lake.tables.formats import HourCommitted, LakeUri, Markdown, TableAccess, TableOutcome
+from kafka_lake.tables.table_format import (
+    FormatDescriptions,
+    HourCommitted,
+    LakeUri,
+    Markdown,
+    TableAccess,
+    TableOutcome,
+)
 from kafka_lake.tables.table_schema import TableDefinition, table_definition
 from kafka_lake.upkeep.compaction import CompactionResult, compact_hour, generation_checksum
 from kafka_lake.upkeep.expiry import is_expired, retention_cutoff
@@ -43,11 +53,30 @@ def definition_for(topic: TableSpec, storage) -> TableDefinition:
 class HiveTables:
     """Tables of `schema_version=/date=/hour=` folders, registered in a table catalog."""
 
-    name = "hive"
-    compaction_check = "row_set_unchanged"
-    registration_check = "catalog_matches_storage"
-    retention_check = "nothing_expired_remains"
-    landing_check: str | None = None
+    name: ClassVar[str] = "hive"
+    compaction_check: ClassVar[str] = "row_set_unchanged"
+    registration_check: ClassVar[str] = "catalog_matches_storage"
+    retention_check: ClassVar[str] = "nothing_expired_remains"
+    landing_check: ClassVar[str | None] = None
+    kind: ClassVar[str | None] = None
+    runs_on_spark: ClassVar[bool] = True
+    holds_raw_values: ClassVar[bool] = True
+
+    @staticmethod
+    def schema_problem(topic: TableSpec) -> str | None:
+        return None  # the table's columns are merged from its versions at registration, which says what cannot be
+
+    @staticmethod
+    def described(topic: TableSpec) -> FormatDescriptions:
+        return FormatDescriptions(
+            compaction=f"rewritten into files near {topic.target_file_mb} MiB",
+            registration=f"the table catalog: columns from every Avro version of `{topic.topic}`, and the partitions "
+                         f"of each placement hour equal to those in storage",
+        )
+
+    @staticmethod
+    def landed_rows(table: pa.Table) -> pa.Table:
+        return table
 
     def __init__(self, access: TableAccess):
         self.access = access

@@ -29,7 +29,9 @@ from kafka_lake.schemas.avro_types import (
     unwrap_nullable,
 )
 from kafka_lake.schemas.connect_types import TIME_UNIT_OF, connect_name, with_connect_logical_types
+from kafka_lake.settings import DEFAULT_TABLE_FORMAT
 from kafka_lake.table_spec import RECORD_NAME, Route, RoutedSibling, SchemaVersion, TableSpec, shown
+from kafka_lake.tables.formats import TABLE_FORMATS, table_format_type
 from kafka_lake.topics.topic_yaml import (
     ArchiveYaml,
     RouteYaml,
@@ -385,29 +387,22 @@ def _topic_spec(entry: TopicYaml, database: str, table: str, folder: Path, where
         key_schema=key_schema,
         archived=archived,
     )
-    if spec.table_format == "iceberg":
-        _check_iceberg_table(spec)
+    problem = table_format_type(spec).schema_problem(spec)
+    if problem:
+        raise CatalogError(problem)
     return spec
 
 
 def _table_format_of(entry: TopicYaml, deployment: str, where: str) -> str:
-    """The entry's own `table_format`, else the deployment's; a raw archive's table is always in the Hive layout (an
-    Iceberg schema is folded from schema versions, and an archive has none)."""
-    if entry.payload_format == "raw":
-        if entry.table_format == "iceberg":
-            raise CatalogError(f"{where}: table_format iceberg: a raw archive (format: raw) lands in the Hive layout only")
-        return "hive"
-    return entry.table_format or deployment
-
-
-def _check_iceberg_table(spec: TableSpec) -> None:
-    """An Iceberg topic's versions must fold into one Iceberg schema (`iceberg_schema`, imported only for them)."""
-    from kafka_lake.tables.iceberg.schema import IcebergSchemaError, check_topic
-
-    try:
-        check_topic(spec)
-    except IcebergSchemaError as error:
-        raise CatalogError(str(error)) from None
+    """The entry's own `table_format`, else the deployment's; a raw archive's table in the default format where the
+    chosen one cannot hold a table without schema versions (an Iceberg schema is folded from them)."""
+    chosen = entry.table_format or deployment
+    if entry.payload_format == "raw" and not TABLE_FORMATS[chosen]().holds_raw_values:
+        if entry.table_format is not None:
+            raise CatalogError(f"{where}: table_format {chosen}: a raw archive (format: raw) has no schema versions to "
+                               f"make a {chosen} table of; leave table_format out to land it in the {DEFAULT_TABLE_FORMAT} table format")
+        return DEFAULT_TABLE_FORMAT
+    return chosen
 
 
 def _check_route(route: RouteYaml, versions: list[SchemaVersion], where: str) -> Route:

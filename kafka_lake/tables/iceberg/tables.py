@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import datetime, timedelta, timezone
 from functools import cached_property
+from typing import ClassVar
 
+import pyarrow as pa
 from botocore.exceptions import BotoCoreError
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import ServerError, ServiceUnavailableError
@@ -31,7 +33,6 @@ from kafka_lake.lake.landing_checks import CheckOutcome
 from kafka_lake.lake.manifests import HourManifest, ManifestStore
 from kafka_lake.lake.table_partition import TablePartition, partition_of_path
 from kafka_lake.table_spec import TableSpec
-from kafka_lake.tables.formats import HourCommitted, LakeUri, Markdown, TableAccess, TableOutcome
 from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig, lake_relative_path, open_catalog, table_location
 from kafka_lake.tables.iceberg.commits import (
     HourCommit,
@@ -53,7 +54,15 @@ from kafka_lake.tables.iceberg.maintenance import (
     remove_orphan_files,
     remove_unheld_files,
 )
-from kafka_lake.tables.iceberg.schema import ensure_table
+from kafka_lake.tables.iceberg.schema import IcebergSchemaError, check_topic, ensure_table, iceberg_rows
+from kafka_lake.tables.table_format import (
+    FormatDescriptions,
+    HourCommitted,
+    LakeUri,
+    Markdown,
+    TableAccess,
+    TableOutcome,
+)
 from kafka_lake.upkeep.compaction import check_due, raw_hours_that_feed
 from kafka_lake.upkeep.erasure import read_erasure_requests, subjects_to_match
 from kafka_lake.upkeep.expiry import expire_dead_letters, expiry_detail, retention_cutoff
@@ -74,11 +83,36 @@ class IcebergCommitFailed(RuntimeError):
 class IcebergTables:
     """Iceberg tables in the deployment's Iceberg catalog, their files in the Hive layout's folders."""
 
-    name = "iceberg"
-    compaction_check = "row_set_unchanged"
-    registration_check = "table_matches_landing"
-    retention_check = "nothing_expired_remains"
-    landing_check: str | None = "table_matches_landing"
+    name: ClassVar[str] = "iceberg"
+    compaction_check: ClassVar[str] = "row_set_unchanged"
+    registration_check: ClassVar[str] = "table_matches_landing"
+    retention_check: ClassVar[str] = "nothing_expired_remains"
+    landing_check: ClassVar[str | None] = "table_matches_landing"
+    kind: ClassVar[str | None] = "iceberg"
+    runs_on_spark: ClassVar[bool] = False  # pyiceberg on the Dagster process
+    holds_raw_values: ClassVar[bool] = False  # an Iceberg schema is folded from schema versions, and a raw archive has none
+
+    @staticmethod
+    def schema_problem(topic: TableSpec) -> str | None:
+        try:
+            check_topic(topic)
+        except IcebergSchemaError as error:
+            return str(error)
+        return None
+
+    @staticmethod
+    def described(topic: TableSpec) -> FormatDescriptions:
+        return FormatDescriptions(
+            compaction=f"rewritten into files near {topic.target_file_mb} MiB in one Iceberg replace snapshot",
+            registration=f"the Iceberg catalog: columns by field id from every Avro version of `{topic.topic}`, and "
+                         f"every landed hour committed",
+            retention=f" Snapshots are kept {topic.snapshot_retention_days} days for time travel; expired and erased "
+                      f"rows leave storage with them.",
+        )
+
+    @staticmethod
+    def landed_rows(table: pa.Table) -> pa.Table:
+        return iceberg_rows(table)
 
     def __init__(self, access: TableAccess):
         self.access = access
