@@ -32,9 +32,10 @@ from kafka_lake.lake import layout
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.landing.driver import land_hours
 from kafka_lake.landing.landing_settings import LandingSettings
-from kafka_lake.landing.slice_task import PlacementFiles, SliceTask, land_slice
+from kafka_lake.landing.slice_task import PlacementFiles, SliceTask
 from kafka_lake.landing.slices import OffsetSlice
 from kafka_lake.topics.loader import load_catalog
+from spark_jobs.landing_job import land_slice_in_worker
 
 PII_KEY = b"bench-pii-key-not-a-secret"
 HOURS = 4
@@ -301,7 +302,7 @@ def one_slice(bootstrap: str, kafka_topic: str, records: int, lake_root: str, fi
     topic = bench_topic(page_views, kafka_topic, max_rows_per_task=records)
     task = SliceTask(topic, KafkaHour(datetime.fromisoformat(first_hour)), OffsetSlice(0, 0, records),
                      LandingSettings(lake_root, consumer_config(bootstrap), pii_key=PII_KEY))
-    report = land_slice(task)
+    report = land_slice_in_worker(task)  # the Spark task body, in a process tuned as a Spark worker is
     assert report.counts.records == records, report
 
 

@@ -12,6 +12,7 @@ from datetime import timedelta
 from dagster import (
     AssetExecutionContext,
     AssetMaterialization,
+    AssetRecordsFilter,
     AssetSpec,
     BackfillPolicy,
     BetaWarning,
@@ -20,7 +21,6 @@ from dagster import (
     MetadataValue,
     multi_asset,
 )
-from dagster._core.storage.event_log.base import AssetRecordsFilter
 from dagster_pyspark import LazyPySparkResource
 
 from kafka_lake.decoding.pii import pseudonymizer_for

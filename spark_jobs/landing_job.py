@@ -13,10 +13,18 @@ from pyspark.sql import SparkSession
 
 from kafka_lake.landing.slice_task import SliceReport, SliceTask, land_slice
 from spark_jobs.tasks import run_on_spark
+from spark_jobs.worker_process import collector_held, keep_freed_batch_memory
+
+
+def land_slice_in_worker(task: SliceTask) -> SliceReport:
+    """One slice landed by a Spark Python worker, its process tuned for landing tasks (`worker_process`)."""
+    keep_freed_batch_memory()
+    with collector_held():
+        return land_slice(task)
 
 
 def run_slices_on_spark(spark: SparkSession, tasks: list[SliceTask], description: str = "") -> list[SliceReport]:
-    return run_on_spark(spark, tasks, land_slice, description or f"land {len(tasks)} slice(s)")
+    return run_on_spark(spark, tasks, land_slice_in_worker, description or f"land {len(tasks)} slice(s)")
 
 
 class SlicesOnSpark:

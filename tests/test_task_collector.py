@@ -9,17 +9,17 @@ import sys
 
 TASKS_ONE_AFTER_ANOTHER = """
 import gc, weakref
-from kafka_lake.landing.slice_task import _collector_held
+from spark_jobs.worker_process import collector_held
 
 class Node:
     pass
 
-with _collector_held():
+with collector_held():
     assert not gc.isenabled()
 frozen = gc.get_freeze_count()
 assert gc.isenabled()
 for _ in range(3):
-    with _collector_held():
+    with collector_held():
         made = Node()
         made.itself = made  # a reference cycle: only a sweep frees it
         freed = weakref.ref(made)
