@@ -124,11 +124,6 @@ def served_read_committed(bootstrap: str, topic_name: str, partition: int = 0) -
         consumer.close()
 
 
-def landed_offsets(lake: str, topic) -> list[tuple[int, int]]:
-    return [(p.partition, p.start, p.end) for m in ManifestStore(LakeStorage(lake), topic.database, topic.table).all()
-            for p in m.partitions]
-
-
 # --- A broker's "no record at or after" -----------------------------------------------------------------
 
 

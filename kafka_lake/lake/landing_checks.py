@@ -103,18 +103,6 @@ def dead_letter_rate(manifest: HourManifest, threshold: float) -> CheckOutcome:
     return CheckOutcome(True, f"dead-letter rate {rate:.2%} (threshold {threshold:.2%})", metadata)
 
 
-def across_hours(outcomes: dict[str, CheckOutcome]) -> CheckOutcome:
-    """One outcome for a run that landed several hours: it fails if any hour fails, naming those hours."""
-    if len(outcomes) == 1:
-        [outcome] = outcomes.values()
-        return outcome
-    failed = {hour: o for hour, o in outcomes.items() if not o.passed}
-    if failed:
-        return CheckOutcome(False, "; ".join(f"{hour}: {o.description}" for hour, o in failed.items()),
-                            {"hours": len(outcomes), "failed_hours": ", ".join(failed)})
-    return CheckOutcome(True, f"all {len(outcomes)} hours pass", {"hours": len(outcomes)})
-
-
 @dataclass(frozen=True)
 class BoundaryRecords:
     """What the broker holds around one partition's landed range, read when the check runs: (offset, timestamp ms)
