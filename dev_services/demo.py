@@ -17,8 +17,12 @@ import time
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
+
+if TYPE_CHECKING:
+    from kafka_lake.table_spec import TableSpec
 
 DEMO_HOURS = 6
 DEMO_PII_KEY = "demo-only-pii-key: set PII_HMAC_KEY in production"
@@ -39,7 +43,7 @@ def main() -> int:
     from dev_services import tansu
     from dev_services.demo_traffic import produce_demo_traffic
     from kafka_lake.hours import floor_hour
-    from kafka_lake.settings import PlatformSettings
+    from kafka_lake.settings import DEFAULT_TABLE_FORMAT, PlatformSettings
     from kafka_lake.topics.loader import load_catalog
     from platform_assets.definitions import build_definitions
 
@@ -63,7 +67,7 @@ def main() -> int:
                                    "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
                                    "LAKE_ROOT": settings.lake_root if "://" in settings.lake_root
                                    else str(Path(settings.lake_root).resolve()),
-                                   **({"TABLE_FORMAT": settings.table_format} if settings.table_format != "hive" else {})})
+                                   **({"TABLE_FORMAT": settings.table_format} if settings.table_format != DEFAULT_TABLE_FORMAT else {})})
 
     demo = _Demo(DagsterInstance.get(), build_definitions(catalog, settings))
     started = time.monotonic()
@@ -77,10 +81,18 @@ def main() -> int:
     elapsed = time.monotonic() - started
     _print_summary(landed, catalog, settings.lake_root, elapsed)
     _print_downstream(compacted, registered, retained)
-    _print_sample_queries([topic for topic in catalog.topics if topic.table_format == "hive"])
-    _print_iceberg_queries([(topic, metadata) for topic, metadata, _ in registered if topic.table_format == "iceberg"])
+    _print_sample_queries([topic for topic in catalog.topics if not _is_iceberg(topic)])
+    _print_iceberg_queries([(topic, metadata) for topic, metadata, _ in registered if _is_iceberg(topic)])
     print(f"\n`make ui` serves this state with the demo's settings ({DEMO_ENV_FILE}): http://127.0.0.1:3000")
     return 0
+
+
+def _is_iceberg(topic: TableSpec) -> bool:
+    """Whether the topic is kept as an Iceberg table, whose results the demo shows with its snapshots and DuckDB."""
+    from kafka_lake.tables.formats import table_format_type
+    from kafka_lake.tables.iceberg.tables import IcebergTables
+
+    return table_format_type(topic) is IcebergTables
 
 
 def write_demo_catalog(samples: Path, target: Path, starts: dict[str, datetime]) -> Path:
@@ -200,7 +212,7 @@ def _print_downstream(compacted, registered, retained) -> None:
         print(f"{'compacted/' + topic.name:34} {not_due} placement hour(s) not due yet: later raw hours can still add rows")
     print("\n=== Table catalog ===")
     for topic, metadata, checks in registered:
-        if topic.table_format == "iceberg":
+        if _is_iceberg(topic):
             verdict = "the table holds every landed hour" if all(checks.values()) else "FAILED: the table differs from the landings"
             print(f"{metadata['table'].value} ({metadata['catalog'].value}): {metadata['columns'].value} columns, "
                   f"snapshot {metadata['iceberg_snapshot_id'].value} of {metadata['snapshots'].value}: {verdict}")
@@ -276,7 +288,7 @@ def _print_summary(landed, catalog, lake_root: str, elapsed: float) -> None:
     for topic in catalog.topics:
         per_folder: Counter = Counter()
         for stored in storage.list_files(layout.table_prefix(topic.database, topic.table)):
-            if layout.parse_data_file_name(stored.path) is None and topic.table_format == "iceberg":
+            if layout.parse_data_file_name(stored.path) is None and _is_iceberg(topic):
                 continue  # the table's metadata, beside its data folders
             folder = stored.path.rsplit("/", 1)[0].split("/", 2)[2]
             per_folder[folder] += 1

@@ -13,9 +13,6 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-# The payload formats a topic's values may have (`format:` of topic.yaml); `decoding.formats` holds what each one is.
-PAYLOAD_FORMATS = ("avro", "json", "raw")
-PayloadFormatName = Literal["avro", "json", "raw"]
 # A raw table's one schema version (`format: raw`: no schema files), in `schema_version=0`.
 RAW_SCHEMA_VERSION = 0
 # `route.field` naming no field but the Avro record's full name (Confluent's record-name subject strategies).
@@ -36,6 +33,10 @@ DEFAULT_SNAPSHOT_RETENTION_DAYS = 7
 # Shown values in errors are cut short: a YAML alias bomb must not expand into a message.
 _SHOWN = reprlib.Repr()
 _SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlist, _SHOWN.maxdict = 3, 80, 80, 6, 6
+
+
+class SchemaFileError(ValueError):
+    """A schema file of the catalog that cannot be a version of a table; the message names the file."""
 
 
 def shown(value: Any) -> str:
@@ -98,8 +99,6 @@ class TableKeys(CatalogKeys):
 
     topic: Annotated[str, BeforeValidator(_kafka_topic_name)] = Field(description="a Kafka topic name")
     owner: str = Field(description="text")
-    payload_format: PayloadFormatName = Field(
-        "avro", alias="format", description=f"{', '.join(PAYLOAD_FORMATS[:-1])} or {PAYLOAD_FORMATS[-1]}")
     start_hour: Annotated[datetime, BeforeValidator(_start_hour_on_the_hour)] = Field(
         description="an ISO 8601 time on the hour", examples=["2026-11-01T00:00Z"])
     keep_tombstones: bool = Field(False, description="true or false")
@@ -181,6 +180,7 @@ class TableSpec(TableKeys):
     database: str
     table: str
     source_file: str
+    payload_format: str  # `format:` of topic.yaml, a name of `decoding.formats.PAYLOAD_FORMATS`
     # "hive" or "iceberg": `table_format` of topic.yaml, else the deployment's `TABLE_FORMAT`, decided at load.
     table_format: str
     time_source: Literal["event_time", "kafka_time"]

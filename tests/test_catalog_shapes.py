@@ -136,7 +136,7 @@ def test_one_registry_id_may_name_one_schema_in_several_tables_but_never_two_sch
          "version 1 (v1.avsc) is record shop.events.Tap, which route record_name does not take (shop.events.CartOpen)"),
         ({"route": {"field": "record_name", "equals": 3}}, TAP, "route by record_name takes record full names"),
         ({"route": {"field": "record_name", "equals": "shop.events.Tap"}, "format": "json"}, TAP,
-         "route by record_name needs format avro: a json value names no record"),
+         "route by record_name needs a format whose values name their record (avro): a json value names no record"),
         ({"format": "raw"}, TAP, "format raw lands the value's bytes as they are, without a schema; remove schema_versions"),
         ({"format": "raw", "time_partitioning": {"source": "event_time", "field": "ts"}}, None,
          "format raw is placed by Kafka time: time_partitioning.source must be kafka_time"),

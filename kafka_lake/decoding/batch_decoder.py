@@ -3,8 +3,8 @@ the one entry point, sends each schema version's records down its decode paths a
 
 Every record lands in exactly one place: a row, a dead letter (with its raw bytes and why), or a tombstone. A decode
 path is anything with the shape of `RecordPath` or `ColumnarPath`: each payload format brings its own paths for the
-same `ArrowMapping` (Avro: `record_decoding`, `columnar_decoding`; JSON: `json_records`, `json_columns`). A raw
-table decodes nothing: the value's bytes are its column.
+same `ArrowMapping` (`payload_format.PayloadFormat`, chosen from the table's `format:` in `formats`). A raw table
+decodes nothing: the value's bytes are its column.
 """
 
 from __future__ import annotations
@@ -13,45 +13,25 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
 
-from kafka_lake.decoding.avro.columnar import AvroColumns
-from kafka_lake.decoding.avro.columnar_mapping import NotColumnar, columnar_mapping_for
-from kafka_lake.decoding.avro.records import AvroRecords, DecodedValue, decode_records
+from kafka_lake.decoding.avro.columnar_mapping import NotColumnar
+from kafka_lake.decoding.avro.records import DecodedValue, decode_records
 from kafka_lake.decoding.decoded_batch import DecodedBatch, Placement, Rejected, Undecodable, dead_letter_table
-from kafka_lake.decoding.json.columns import JsonColumns, json_mapping_for
-from kafka_lake.decoding.json.records import JsonRecords
+from kafka_lake.decoding.formats import payload_format
 from kafka_lake.decoding.key_columns import EveryIdIsTheKey, KeyColumns, trailing_columns
+from kafka_lake.decoding.payload_format import ColumnarInputs, ColumnarPath, RecordPath
 from kafka_lake.decoding.pii import ColumnPseudonymizer, pseudonymizer_for
 from kafka_lake.decoding.placement import HOUR_MS, TimePlacement, place_by_hour
 from kafka_lake.decoding.routing import TopicRouter
 from kafka_lake.hours import KafkaHour
-from kafka_lake.kafka.framing import FramedValues, FramingError, split_confluent, split_json
+from kafka_lake.kafka.framing import FramedValues, FramingError
 from kafka_lake.kafka.records import BatchPositions, KafkaBatch, KafkaColumns, KafkaRecord, names_an_hour
 from kafka_lake.kafka.schema_resolution import SchemaResolver
 from kafka_lake.schemas.arrow_mapping import RAW_MAPPING, RAW_SCHEMA_VERSION, ArrowMapping, arrow_mapping_for
 from kafka_lake.table_spec import SchemaVersion, TableSpec
-
-
-class RecordPath(Protocol):
-    """How one schema version's payloads are decoded one at a time, into the values its `ArrowMapping` takes."""
-
-    def read(self, payload: memoryview, schema_id: int | None) -> dict:
-        """The payload's value; raises `Undecodable` saying what is wrong with the bytes."""
-        ...
-
-
-class ColumnarPath(Protocol):
-    """How many payloads of one schema version are decoded at once, as columns."""
-
-    def decode(self, framed: FramedValues, indices: np.ndarray, batch: KafkaBatch, kafka: KafkaColumns,
-               placed: dict[Placement, list[pa.Table]]) -> list[int]:
-        """Lands the rows of the batch's records at `indices` that the path vouches for in `placed`; returns the
-        records it leaves to the record path, which lands them or says why not."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -79,6 +59,7 @@ class BatchDecoder:
     def __init__(self, topic: TableSpec, schemas: SchemaResolver, pii_key: bytes | None, columnar: bool = True,
                  kafka_hour: KafkaHour | None = None):
         self._topic = topic
+        self._format = payload_format(topic)
         self._schemas = schemas
         self._placement = TimePlacement(topic, kafka_hour)
         pseudonymizer = pseudonymizer_for(topic, pii_key)
@@ -107,9 +88,9 @@ class BatchDecoder:
 
     def decode(self, records: Sequence[KafkaRecord] | KafkaBatch) -> DecodedBatch:
         batch = (records if isinstance(records, KafkaBatch) else KafkaBatch.of(records)).in_log_order()
-        if self._topic.payload_format == "raw":
+        if not self._format.has_schemas:
             return self._decode_raw(batch)
-        framed = FramedValues(pa.array(batch.values, pa.binary()), plain_json=self._topic.payload_format == "json")
+        framed = self._format.framed(pa.array(batch.values, pa.binary()))
         if self._router is None:
             return self._decode_framed(batch, framed)
         routing = self._router.route(batch, framed)
@@ -117,8 +98,7 @@ class BatchDecoder:
             decoded = self._decode_framed(batch, framed)
         else:
             mine = batch.take(routing.mine.tolist())
-            decoded = self._decode_framed(mine, FramedValues(pa.array(mine.values, pa.binary()),
-                                                             plain_json=self._topic.payload_format == "json"))
+            decoded = self._decode_framed(mine, self._format.framed(pa.array(mine.values, pa.binary())))
         unrouted: dict[datetime, list[Rejected]] = defaultdict(list)
         for index, why in routing.unrouted:
             record = batch.record(index)
@@ -139,7 +119,7 @@ class BatchDecoder:
                 dead[self._placement.dead_letter_hour(record)].append(Rejected(record, "undecodable_key", error))
             if bad_keys:
                 batch = batch.take(sorted(set(range(len(batch))) - {index for index, _ in bad_keys}))
-                framed = FramedValues(pa.array(batch.values, pa.binary()), plain_json=self._topic.payload_format == "json")
+                framed = self._format.framed(pa.array(batch.values, pa.binary()))
         kafka = KafkaColumns(self._topic.topic, batch)
         placed: dict[Placement, list[pa.Table]] = defaultdict(list)
         by_record: list[int] = list(np.flatnonzero(framed.needs_record_path))
@@ -191,7 +171,7 @@ class BatchDecoder:
         rows = np.flatnonzero(tombstone & placeable)
         if not len(rows):
             return
-        if self._topic.payload_format == "raw":
+        if not self._format.has_schemas:
             mapping, version = RAW_MAPPING, RAW_SCHEMA_VERSION
         else:
             version = self._topic.schema_versions[-1].version
@@ -221,10 +201,10 @@ class BatchDecoder:
         decode_records(self._topic.topic, batch, indices, self._read_value, self._placement, placed, dead)
 
     def _read_value(self, value: bytes) -> DecodedValue:
-        if self._topic.payload_format == "raw":
+        if not self._format.has_schemas:
             return DecodedValue(RAW_SCHEMA_VERSION, RAW_MAPPING, {"value": value})
         try:
-            schema_id, payload = (split_json if self._topic.payload_format == "json" else split_confluent)(value)
+            schema_id, payload = self._format.split(value)
         except FramingError as error:
             raise Undecodable(error.cause, str(error)) from None
         decoding = self._decoding_for(schema_id)
@@ -248,21 +228,17 @@ class BatchDecoder:
         if version.version not in self._by_version:
             topic, pii_fields = self._topic, self._topic.pii_fields
             mapping = arrow_mapping_for(version, pii_fields, self._pseudonymize, topic.columns_by_field)
-            record_path = "fastavro" if topic.payload_format == "avro" else "record by record"
+            record_path = self._format.record_path_name
             columns: ColumnarPath | None = None
             path = f"{record_path}: columnar decoding is switched off"
             if self._columnar:
                 try:
-                    if topic.payload_format == "json":
-                        reading = json_mapping_for(version, mapping, pii_fields, self._column_pseudonyms, topic.time_field)
-                        columns = JsonColumns(version.version, reading, self._placement)
-                    else:
-                        columnar = columnar_mapping_for(version, mapping, pii_fields, self._column_pseudonyms)
-                        columns = AvroColumns(version.version, columnar, self._placement)
+                    columns = self._format.columnar_path(ColumnarInputs(
+                        version, mapping, pii_fields, self._column_pseudonyms, self._placement, topic.time_field))
                     path = "columnar"
                 except NotColumnar as reason:
                     path = f"{record_path}: {reason}"
-            records: RecordPath = JsonRecords(version) if topic.payload_format == "json" else AvroRecords(version)
+            records = self._format.record_path(version)
             self._by_version[version.version] = VersionDecoding(version, mapping, records, columns, path)
         return self._by_version[version.version]
 

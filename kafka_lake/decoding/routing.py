@@ -1,11 +1,11 @@
 """Which table of a routed topic takes each record of a batch: this one, another routed table of the topic, or none
 (an unrouted record, kept with why in the topic's unrouted dead letters).
 
-A route reads one value of the record before it is decoded for a table: the Avro record's full name (its schema id
-names the version), or a field. A JSON field is read for the whole batch at once by the columnar JSON reader, and
-record by record only where that reader refuses a value; an Avro field from the batch's values decoded as the
-table's own versions read them, by the decode paths (as columns where they can). A record whose route value cannot be read at all (no JSON, an unknown schema id) is unrouted too:
-no table could say it is theirs.
+A route reads one value of the record before it is decoded for a table: the record's full name (its schema id names
+the version), or a field: read by the payload format from the values where it can read one field cheaply (JSON), else
+from the batch's values decoded as the table's own versions read them, by the decode paths (as columns where they
+can). A record whose route value cannot be read at all (no JSON, an unknown schema id) is unrouted too: no table could
+say it is theirs.
 """
 
 from __future__ import annotations
@@ -18,13 +18,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafka_lake.decoding.decoded_batch import DecodedBatch, Undecodable
-from kafka_lake.decoding.json.columns import read_json_field
-from kafka_lake.decoding.json.records import parse_json_object
-from kafka_lake.kafka.framing import FramedValues, FramingError, split_confluent, split_json
+from kafka_lake.decoding.decoded_batch import DecodedBatch
+from kafka_lake.decoding.formats import payload_format
+from kafka_lake.kafka.framing import FramedValues, FramingError
 from kafka_lake.kafka.records import BatchPositions, KafkaBatch
 from kafka_lake.schemas.arrow_mapping import column_at
-from kafka_lake.schemas.avro_types import record_full_name
 from kafka_lake.table_spec import SchemaVersion, TableSpec, shown
 
 _ABSENT = object()
@@ -48,6 +46,7 @@ class TopicRouter:
         if topic.route is None:
             raise ValueError(f"{topic.name} has no route")
         self._topic = topic
+        self._format = payload_format(topic)
         self._route = topic.route
         self._version_for = version_for
         self._decode_values = decode_values
@@ -56,10 +55,16 @@ class TopicRouter:
         present = framed.present
         owner = np.full(len(batch), -1, dtype=np.int64)  # 0: this table, 1: another, -1: none
         why: dict[int, str] = {}
-        if self._topic.payload_format == "avro" and self._route.field is not None:
-            self._route_by_columns(batch, self._route.field, owner, why)
+        field = self._route.field  # None: routed by the record's full name
+        read = None if field is None else self._format.route_values(batch, framed, field, _arrow_type(self._route.values))
+        if field is not None and read is None:
+            self._route_by_columns(batch, field, owner, why)
+        elif read is not None:
+            why.update(read.unreadable)
+            self._route_by_values([_ABSENT if (value := read.values.get(index)) is None else value
+                                   for index in range(len(batch))], present, owner, why)
         else:
-            self._route_by_values(self._route_values(batch, framed, present, why), present, owner, why)
+            self._route_by_values(self._record_names(batch, present, why), present, owner, why)
         mine = np.flatnonzero(~present | (owner == 0))
         unrouted = sorted(why.items())
         lands = self._topic.lands_unrouted
@@ -89,21 +94,10 @@ class TopicRouter:
     def _taken_by_none(self, value: Any) -> str:
         return f"no table of topic {self._topic.topic!r} takes {self._route.field_text} = {shown(value)}"
 
-    def _route_values(self, batch: KafkaBatch, framed: FramedValues, present: np.ndarray, why: dict[int, str]) -> list:
-        """The route value of each present record, `_ABSENT`, or an `_Elsewhere` (a schema id only another table
-        knows); a record whose value cannot be read gets its reason in `why`."""
+    def _record_names(self, batch: KafkaBatch, present: np.ndarray, why: dict[int, str]) -> list:
+        """The record full name of each present record, or an `_Elsewhere` (a schema id only another table knows);
+        a record whose name cannot be read gets its reason in `why`."""
         values: list[Any] = [None] * len(batch)
-        field = self._route.field  # None: routed by the Avro record's full name
-        if self._topic.payload_format == "json" and field is not None:
-            left = set(int(i) for i in np.flatnonzero(present))
-            for _, indices in framed.by_schema_id():  # the rest, record by record below
-                read, _ = read_json_field(framed, indices, field, _arrow_type(self._route.values))
-                for index, value in read:
-                    values[index] = _ABSENT if value is None else value
-                    left.discard(index)
-            for index in sorted(left):
-                values[index] = self._read_json_route(cast(bytes, batch.values[index]), why, index)
-            return values
         for position in np.flatnonzero(present):  # present: not a tombstone
             index = int(position)
             values[index] = self._read_record_name(cast(bytes, batch.values[index]), why, index)
@@ -138,30 +132,21 @@ class TopicRouter:
                 elif isinstance(self._read_record_name(cast(bytes, batch.values[index]), why, index), _Elsewhere):
                     owner[index] = 1
 
-    def _read_json_route(self, value: bytes, why: dict[int, str], index: int) -> Any:
-        try:
-            _, payload = split_json(value)
-            document = parse_json_object(payload, "JSON value")
-        except (FramingError, Undecodable) as error:
-            why[index] = f"its route field cannot be read: {error}"
-            return None
-        return _at_path(document, self._route.field)
-
     def _read_record_name(self, value: bytes, why: dict[int, str], index: int) -> Any:
         """The full name of the record the value's schema id names; an `_Elsewhere` for an id only another table
         knows."""
         try:
-            schema_id, _ = split_confluent(value)
+            schema_id, _ = self._format.split(value)
         except FramingError as error:
             why[index] = f"its route cannot be read: {error}"
             return None
-        version = self._version_for(schema_id)
+        version = None if schema_id is None else self._version_for(schema_id)
         if version is None:
             if any(schema_id in sibling.registry_ids for sibling in self._topic.routed_siblings):
                 return _Elsewhere()
             why[index] = f"schema id {schema_id} is a version of no table of topic {self._topic.topic!r}"
             return None
-        return record_full_name(version.schema)
+        return self._format.record_name(version)
 
 
 class _Elsewhere:
@@ -174,15 +159,6 @@ def _is_in(column: pa.ChunkedArray, values: Sequence[object]) -> np.ndarray:
         return np.zeros(len(column), dtype=bool)
     found = pc.is_in(column, value_set=pa.array(list(values), column.type))
     return np.asarray(found.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
-
-
-def _at_path(document: Any, path: tuple[str, ...] | None) -> Any:
-    found = document
-    for step in path or ():
-        if type(found) is tuple:  # a nested record under a nullable union comes as (name, record)
-            found = found[1]
-        found = found.get(step) if isinstance(found, dict) else None
-    return _ABSENT if found is None or isinstance(found, (dict, list, tuple)) else found
 
 
 def _arrow_type(values: tuple) -> pa.DataType:

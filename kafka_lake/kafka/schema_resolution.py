@@ -107,11 +107,3 @@ class RegistrySchemas:
                 f"({self._topic.source_file}); add it there as a new version"
             )
         return next((v for v in matches if v.registry_id == schema_id), matches[-1]), ""
-
-
-def schemas_for(topic: TableSpec, registry_url: str | None) -> SchemaResolver:
-    """How the topic's schema ids resolve: through the registry where one is set, for Avro. A JSON table's ids name
-    JSON Schemas in a registry, which no Avro version equals: they resolve through the catalog's `registry_id`s."""
-    if registry_url and topic.payload_format == "avro":
-        return RegistrySchemas(topic, registry_url)
-    return CatalogSchemas(topic)

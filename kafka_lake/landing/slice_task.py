@@ -18,11 +18,11 @@ import pyarrow.compute as pc
 
 from kafka_lake.decoding.batch_decoder import BatchDecoder
 from kafka_lake.decoding.decoded_batch import DEAD_LETTER_SCHEMA, DecodedBatch
+from kafka_lake.decoding.formats import schemas_for
 from kafka_lake.decoding.key_columns import TOMBSTONE_COLUMN
 from kafka_lake.hours import KafkaHour, hour_key
 from kafka_lake.kafka.log import KafkaLog
 from kafka_lake.kafka.records import kafka_timestamps
-from kafka_lake.kafka.schema_resolution import schemas_for
 from kafka_lake.lake import layout
 from kafka_lake.lake.dead_letters import DeadLetterEncryption
 from kafka_lake.lake.landing_counts import LandingCounts

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from kafka_lake.decoding.formats import payload_format
 from kafka_lake.decoding.key_columns import trailing_columns
 from kafka_lake.kafka.records import KAFKA_COLUMNS
 from kafka_lake.lake.layout import PARTITION_COLUMN_TYPES, is_lake_column
@@ -133,7 +134,7 @@ def table_columns(topic: TableSpec) -> tuple[Column, ...]:
     kafka_names = {f.name for f in KAFKA_COLUMNS}
     trailing = tuple(column_of(f, f"{topic.source_file or topic.name}: the key and tombstone columns")
                      for f in trailing_columns(topic))
-    if topic.payload_format == "raw":  # no schema: the value's bytes
+    if not payload_format(topic).has_schemas:  # no schema: the value's bytes
         return tuple(column_of(f, f"{topic.name}: the raw value" if f.name not in kafka_names else "the Kafka columns")
                      for f in RAW_MAPPING.schema) + trailing
     per_version = []

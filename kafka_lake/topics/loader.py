@@ -5,17 +5,17 @@ Loads and validates every topic up front so a bad entry fails at load, naming th
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import fastavro
 import yaml
 from fastavro.schema import to_parsing_canonical_form
 
+from kafka_lake.decoding.formats import PAYLOAD_FORMATS
+from kafka_lake.decoding.payload_format import LoadedSchema, PayloadFormat
 from kafka_lake.lake.layout import KAFKA_COLUMN_PREFIX, PARTITION_COLUMNS, is_lake_column
 from kafka_lake.schemas.avro_types import (
     evolution_problem,
@@ -24,13 +24,12 @@ from kafka_lake.schemas.avro_types import (
     json_field_at,
     logical_type,
     record_full_name,
-    schema_shape,
     type_name,
     unwrap_nullable,
 )
-from kafka_lake.schemas.connect_types import TIME_UNIT_OF, connect_name, with_connect_logical_types
+from kafka_lake.schemas.connect_types import TIME_UNIT_OF, connect_name
 from kafka_lake.settings import DEFAULT_TABLE_FORMAT
-from kafka_lake.table_spec import RECORD_NAME, Route, RoutedSibling, SchemaVersion, TableSpec, shown
+from kafka_lake.table_spec import RECORD_NAME, Route, RoutedSibling, SchemaFileError, SchemaVersion, TableSpec, shown
 from kafka_lake.tables.formats import TABLE_FORMATS, table_format_type
 from kafka_lake.topics.topic_yaml import (
     ArchiveYaml,
@@ -47,9 +46,6 @@ from kafka_lake.topics.topic_yaml import (
 # Names that become paths and SQL identifiers: lowercase, no dots, no traversal. `\Z`, not `$`, which would
 # let a trailing newline through.
 _IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]{0,127}\Z")
-# Records, arrays and maps inside each other: deeper schemas are refused at load. Generous for real events,
-# and it keeps every recursive walk of a schema (ours, fastavro's, the catalogs' type strings) far from limits.
-MAX_SCHEMA_DEPTH = 32
 # A catalog file larger than this is no hand-written topic entry or schema; refused before parsing.
 MAX_CATALOG_FILE_BYTES = 1024 * 1024
 # The catalog's archive rule: new topics matching its pattern land as raw tables without a folder of their own.
@@ -355,7 +351,8 @@ def _topic_spec(entry: TopicYaml, database: str, table: str, folder: Path, where
                 table_format: str = "hive") -> TableSpec:
     """The entry checked against its schema files (what the document alone cannot say), as a `TableSpec`;
     `table_format`: the deployment's, unless the entry names its own."""
-    versions = _load_versions(entry.schema_versions, folder, where)
+    payloads = PAYLOAD_FORMATS[entry.payload_format]
+    versions = _load_versions(payloads, entry.schema_versions, folder, where)
     _check_recursion(entry.recursive_records, versions, where)
     _check_rename(entry.rename, versions, where)
     time_field = _check_time_partitioning(entry.time_partitioning, versions, where)
@@ -368,10 +365,11 @@ def _topic_spec(entry: TopicYaml, database: str, table: str, folder: Path, where
     if entry.subject_field is not None:
         _check_field_path(versions, tuple(entry.subject_field.split(".")), f"subject_field {entry.subject_field!r}", where)
     route = _check_route(entry.route, versions, where) if entry.route is not None else None
-    key_schema = _load_key_schema(entry.key_schema, folder, where) if entry.key_schema is not None else None
+    key_schema = _load_key_schema(payloads, entry.key_schema, folder, where) if entry.key_schema is not None else None
 
     spec = TableSpec.model_construct(
         **entry.keys_by_name(),
+        payload_format=entry.payload_format,
         database=database,
         table=table,
         source_file=where,
@@ -397,7 +395,7 @@ def _table_format_of(entry: TopicYaml, deployment: str, where: str) -> str:
     """The entry's own `table_format`, else the deployment's; a raw archive's table in the default format where the
     chosen one cannot hold a table without schema versions (an Iceberg schema is folded from them)."""
     chosen = entry.table_format or deployment
-    if entry.payload_format == "raw" and not TABLE_FORMATS[chosen]().holds_raw_values:
+    if not PAYLOAD_FORMATS[entry.payload_format].has_schemas and not TABLE_FORMATS[chosen]().holds_raw_values:
         if entry.table_format is not None:
             raise CatalogError(f"{where}: table_format {chosen}: a raw archive (format: raw) has no schema versions to "
                                f"make a {chosen} table of; leave table_format out to land it in the {DEFAULT_TABLE_FORMAT} table format")
@@ -445,9 +443,10 @@ def _describe_route_type(avro_type: Any) -> str:
     return f"a {type_name(inner)}" if not isinstance(inner, list) else "a union"
 
 
-def _load_key_schema(file: str, folder: Path, where: str) -> SchemaVersion:
+def _load_key_schema(payloads: PayloadFormat, file: str, folder: Path, where: str) -> SchemaVersion:
     """The key's schema, as version 0 of its own: a record whose fields become the columns `_kafka_key_<field>`."""
-    [key] = _load_versions((SchemaVersionYaml(version=1, file=file, registry_id=None),), folder, where, label="key_schema")
+    [key] = _load_versions(payloads, (SchemaVersionYaml(version=1, file=file, registry_id=None),), folder, where,
+                           label="key_schema")
     if key.recursions:
         raise CatalogError(f"{where}: key_schema {file} has a record that contains itself ({key.recursions[0]}); a key "
                            f"must be a plain record")
@@ -513,7 +512,7 @@ def _top_level_names(version: SchemaVersion) -> list[str]:
     return [f["name"] for f in version.schema["fields"]]
 
 
-def _load_versions(entries: tuple[SchemaVersionYaml, ...], folder: Path, where: str,
+def _load_versions(payloads: PayloadFormat, entries: tuple[SchemaVersionYaml, ...], folder: Path, where: str,
                    label: str = "") -> list[SchemaVersion]:
     versions: list[SchemaVersion] = []
     for entry in entries:
@@ -524,8 +523,9 @@ def _load_versions(entries: tuple[SchemaVersionYaml, ...], folder: Path, where: 
         if schema_path is None or schema_path.parent != folder.resolve():
             what = label or f"schema file {shown(entry.file)} of version {entry.version}"
             raise CatalogError(f"{where}: {what} must sit beside topic.yaml")
-        schema, parsed, recursions = _parse_schema_file(schema_path)
-        versions.append(SchemaVersion(entry.version, entry.file, entry.registry_id, schema, parsed, recursions))
+        loaded = _load_schema_file(payloads, schema_path)
+        versions.append(SchemaVersion(entry.version, entry.file, entry.registry_id, loaded.schema, loaded.parsed,
+                                      loaded.recursions))
     for older, newer in zip(versions, versions[1:]):
         problem = evolution_problem(older.schema, newer.schema)
         if problem:
@@ -536,32 +536,17 @@ def _load_versions(entries: tuple[SchemaVersionYaml, ...], folder: Path, where: 
     return versions
 
 
-def _parse_schema_file(schema_path: Path) -> tuple[dict, Any, tuple[str, ...]]:
+def _load_schema_file(payloads: PayloadFormat, schema_path: Path) -> LoadedSchema:
     try:
         exists = schema_path.is_file()
     except OSError:
         exists = False
     if not exists:
         raise CatalogError(f"{schema_path}: schema file does not exist")
-    text = _read_catalog_file(schema_path, str(schema_path))
     try:
-        schema = json.loads(text)
-    except RecursionError:
-        raise CatalogError(f"{schema_path}: nested too deeply to read (the limit is {MAX_SCHEMA_DEPTH} levels)") from None
-    except ValueError as error:  # JSONDecodeError, and numbers too long to convert
-        raise CatalogError(f"{schema_path}: not valid JSON: {str(error)[:300]}") from None
-    if not isinstance(schema, dict) or schema.get("type") != "record":
-        raise CatalogError(f"{schema_path}: the top-level Avro schema must be a record")
-    # Before fastavro and every walk of ours: the shape check is the one walk that cannot recurse without bound.
-    shape = schema_shape(schema, MAX_SCHEMA_DEPTH)
-    if shape.problem:
-        raise CatalogError(f"{schema_path}: {shape.problem}")
-    schema = with_connect_logical_types(schema)
-    try:
-        parsed = fastavro.parse_schema(schema)
-    except Exception as error:  # fastavro raises several types for bad schemas
-        raise CatalogError(f"{schema_path}: not a valid Avro schema: {str(error)[:300]}") from None
-    return schema, parsed, shape.recursions
+        return payloads.load_schema(schema_path, _read_catalog_file(schema_path, str(schema_path)))
+    except SchemaFileError as error:
+        raise CatalogError(str(error)) from None
 
 
 def _read_catalog_file(path: Path, where: str) -> str:

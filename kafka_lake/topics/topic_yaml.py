@@ -11,6 +11,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from kafka_lake.decoding.formats import PAYLOAD_FORMATS
 from kafka_lake.event_time import TIME_UNITS
 from kafka_lake.schemas.avro_types import AVRO_NAME
 from kafka_lake.settings import TABLE_FORMATS
@@ -45,6 +46,11 @@ def _column_names(value: Any) -> Any:
             raise refused(f"{key} is {shown(column)}; a column name is letters, digits and underscores, not starting "
                            f"with a digit")
     return value
+
+
+def _listed(names) -> str:
+    names = list(names)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 FieldPath = Annotated[str, Field(min_length=1)]
@@ -117,6 +123,8 @@ class TopicYaml(TableKeys):
     """A `topic.yaml` as written; defaults fill the optional keys. Beside the keys a table carries as they are
     (`TableKeys`), those the loader resolves against the schema files."""
 
+    payload_format: Literal[tuple(PAYLOAD_FORMATS)] = Field(  # type: ignore[valid-type]
+        "avro", alias="format", description=_listed(PAYLOAD_FORMATS))
     schema_versions: Annotated[tuple[SchemaVersionYaml, ...], _FROM_A_LIST, Field(min_length=1),
                                AfterValidator(_numbered_in_order)] = Field(
         (), description="a list of {version, file, registry_id}, at least version 1")
@@ -135,24 +143,28 @@ class TopicYaml(TableKeys):
 
     @model_validator(mode="after")
     def _keys_the_format_needs(self) -> TopicYaml:
-        if self.payload_format == "raw":
+        payloads = PAYLOAD_FORMATS[self.payload_format]
+        if not payloads.has_schemas:
             present = [key for key in _VALUE_KEYS if key in self.model_fields_set]
             if present:
-                raise refused(f"format raw lands the value's bytes as they are, without a schema; remove "
-                               f"{', '.join(present)}")
+                raise refused(f"format {payloads.name} lands the value's bytes as they are, without a schema; remove "
+                              f"{', '.join(present)}")
             if self.time_partitioning is not None and self.time_partitioning.source != "kafka_time":
-                raise refused("format raw is placed by Kafka time: time_partitioning.source must be kafka_time")
+                raise refused(f"format {payloads.name} is placed by Kafka time: time_partitioning.source must be "
+                              f"kafka_time")
             return self
         for key in ("schema_versions", "time_partitioning"):
             if key not in self.model_fields_set:
                 raise refused(f"missing required key {key!r}")
-        if self.payload_format == "avro":
+        if payloads.schema_ids_required:
             for entry in self.schema_versions:
                 if entry.registry_id is None:
-                    raise refused(f"schema_versions[{entry.version - 1}].registry_id is required for format avro: the "
-                                   f"schema id its records carry")
-        if self.route is not None and self.route.field == RECORD_NAME and self.payload_format != "avro":
-            raise refused(f"route by {RECORD_NAME} needs format avro: a {self.payload_format} value names no record")
+                    raise refused(f"schema_versions[{entry.version - 1}].registry_id is required for format "
+                                  f"{payloads.name}: the schema id its records carry")
+        if self.route is not None and self.route.field == RECORD_NAME and not payloads.names_records:
+            raise refused(f"route by {RECORD_NAME} needs a format whose values name their record "
+                          f"({_listed([name for name, f in PAYLOAD_FORMATS.items() if f.names_records])}): a "
+                          f"{payloads.name} value names no record")
         if self.keep_tombstones and self.route is not None:
             raise refused("keep_tombstones and route exclude each other: a tombstone has no value to route by")
         return self
