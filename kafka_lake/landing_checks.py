@@ -15,6 +15,7 @@ class CheckOutcome:
     passed: bool
     description: str
     metadata: dict = field(default_factory=dict)
+    severity: str = "error"  # of a failure: "error", or "warn" where failing says only that nothing could be judged
 
 
 def slices_contiguous(manifest: HourManifest, previous: HourManifest | None, following: HourManifest | None) -> CheckOutcome:

@@ -4,6 +4,7 @@ no longer add to it, and again when late data does. The work is the topic's tabl
 
 from dagster import (
     AssetCheckEvaluation,
+    AssetCheckSeverity,
     AssetCheckSpec,
     AssetDep,
     AssetExecutionContext,
@@ -29,6 +30,8 @@ from platform_assets.pools import table_pool
 from platform_assets.tables import column_schema, dagster_metadata, format_kinds, topic_tables
 from resources import LakeStorageResource
 from resources.table_catalog import TableCatalogResource
+
+SEVERITIES = {"error": AssetCheckSeverity.ERROR, "warn": AssetCheckSeverity.WARN}
 
 
 def compacted_asset(topic: TopicSpec, embedded_metastore: bool = True):
@@ -81,7 +84,8 @@ def compacted_asset(topic: TopicSpec, embedded_metastore: bool = True):
                     yield AssetMaterialization(key, partition=partition_key, metadata=dagster_metadata(done.metadata))
                     yield AssetCheckEvaluation(
                         asset_key=key, check_name=check_name, partition=partition_key, passed=done.check.passed,
-                        description=done.check.description, metadata=done.check.metadata)
+                        severity=SEVERITIES[done.check.severity], description=done.check.description,
+                        metadata=done.check.metadata)
                 if not_due:
                     raise CompactionNotDue(f"{len(not_due)} of {len(context.partition_keys)} hour(s) not due: "
                                            + " | ".join(not_due))
