@@ -22,7 +22,6 @@ from kafka_lake.catalog import TopicSpec
 from kafka_lake.compaction import CompactionNotDue
 from kafka_lake.hours import KafkaHour
 from kafka_lake.table_formats import table_format_type
-from platform_assets.assets import HOURS_PER_BACKFILL_RUN
 from platform_assets.failures import failures_explained
 from platform_assets.keys import asset_key, layer_attributes, raw_key
 from platform_assets.partitions import hourly_partitions, quiet_warnings
@@ -61,7 +60,9 @@ def compacted_asset(topic: TopicSpec, embedded_metastore: bool = True):
                                         description="The compacted files hold exactly the offsets of the files they replace.")],
             op_tags={"topic": topic.topic},
             pool=table_pool(topic, "compaction", embedded_metastore),
-            backfill_policy=BackfillPolicy.multi_run(max_partitions_per_run=HOURS_PER_BACKFILL_RUN),
+            # A range is one run, as for raw and catalog (the CLI's `--partition-range` needs a single run): its hours
+            # compact in order, each recorded as it compacts, and hours not due yet are named at the end.
+            backfill_policy=BackfillPolicy.single_run(),
             can_subset=True,
         )
         def compact(
