@@ -179,7 +179,8 @@ class HiveTables:
 
 def _registration_line(definition: TableDefinition, hours: list, change: TableChange, report: ReconcileReport) -> str:
     table = "created" if change.created else (
-        f"evolved (+{len(change.added_columns)} columns, {len(change.widened_columns)} widened)" if change.changed else "unchanged"
+        f"evolved (+{len(change.added_columns)} columns, {len(change.widened_columns)} widened, "
+        f"{len(change.recased_columns)} renamed lowercase)" if change.changed else "unchanged"
     )
     return (
         f"{definition.name} {hours[0]:%Y-%m-%d %H}:00 to {hours[-1]:%Y-%m-%d %H}:00 ({len(hours)} hours): table {table}; "
@@ -202,6 +203,7 @@ def _registration_metadata(definition: TableDefinition, kind: str, change: Table
         "table_created": change.created,
         "columns_added": list(change.added_columns),
         "columns_widened": list(change.widened_columns),
+        "columns_renamed_lowercase": list(change.recased_columns),
         "partitions_added": len(report.added),
         "partitions_relocated": len(report.relocated),
         "partitions_dropped": len(report.dropped),
