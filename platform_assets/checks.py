@@ -74,7 +74,8 @@ LANDING_CHECKS: list[LandingCheck] = [
                  lambda landed: landing_checks.dead_letter_rate(landed.manifest, landed.topic.dead_letter_rate_threshold)),
     LandingCheck(BOUNDARIES_CONFIRMED, AssetCheckSeverity.ERROR,
                  lambda topic: "The broker's records confirm every boundary no landed neighbour hour fixes: none before "
-                               "the first landed hour's start is stamped in it, none before an end is stamped after it.",
+                               "the first landed hour's start is stamped in it, none before an end is stamped after it, "
+                               "and none stamped in the hour was held back past the committed end it ends at.",
                  lambda landed: confirm_boundaries(landed.topic, landed.manifest, landed.manifests, landed.kafka_config)),
 ]
 
