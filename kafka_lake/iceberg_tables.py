@@ -234,6 +234,7 @@ class IcebergTables:
         return {
             "table": name,
             "catalog": f"Iceberg: {self.catalog_config.describe()}",
+            "iceberg_catalog_name": self.catalog_config.name,
             "location": LakeUri(table.location()),
             "metadata_location": LakeUri(table.metadata_location),
             "columns": len(schema.fields),
