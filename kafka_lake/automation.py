@@ -153,10 +153,10 @@ def freshness_window(topic: TableSpec, now: datetime) -> list[KafkaHour]:
     return hours
 
 
-def freshness(topic: TableSpec, is_landed: Callable[[KafkaHour], bool], now: datetime,
+def freshness(topic: TableSpec, landed_at: Callable[[KafkaHour], datetime | None], now: datetime,
               newest_landed: KafkaHour | None) -> Freshness | None:
-    """The latest closed hour must be landed within `freshness_minutes` of its end. None when the
-    topic declares no SLA."""
+    """The latest hour past its deadline (its end + `freshness_minutes`) must be landed by now; `landed_at` says when
+    an hour landed (None: not landed). None when the topic declares no SLA."""
     if topic.freshness_minutes is None:
         return None
     allowed = timedelta(minutes=topic.freshness_minutes)
@@ -164,10 +164,11 @@ def freshness(topic: TableSpec, is_landed: Callable[[KafkaHour], bool], now: dat
     newest = f"newest landed hour {newest_landed}" if newest_landed else "no hour landed yet"
     if due.start < topic.start_hour:
         return Freshness(True, f"no hour is due yet (the topic starts at {KafkaHour(topic.start_hour)})", None, 0.0, 0)
-    if is_landed(due):
-        return Freshness(True, f"hour {due} landed within {topic.freshness_minutes} min; {newest}", due, 0.0, 0)
+    landed = landed_at(due)
+    if landed is not None:
+        return Freshness(True, f"hour {due} is landed: {_when_landed(landed, due.end + allowed)}; {newest}", due, 0.0, 0)
     oldest, missing = due, 1
-    while oldest.start - ONE_HOUR >= floor and not is_landed(oldest.previous()):
+    while oldest.start - ONE_HOUR >= floor and landed_at(oldest.previous()) is None:
         oldest, missing = oldest.previous(), missing + 1
     late = (now - (oldest.end + allowed)).total_seconds() / 60
     gap = f"{missing} hours missing since {oldest}" if missing > 1 else f"hour {due} missing"
@@ -176,6 +177,13 @@ def freshness(topic: TableSpec, is_landed: Callable[[KafkaHour], bool], now: dat
         f"{topic.topic} is {late:.0f} min late: {gap}, each due {topic.freshness_minutes} min after its end; {newest}",
         due, late, missing,
     )
+
+
+def _when_landed(landed: datetime, deadline: datetime) -> str:
+    """When an hour landed, against its deadline: a recovery says how late the hour was, not that it was in time."""
+    minutes = abs(landed - deadline).total_seconds() / 60
+    side = "after" if landed > deadline else "before"
+    return f"landed at {landed:%Y-%m-%d %H:%M}Z, {minutes:.0f} min {side} its deadline {deadline:%Y-%m-%d %H:%M}Z"
 
 
 def freshness_alert(topic: TableSpec, before: bool | None, now: Freshness) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import re
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -33,6 +34,9 @@ class PlatformSettings:
     table_format: str = DEFAULT_TABLE_FORMAT  # the topics' table format unless their topic.yaml says otherwise
     iceberg_rest_uri: str | None = field(default=None, repr=False)  # may carry credentials
     iceberg_catalog_uri: str | None = field(default=None, repr=False)  # a SQLAlchemy URL, may carry a password
+    # The name the Iceberg tables are registered under: an SQL catalog stores it with each table (`catalog_name`), and
+    # a reader of that catalog (Spark's JdbcCatalog, Trino's jdbc catalog) finds them only under the same name.
+    iceberg_catalog_name: str = "kafka_lake"
     spark_master: str = "local[*]"
     # Sensors and schedules start running when the code location loads; "off" (a staging deployment,
     # a test) loads them stopped, to be started from the UI.
@@ -58,6 +62,7 @@ class PlatformSettings:
             table_format=_one_of(env.get("TABLE_FORMAT"), "TABLE_FORMAT", TABLE_FORMATS, defaults.table_format),
             iceberg_rest_uri=env.get("ICEBERG_REST_URI") or None,
             iceberg_catalog_uri=env.get("ICEBERG_CATALOG_URI") or None,
+            iceberg_catalog_name=_catalog_name(env.get("ICEBERG_CATALOG_NAME"), defaults.iceberg_catalog_name),
             spark_master=env.get("SPARK_MASTER") or defaults.spark_master,
             automation=_on_or_off(env.get("PLATFORM_AUTOMATION"), "PLATFORM_AUTOMATION", defaults.automation),
         )
@@ -102,6 +107,16 @@ def _one_of(value: str | None, name: str, allowed: tuple[str, ...], default: str
         return default
     if value not in allowed:
         raise ValueError(f"{name} is {value!r}; it must be one of {', '.join(allowed)}")
+    return value
+
+
+def _catalog_name(value: str | None, default: str) -> str:
+    """`ICEBERG_CATALOG_NAME`: a name every engine takes as a catalog identifier (Spark's `spark.sql.catalog.<name>`)."""
+    if not value:
+        return default
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise ValueError(f"ICEBERG_CATALOG_NAME is {value!r}; it must be letters, digits and underscores, not starting "
+                         f"with a digit (Spark and Trino take it as a catalog name)")
     return value
 
 

@@ -228,6 +228,7 @@ def raw_metadata(lake: LakeStorageResource, result: LandingResult, routed: bool 
         "offset_ranges": MetadataValue.json({str(p.partition): [p.start, p.end] for p in manifest.partitions}),
         # Offsets past the hour's end still in an open transaction: committed, they land with the next hour.
         "open_transactions": MetadataValue.json(manifest.open_transactions),
+        "held_back": MetadataValue.json(manifest.held_back),
         "manifest": MetadataValue.path(lake.storage().uri(result.manifest_path)),
         "replaced_files": len(result.replaced_files),
         "orphans_removed": len(result.orphans_removed),

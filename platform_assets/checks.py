@@ -76,7 +76,8 @@ LANDING_CHECKS: list[LandingCheck] = [
                  lambda landed: landing_checks.dead_letter_rate(landed.manifest, landed.topic.dead_letter_rate_threshold)),
     LandingCheck(BOUNDARIES_CONFIRMED, AssetCheckSeverity.ERROR,
                  lambda topic: "The broker's records confirm every boundary no landed neighbour hour fixes: none before "
-                               "the first landed hour's start is stamped in it, none before an end is stamped after it.",
+                               "the first landed hour's start is stamped in it, none before an end is stamped after it, "
+                               "and none stamped in the hour was held back past the committed end it ends at.",
                  lambda landed: confirm_boundaries(landed.topic, landed.manifest, landed.manifests, landed.kafka_config)),
 ]
 
@@ -131,8 +132,8 @@ def freshness_check(topic: TableSpec):
     evaluates it on demand. The platform's landing runs leave it out."""
 
     @asset_check(asset=raw_key(topic), name=FRESHNESS,
-                 description=f"The latest closed hour is landed within {topic.freshness_minutes} min of its end "
-                 "(evaluated by the sensor topic_health).")
+                 description=f"The latest hour past its deadline ({topic.freshness_minutes} min after its end) is "
+                 "landed, and when it landed (evaluated by the sensor topic_health).")
     def fresh(context: AssetCheckExecutionContext) -> AssetCheckResult:
         result = evaluate_freshness(context.instance, topic, datetime.now(timezone.utc))
         return AssetCheckResult(passed=result.passed, severity=AssetCheckSeverity.ERROR, description=result.description,
@@ -143,7 +144,7 @@ def freshness_check(topic: TableSpec):
 
 def evaluate_freshness(instance, topic: TableSpec, now: datetime) -> automation.Freshness:
     landed, newest = landed_in_freshness_window(instance, topic, now)
-    return automation.freshness(topic, lambda h: h.partition_key in landed, now, newest)
+    return automation.freshness(topic, lambda h: landed.get(h.partition_key), now, newest)
 
 
 def landed_hours(instance, topic: TableSpec) -> tuple[set[str], KafkaHour | None]:
@@ -152,28 +153,33 @@ def landed_hours(instance, topic: TableSpec) -> tuple[set[str], KafkaHour | None
     return keys, (KafkaHour.from_partition_key(max(keys)) if keys else None)
 
 
-def landed_in_freshness_window(instance, topic: TableSpec, now: datetime) -> tuple[set[str], KafkaHour | None]:
-    """The hours of the freshness window (`automation.freshness_window`) Dagster has seen landed, and the newest landed
-    hour (of the window, or of the asset's latest materialization). Asks about the due hour first and about the rest
-    of the window only when it is missing, so a check reads a few events on a topic landed for years."""
+def landed_in_freshness_window(instance, topic: TableSpec, now: datetime) -> tuple[dict[str, datetime], KafkaHour | None]:
+    """The hours of the freshness window (`automation.freshness_window`) Dagster has seen landed, each with when it
+    first landed, and the newest landed hour (of the window, or of the asset's latest materialization). Asks about the
+    due hour first and about the rest of the window only when it is missing, so a check reads a few events on a topic
+    landed for years."""
     window = [hour.partition_key for hour in automation.freshness_window(topic, now)]
     landed = _materialized(instance, topic, window[:1])
     if window and not landed:
         landed = _materialized(instance, topic, window[1:])
     latest = instance.get_latest_materialization_event(raw_key(topic))
     partition = latest.dagster_event.partition if latest is not None and latest.dagster_event is not None else None
-    newest = max(landed | ({partition} if partition else set()), default=None)
+    newest = max(set(landed) | ({partition} if partition else set()), default=None)
     return landed, KafkaHour.from_partition_key(newest) if newest else None
 
 
-def _materialized(instance, topic: TableSpec, partitions: list[str]) -> set[str]:
-    """Which of `partitions` of the topic's raw asset Dagster has seen materialized."""
-    found: set[str] = set()
+def _materialized(instance, topic: TableSpec, partitions: list[str]) -> dict[str, datetime]:
+    """Which of `partitions` of the topic's raw asset Dagster has seen materialized, each with its first
+    materialization's time (a re-landing later does not make the hour late)."""
+    found: dict[str, datetime] = {}
     cursor = None
     while partitions:
         page = instance.fetch_materializations(AssetRecordsFilter(asset_key=raw_key(topic), asset_partitions=partitions),
                                                limit=1000, cursor=cursor)
-        found.update(record.partition_key for record in page.records if record.partition_key)
+        for record in page.records:
+            if record.partition_key:
+                at = datetime.fromtimestamp(record.timestamp, timezone.utc)
+                found[record.partition_key] = min(at, found.get(record.partition_key, at))
         if not page.has_more or page.cursor == cursor:
             break
         cursor = page.cursor

@@ -4,6 +4,7 @@ no longer add to it, and again when late data does. The work is the topic's tabl
 
 from dagster import (
     AssetCheckEvaluation,
+    AssetCheckSeverity,
     AssetCheckSpec,
     AssetDep,
     AssetExecutionContext,
@@ -21,7 +22,6 @@ from kafka_lake.hours import KafkaHour
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.tables.formats import table_format_type
 from kafka_lake.upkeep.compaction import CompactionNotDue
-from platform_assets.assets import HOURS_PER_BACKFILL_RUN
 from platform_assets.failures import failures_explained
 from platform_assets.keys import asset_key, layer_attributes, raw_key
 from platform_assets.partitions import hourly_partitions, quiet_warnings
@@ -29,6 +29,8 @@ from platform_assets.pools import table_pool
 from platform_assets.tables import column_schema, dagster_metadata, format_kinds, topic_tables
 from resources import LakeStorageResource
 from resources.table_catalog import TableCatalogResource
+
+SEVERITIES = {"error": AssetCheckSeverity.ERROR, "warn": AssetCheckSeverity.WARN}
 
 
 def compacted_asset(topic: TableSpec, embedded_metastore: bool = True):
@@ -57,7 +59,9 @@ def compacted_asset(topic: TableSpec, embedded_metastore: bool = True):
                                         description="The compacted files hold exactly the offsets of the files they replace.")],
             op_tags={"topic": topic.topic},
             pool=table_pool(topic, "compaction", embedded_metastore),
-            backfill_policy=BackfillPolicy.multi_run(max_partitions_per_run=HOURS_PER_BACKFILL_RUN),
+            # A range is one run, as for raw and catalog (the CLI's `--partition-range` needs a single run): its hours
+            # compact in order, each recorded as it compacts, and hours not due yet are named at the end.
+            backfill_policy=BackfillPolicy.single_run(),
             can_subset=True,
         )
         def compact(
@@ -80,7 +84,8 @@ def compacted_asset(topic: TableSpec, embedded_metastore: bool = True):
                     yield AssetMaterialization(key, partition=partition_key, metadata=dagster_metadata(done.metadata))
                     yield AssetCheckEvaluation(
                         asset_key=key, check_name=check_name, partition=partition_key, passed=done.check.passed,
-                        description=done.check.description, metadata=done.check.metadata)
+                        severity=SEVERITIES[done.check.severity], description=done.check.description,
+                        metadata=done.check.metadata)
                 if not_due:
                     raise CompactionNotDue(f"{len(not_due)} of {len(context.partition_keys)} hour(s) not due: "
                                            + " | ".join(not_due))

@@ -238,7 +238,8 @@ def health_sensor(catalog: TopicCatalog, running: bool = True):
 
     @sensor(
         name="topic_health",
-        description="Per topic: the freshness check (latest closed hour landed within freshness_minutes), "
+        description="Per topic: the freshness check (the latest hour past its deadline, freshness_minutes after "
+        "its end, is landed, and when), "
         "offset and time lag per partition as observations of raw/…, alerts on failure and recovery "
         "(in the tick's log and to ALERT_WEBHOOK_URL).",
         minimum_interval_seconds=300,
@@ -256,7 +257,7 @@ def health_sensor(catalog: TopicCatalog, running: bool = True):
         events = []
         for topic in topics:
             landed, newest = landed_in_freshness_window(context.instance, topic, now)
-            result = automation.freshness(topic, lambda h: h.partition_key in landed, now, newest)
+            result = automation.freshness(topic, lambda h: landed.get(h.partition_key), now, newest)
             if result is not None:
                 previous = state.get(topic.topic)
                 evaluation = freshness_evaluation(topic, result, shown[topic.topic].latest_materialization)

@@ -124,14 +124,26 @@ def test_placement_hours_are_read_from_the_data_files_of_a_manifest():
 
 def test_fresh_when_the_latest_hour_past_its_deadline_has_landed(page_views):
     now = at(H, 121)
-    result = automation.freshness(page_views, {H}.__contains__, now, H)
+    result = automation.freshness(page_views, {H: at(H, 70)}.get, now, H)
     assert result.passed and result.due_hour == H
+    assert "landed at 2026-11-21 12:10Z, 50 min before its deadline 2026-11-21 13:00Z" in result.description
+
+
+def test_an_hour_landed_after_its_deadline_passes_saying_how_late_it_landed(page_views):
+    """The rule asks whether the hour is landed now; the description, and so the recovery alert, says when it landed.
+    Before, it said "landed within 120 min" of an hour that landed 52 minutes after its deadline."""
+    now = at(H, 175)
+    result = automation.freshness(page_views, {H: at(H, 172)}.get, now, H)
+    assert result.passed
+    assert f"hour {H} is landed: landed at 2026-11-21 13:52Z, 52 min after its deadline 2026-11-21 13:00Z" \
+        in result.description
+    assert "within" not in result.description
 
 
 def test_stale_names_how_late_and_how_many_hours_are_missing(page_views):
-    landed = {KafkaHour(H.start - timedelta(hours=3))}
+    landed = {KafkaHour(H.start - timedelta(hours=3)): at(H, -120)}
     now = at(H, 150)  # H is 30 min past its deadline; H-1 and H-2 are missing too
-    result = automation.freshness(page_views, landed.__contains__, now, min(landed))
+    result = automation.freshness(page_views, landed.get, now, min(landed))
     assert not result.passed
     assert result.missing_hours == 3
     assert result.minutes_late == pytest.approx(150.0)
@@ -139,12 +151,12 @@ def test_stale_names_how_late_and_how_many_hours_are_missing(page_views):
 
 
 def test_no_freshness_without_an_sla(page_views):
-    assert automation.freshness(page_views.model_copy(update=dict(freshness_minutes=None)), set().__contains__, at(H, 500), None) is None
+    assert automation.freshness(page_views.model_copy(update=dict(freshness_minutes=None)), {}.get, at(H, 500), None) is None
 
 
 def test_nothing_is_due_before_the_topic_starts(page_views):
     young = page_views.model_copy(update=dict(start_hour=H.start))
-    result = automation.freshness(young, set().__contains__, at(H, 60), None)
+    result = automation.freshness(young, {}.get, at(H, 60), None)
     assert result.passed and result.due_hour is None
 
 

@@ -5,16 +5,23 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pyarrow.parquet as pq
 import pytest
 
 from kafka_lake.lake.compaction_manifest import read_compaction
+from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.lake.table_state import partition_location, storage_partitions
+from kafka_lake.tables.catalogs.hive_metastore import HiveCatalog
+from kafka_lake.tables.hive_layout import HiveTables
+from kafka_lake.tables.table_format import TableAccess
 from kafka_lake.upkeep.compaction import (
     CompactionNotDue,
+    CompactionResult,
     commit_compaction,
     compact_hour,
     compact_partition,
     generation_checksum,
+    generations_hold_their_sources,
     plan_compaction,
 )
 from spark_jobs.compaction_job import run_compactions_on_spark
@@ -27,6 +34,7 @@ from tests.landing_fixtures import (
     produce,
     read_lake,
     rows_as_readers_see_them,
+    write_test_topic,
 )
 
 
@@ -78,6 +86,49 @@ def test_a_crash_after_the_commit_is_finished_by_the_rerun_with_the_same_rows(la
     [redone] = [m for m in result.manifests if m.partition == orphan_generation.task.partition]
     assert redone.generation == orphan_generation.task.generation
     assert [f.path for f in redone.files] == [f.path for f in orphan_generation.files]
+
+
+@pytest.mark.parametrize("lake_root", ["local"], indirect=True)  # the Hive table on S3 needs hadoop-aws, not here
+def test_a_run_finishing_an_interrupted_switch_checks_the_generations_it_switches_to(landed, spark, no_test_table_in_hive):
+    """Given runs that died between committing every generation of an hour and switching readers to them, when the
+    next run finishes each switch, then `row_set_unchanged` recomputes what those generations hold: it names them
+    and passes, and it fails where a generation's files lost a row since its commit. Before, it said "0 generation(s)
+    hold exactly their sources' offsets" and passed without reading a file."""
+    topic, _, _, storage = landed
+    tables = HiveTables(TableAccess(storage, hive_catalog=lambda: HiveCatalog(spark),
+                                    run_compactions=lambda tasks, description: run_compactions_on_spark(spark, tasks)))
+    committed = {}
+    for hour in HOURS[:2]:
+        tasks, _ = plan_compaction(topic, hour, storage)
+        committed[hour] = [commit_compaction(storage, compact_partition(task)) for task in tasks]
+    [*_, damaged] = committed[HOURS[1]]
+    path = storage.full_path(damaged.files[0].path)
+    rows = pq.read_table(path, filesystem=storage.filesystem)
+    pq.write_table(rows.slice(0, rows.num_rows - 1), path, filesystem=storage.filesystem)
+
+    intact, broken = (tables.compact_hour(topic, hour) for hour in HOURS[:2])
+
+    assert intact.check.passed, intact.check.description
+    assert intact.check.metadata["switched"] == len(committed[HOURS[0]]) > 0
+    assert f"{len(committed[HOURS[0]])} switched to now" in intact.check.description
+    assert not broken.check.passed and broken.check.severity == "error"
+    assert f"{damaged.partition} generation 1: files hold {rows.num_rows - 1}:" in broken.check.description
+    for hour in HOURS[:2]:
+        assert all(partition_location(storage, topic.database, topic.table, m.partition) == m.location
+                   for m in committed[hour])
+
+
+def test_a_compaction_that_found_no_generation_to_examine_says_so_and_does_not_pass(tmp_path):
+    """Given an hour no row is placed in (a quiet hour whose lateness has passed), when its compaction's check is
+    evaluated, then it says it examined nothing and does not pass: a warning, not an error."""
+    topic = write_test_topic(tmp_path / "catalog", "e2e.quiet")
+    storage = LakeStorage(str(tmp_path / "lake"))
+    empty = CompactionResult(HOURS[0], (), (), (), ())
+
+    outcome = generations_hold_their_sources(storage, topic, empty)
+
+    assert not outcome.passed and outcome.severity == "warn"
+    assert outcome.description.startswith("examined nothing: placement hour 2026-11-01-10:00 of e2e.quiet")
 
 
 @pytest.mark.own_landing

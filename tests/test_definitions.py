@@ -12,13 +12,23 @@ import sys
 import pytest
 from dagster import AssetKey
 
+from kafka_lake.lake.compaction_manifest import read_compaction
 from kafka_lake.lake.manifests import ManifestStore
 from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.lake.table_state import storage_partitions
 from kafka_lake.settings import PlatformSettings
 from kafka_lake.topics.loader import load_catalog
 from platform_assets.definitions import build_definitions
 from tests.conftest import PII_TEST_KEY, REPO
-from tests.landing_fixtures import HOURS, PARTITIONS, build_traffic, produce, unique_topic_name, write_test_topic
+from tests.landing_fixtures import (
+    HOURS,
+    PARTITIONS,
+    RAW_HOURS,
+    build_traffic,
+    produce,
+    unique_topic_name,
+    write_test_topic,
+)
 
 SNAPSHOT = REPO / "tests" / "snapshots" / "asset_specs.json"
 
@@ -169,37 +179,72 @@ def test_the_dagster_cli_materializes_one_topic_hour(broker, tmp_path):
     assert manifest.counts.rows == len(traffic.in_hours([HOURS[1]]).rows())
 
 
-def test_the_dagster_cli_materializes_a_partition_range_each_hour_with_its_own_metadata(broker, tmp_path):
+def test_the_dagster_cli_materializes_a_partition_range_of_every_layer_each_hour_with_its_own_metadata(broker, tmp_path):
+    """`--partition-range` on raw, then compacted, then catalog: each layer takes the range as one run, and records each
+    hour with its own metadata. Before, compaction's multi-run backfill policy made the CLI refuse its range
+    (`CheckError`: a range needs a single-run policy). The runs start in a folder of their own, where the embedded
+    metastore of the registration lives."""
     kafka_topic = unique_topic_name()
-    topic = write_test_topic(tmp_path / "catalog", kafka_topic)
+    topic = write_test_topic(tmp_path / "catalog", kafka_topic, allowed_lateness_hours=1)
     broker.create_topic(kafka_topic, PARTITIONS)
     traffic = build_traffic(topic, per_partition_per_hour=4)
     produce(broker.bootstrap_servers, traffic)
-    lake, home = tmp_path / "lake", tmp_path / "home"
+    lake, home, workdir = tmp_path / "lake", tmp_path / "home", tmp_path / "work"
     home.mkdir()
+    workdir.mkdir()
     env = {**os.environ, "SCHEMA_CATALOG_DIR": str(tmp_path / "catalog"), "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
            "LAKE_ROOT": str(lake), "PII_HMAC_KEY": PII_TEST_KEY, "SPARK_MASTER": "local[1]", "DAGSTER_HOME": str(home)}
-    first, last = (hour.strftime("%Y-%m-%d-%H:00") for hour in (HOURS[0], HOURS[-1]))
 
-    completed = subprocess.run(
-        [os.path.join(os.path.dirname(sys.executable), "dagster"), "asset", "materialize", "--select", "raw/e2e/orders",
-         "--partition-range", f"{first}...{last}", "-m", "platform_assets.definitions"],
-        env=env, cwd=REPO, capture_output=True, text=True, timeout=300,
-    )
+    def materialize_range(layer: str, hours) -> None:
+        first, last = (hour.strftime("%Y-%m-%d-%H:00") for hour in (hours[0], hours[-1]))
+        completed = subprocess.run(
+            [os.path.join(os.path.dirname(sys.executable), "dagster"), "asset", "materialize", "--select",
+             f"{layer}/e2e/orders", "--partition-range", f"{first}...{last}", "-m", "platform_assets.definitions"],
+            env=env, cwd=workdir, capture_output=True, text=True, timeout=300,
+        )
+        assert completed.returncode == 0, completed.stderr[-3000:]
 
-    assert completed.returncode == 0, completed.stderr[-3000:]
+    materialize_range("raw", RAW_HOURS)
+    materialize_range("compacted", HOURS)  # each placement hour is due once the raw hour after it has landed
+    materialize_range("catalog", HOURS)
+
     manifests = {m.hour: m for m in ManifestStore(LakeStorage(str(lake)), "e2e", "orders").all()}
-    assert sorted(manifests) == [hour.strftime("%Y-%m-%d-%H:00") for hour in HOURS]
+    assert sorted(manifests) == [hour.strftime("%Y-%m-%d-%H:00") for hour in RAW_HOURS]
     from dagster import DagsterInstance
     from dagster._core.storage.event_log.base import AssetRecordsFilter
 
+    def materialized(layer: str, hour: str):
+        [record] = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey([layer, "e2e", "orders"]), asset_partitions=[hour]), limit=1).records
+        return record.asset_materialization.metadata
+
     with DagsterInstance.from_config(str(home)) as instance:
         for hour, manifest in manifests.items():
-            [record] = instance.fetch_materializations(
-                AssetRecordsFilter(asset_key=AssetKey(["raw", "e2e", "orders"]), asset_partitions=[hour]), limit=1).records
-            metadata = record.asset_materialization.metadata
+            metadata = materialized("raw", hour)
             assert metadata["rows"].value == manifest.counts.rows == len(traffic.in_hours([manifest.kafka_hour.start]).rows())
             assert metadata["offset_ranges"].value == {str(p.partition): [p.start, p.end] for p in manifest.partitions}
+        storage = LakeStorage(str(lake))
+        for hour in HOURS:
+            key = hour.strftime("%Y-%m-%d-%H:00")
+            compacted = [p for p in storage_partitions(storage, "e2e", "orders") if p.hour == hour]
+            assert compacted and all(read_compaction(storage, "e2e", "orders", p) for p in compacted), key
+            assert materialized("compacted", key)["partitions_rewritten"].value == len(compacted)
+        assert instance.get_latest_materialization_event(AssetKey(["catalog", "e2e", "orders"])) is not None
+
+
+def test_every_hourly_layer_takes_a_range_as_one_run(monkeypatch):
+    """What `--partition-range` on the CLI needs, and what a backfill from the UI then does, for every partitioned asset
+    alike: a single-run backfill policy."""
+    monkeypatch.setenv("SCHEMA_CATALOG_DIR", str(REPO / "schema_catalog"))
+    from dagster import BackfillPolicy
+
+    from platform_assets.definitions import load_definitions
+
+    graph = load_definitions().resolve_asset_graph()
+    partitioned = [graph.get(key) for key in graph.get_all_asset_keys() if graph.get(key).partitions_def is not None]
+    assert {node.key.path[0] for node in partitioned} >= {"raw", "compacted", "catalog"}
+    assert [node.key.to_user_string() for node in partitioned
+            if node.backfill_policy != BackfillPolicy.single_run()] == []
 
 
 def test_with_table_format_iceberg_every_topic_is_an_iceberg_table_whose_assets_check_the_table(monkeypatch):

@@ -8,11 +8,14 @@ end (no Glue runs here); the REST catalog is a stand-in server speaking the REST
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 import uuid
+from dataclasses import replace
 
 import pytest
 
 from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.settings import PlatformSettings
 from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig, IcebergCatalogError, open_catalog, table_location
 from kafka_lake.tables.iceberg.commits import landed_hour_matches_table
 from kafka_lake.tables.iceberg.schema import IcebergSchemaError, ensure_table, table_schema
@@ -126,6 +129,22 @@ def test_a_table_of_that_name_that_is_not_the_topics_is_refused_not_changed(tmp_
 
     with pytest.raises(IcebergSchemaError, match="lies at .* not .*elsewhere"):
         ensure_table(catalog, topic, table_location(storage, "sensors", "elsewhere"))
+
+
+def test_the_tables_are_registered_under_the_catalog_name_iceberg_catalog_name_sets(tmp_path):
+    """An SQL catalog stores its name with each table, and a reader of it (Spark's JdbcCatalog) lists only the tables
+    under its own name: `ICEBERG_CATALOG_NAME` sets it (default `kafka_lake`); a name no engine takes is refused."""
+    lake = str(tmp_path / "lake")
+    settings = replace(PlatformSettings.from_env({"ICEBERG_CATALOG_NAME": "lake"}), lake_root=lake)
+    catalog = open_catalog(IcebergCatalogConfig.from_settings(settings))
+    ensure_table(catalog, write_topic(tmp_path, "sensors", "readings", [V1]), table_location(LakeStorage(lake), "sensors", "readings"))
+
+    with sqlite3.connect(f"{lake}/_iceberg/catalog.db") as database:
+        assert database.execute("SELECT catalog_name, table_namespace, table_name FROM iceberg_tables").fetchall() \
+            == [("lake", "sensors", "readings")]
+    assert PlatformSettings.from_env({}).iceberg_catalog_name == "kafka_lake"
+    with pytest.raises(ValueError, match="ICEBERG_CATALOG_NAME is 'my-lake'"):
+        PlatformSettings.from_env({"ICEBERG_CATALOG_NAME": "my-lake"})
 
 
 def test_the_embedded_catalog_is_refused_on_an_s3_lake_unless_a_database_is_named():

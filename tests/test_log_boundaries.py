@@ -271,6 +271,7 @@ def test_given_a_transaction_left_open_over_a_closed_hour_then_the_hour_ends_at_
     landed = first.manifest.partition(0)
     assert (landed.start, landed.end, landed.counts.rows) == (0, held[0].offset, 5)
     assert first.manifest.open_transactions == {"0": [held[0].offset, held[-1].offset + 1]}
+    assert first.manifest.held_back == first.manifest.open_transactions, "its records are stamped in the hour"
     assert "transaction still open" in first.manifest.boundaries["0"]["end_from"]
 
     still_open.commit()
@@ -281,6 +282,56 @@ def test_given_a_transaction_left_open_over_a_closed_hour_then_the_hour_ends_at_
     assert second.manifest.partition(0).start == held[0].offset
     assert second.manifest.partition(0).counts.rows == 3 and second.manifest.counts.late_events == 3
     assert_exactly_once(LakeStorage(lake), topic, before + held)
+
+
+def test_given_committed_records_stamped_in_hours_behind_an_open_transaction_then_those_hours_fail_naming_them_and_land_them_once_readable(
+    broker, tmp_path,
+):
+    """The dev broker's case: a transaction left open at 10:59 on every partition, committed records stamped in the
+    next two hours behind it. Tansu shows it as Apache Kafka would to a read_committed reader (fetches stop at the open
+    transaction's first offset) and reads past it with read_uncommitted; it also reports the last stable offset as 0,
+    and serves aborted records, so only a commit is played here. A broker whose committed end lags shows the platform
+    the same view. Before: hours 11:00 and 12:00 landed empty at the committed end, every check green,
+    `open_transactions` empty, and the records stamped in them were not landed."""
+    topic = write_test_topic(tmp_path / "catalog", unique_topic_name(), allowed_lateness_hours=1)
+    broker.create_topic(topic.topic, 2)
+    bootstrap = broker.bootstrap_servers
+    hour = lambda n: H + timedelta(hours=n)
+    before = [item for p in (0, 1) for item in rows(topic, spread(H, 4), first_id=10 * p, partition=p)]
+    produce_plain(bootstrap, topic.topic, before)
+    in_transaction = [item for p in (0, 1) for item in rows(topic, [H + timedelta(minutes=59)], first_id=50 + p, partition=p)]
+    still_open = Transaction(bootstrap, topic.topic).produce(in_transaction)
+    behind = [item for n in (1, 2) for p in (0, 1)
+              for item in rows(topic, spread(hour(n), 6), first_id=100 * n + 10 * p, partition=p)]
+    produce_plain(bootstrap, topic.topic, behind, single_batches=True)
+    lake = str(tmp_path / "lake")
+    settings = landing_settings(lake, bootstrap)
+    manifests = ManifestStore(LakeStorage(lake), topic.database, topic.table)
+
+    landed = land_in_process(topic, settings, [H, hour(1), hour(2)], now=hour(3) + timedelta(minutes=30))
+
+    for result in landed:
+        outcome = confirm_boundaries(topic, result.manifest, manifests, settings.kafka_config)
+        assert not outcome.passed, (result.manifest.hour, outcome.description)
+        for p in (0, 1):
+            committed_end = [i for i in in_transaction if i.partition == p][0].offset
+            stamped_in_hour = [i.offset for i in in_transaction + behind
+                               if i.partition == p and i.timestamp_ms < to_millis(result.manifest.kafka_hour.end)]
+            assert result.manifest.partition(p).end == committed_end
+            assert result.manifest.held_back[str(p)] == [committed_end, max(stamped_in_hour) + 1]
+            assert f"offsets [{committed_end}, {max(stamped_in_hour) + 1}) past it hold records stamped" in outcome.description
+            assert "not readable yet" in result.manifest.boundaries[str(p)]["end_from"]
+    assert [r.manifest.counts.rows for r in landed] == [8, 0, 0]
+
+    still_open.commit()
+    closing = [item for p in (0, 1) for item in rows(topic, [hour(4) + timedelta(minutes=1)], first_id=900 + p, partition=p)]
+    produce_plain(bootstrap, topic.topic, closing, single_batches=True)
+    [caught_up] = land_in_process(topic, settings, [hour(3)], now=hour(4) + timedelta(minutes=30))
+
+    assert caught_up.manifest.held_back == {}
+    assert caught_up.manifest.counts.rows == len(in_transaction + behind)
+    assert confirm_boundaries(topic, caught_up.manifest, manifests, settings.kafka_config).passed
+    assert_exactly_once(LakeStorage(lake), topic, before + in_transaction + behind)
 
 
 def test_an_isolation_level_other_than_read_committed_is_refused_where_it_is_set():

@@ -104,6 +104,31 @@ def test_a_json_field_route_reads_alike_as_columns_and_record_by_record(tmp_path
     assert orders.routed_away == 1
 
 
+@pytest.mark.parametrize("columnar", [True, False])
+def test_framed_json_with_an_unknown_schema_id_is_a_dead_letter_of_the_table_its_route_names(tmp_path, columnar):
+    """A JSON route field is read whatever schema id the framing names: a record whose id no version knows goes to the
+    table its route value names, as a dead letter saying which id and which topic.yaml lacks it (so that table's
+    dead-letter rate and owner see it, and it lands there once the version is added); only a route value no table
+    takes makes it unrouted. On both decode paths."""
+    write(tmp_path, "shop/orders", ORDER, 11, format="json", route={"field": "kind", "equals": "o"})
+    write(tmp_path, "shop/refunds", REFUND, 12, format="json", route={"field": "kind", "equals": "r"})
+    catalog = load_catalog(tmp_path)
+    framed = lambda schema_id, text: b"\x00" + struct.pack(">I", schema_id) + text
+    values = [framed(11, b'{"kind": "o", "id": 1}'), framed(99, b'{"kind": "o", "id": 2}'),
+              framed(99, b'{"kind": "r", "amount": 3}'), framed(99, b'{"kind": "z", "id": 4}')]
+    records = [KafkaRecord(0, offset, KAFKA_MS + offset, None, value) for offset, value in enumerate(values)]
+    orders, refunds = (BatchDecoder(catalog.by_name("shop", name), CatalogSchemas(catalog.by_name("shop", name)), None,
+                                    columnar=columnar).decode(records) for name in ("orders", "refunds"))
+
+    [order_letter] = [row for table in orders.dead_letters.values() for row in table.to_pylist()]
+    [refund_letter] = [row for table in refunds.dead_letters.values() for row in table.to_pylist()]
+    assert (offsets(orders), order_letter["_kafka_offset"], refund_letter["_kafka_offset"]) == ([0], 1, 2)
+    for letter, folder in ((order_letter, "orders"), (refund_letter, "refunds")):
+        assert letter["error"].startswith("unknown_schema_id: schema id 99 is no registry_id of topic shop.mixed")
+        assert f"shop/{folder}/topic.yaml" in letter["error"]
+    assert unrouted(orders) == [(3, "unrouted: no table of topic 'shop.mixed' takes kind = 'z'")]
+
+
 def test_the_dead_letter_rate_of_a_routed_table_counts_only_the_records_it_took():
     """Given a routed table that took 2 of 10 records and could not decode one; then its rate is 50%, not 10%."""
     counts = LandingCounts(records=10, rows=1, dead_letters=1, routed_away=7, unrouted=1)

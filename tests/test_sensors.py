@@ -261,6 +261,10 @@ def test_freshness_fails_with_how_late_alerts_and_recovers(broker, topic, instan
     [evaluation] = [e for e in fresh.asset_events if type(e).__name__ == "AssetCheckEvaluation"]
     assert evaluation.passed
     assert webhook[-1]["text"].startswith("[RECOVERED] freshness of " + topic.topic)
+    # It says when the hour landed (Dagster's record of the landing), not that it landed in time.
+    landed = datetime.fromtimestamp(instance.get_latest_materialization_event(raw_key(topic)).timestamp, timezone.utc)
+    assert f"hour {H} is landed: landed at {landed:%Y-%m-%d %H:%M}Z" in webhook[-1]["text"]
+    assert "within" not in webhook[-1]["text"]
 
 
 def test_lag_is_observed_per_partition_in_records_and_time(broker, topic, instance, clock, tmp_path):

@@ -8,6 +8,7 @@ Everything else is real: the Tansu broker, the SeaweedFS S3 server, Spark and it
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import io
@@ -335,6 +336,73 @@ def test_hive_reads_every_avro_type_from_the_parquet_landing_writes(hive, spark,
         for name in ("local_ms", "local_us"):
             row[name] = row[name] and row[name].replace(tzinfo=dt.timezone.utc)
     assert through_sql == expected
+
+
+CAMEL = record("Order", [
+    ("orderId", "long"),
+    ("customer", record("Customer", [("loyaltyTier", "string"), ("homeAddress", record("Address", [("zipCode", "string")]))])),
+    ("lineItems", {"type": "array", "items": record("LineItem", [("skuId", "string")])}),
+    ("giftNotes", {"type": "map", "values": record("GiftNote", [("fromName", "string")])}),
+])
+CAMEL_ROW = {"orderId": 7, "customer": {"loyaltyTier": "gold", "homeAddress": {"zipCode": "10115"}},
+             "lineItems": [{"skuId": "A-1"}], "giftNotes": {"n": {"fromName": "Ann"}}}
+
+
+def test_the_table_names_every_column_and_struct_field_in_lowercase(tmp_path):
+    """Glue's and Athena's rule is lowercase names; the Avro case (`orderId`, `customer.loyaltyTier`) stays in the
+    Parquet files, whose readers match names without regard to case."""
+    topic = write_topic(tmp_path / "catalog", "shop", "orders", [CAMEL])
+
+    columns = hive_columns(table_columns(topic))
+
+    assert columns["orderid"] == "bigint"
+    assert columns["customer"] == "struct<loyaltytier:string,homeaddress:struct<zipcode:string>>"
+    assert columns["lineitems"] == "array<struct<skuid:string>>"
+    assert columns["giftnotes"] == "map<string,struct<fromname:string>>"
+    assert all(name == name.lower() for name in columns)
+
+
+def test_a_table_registered_with_the_avro_case_is_renamed_lowercase_and_read_by_spark(table_catalog, spark, tmp_path):
+    """Given a table a release before registered with the Avro case, and a file landed with it; when the table is
+    registered again, then every name is lowercase, the change says which columns were renamed, registering once more
+    changes nothing, and (Hive) Spark SQL reads the camelCase Parquet columns through the lowercase names."""
+    topic = write_topic(tmp_path / "catalog", "camel", f"orders_{table_catalog.kind}", [CAMEL])
+    storage = LakeStorage(str(tmp_path / "lake"))
+    definition = table_definition(topic, storage.uri(f"camel/{topic.table}"))
+    as_avro = {"orderId": "bigint", "customer": "struct<loyaltyTier:string,homeAddress:struct<zipCode:string>>",
+               "lineItems": "array<struct<skuId:string>>", "giftNotes": "map<string,struct<fromName:string>>"}
+    registered_before = dataclasses.replace(definition, columns=tuple(
+        dataclasses.replace(c, name=next((n for n in as_avro if n.lower() == c.name), c.name),
+                            type=parse_hive_type(as_avro[n]) if (n := next((n for n in as_avro if n.lower() == c.name), None))
+                            else c.type) for c in definition.columns))
+    table_catalog.ensure_table(registered_before)
+
+    change = table_catalog.ensure_table(definition)
+
+    assert change.recased_columns == ("orderid", "customer", "lineitems", "giftnotes"), change
+    assert not change.added_columns and not change.widened_columns
+    assert hive_columns(table_catalog.table_columns(definition)) == hive_columns(definition.columns)
+    assert not table_catalog.ensure_table(definition).changed
+    if table_catalog.kind != "hive":
+        return
+    version = topic.schema_versions[0]
+    mapping = arrow_mapping_for(version, (), lambda v: v)
+    buffer = io.BytesIO()
+    fastavro.schemaless_writer(buffer, version.parsed, CAMEL_ROW)
+    buffer.seek(0)
+    decoded = [fastavro.schemaless_reader(buffer, version.parsed, None, return_named_type=True)]
+    kafka = [pa.array([topic.topic]), pa.array([0], pa.int32()), pa.array([3], pa.int64()),
+             pa.array([1_793_538_000_000], pa.timestamp("ms", tz="UTC")), pa.array([None], pa.binary()),
+             pa.array([None], KAFKA_HEADERS_TYPE)]
+    partition = TablePartition(1, dt.datetime(2026, 11, 1, 13, tzinfo=dt.timezone.utc))
+    with storage.open_output(f"{partition.raw_directory('camel', topic.table)}/part.parquet") as stream:
+        pq.write_table(pa.Table.from_arrays(mapping.record_columns(decoded) + kafka, schema=mapping.schema), stream)
+    reconcile(table_catalog, definition, storage_partitions(storage, "camel", topic.table))
+
+    [row] = spark.sql(f"SELECT orderid, customer.loyaltytier AS tier, customer.homeaddress.zipcode AS zip, "
+                      f"lineitems[0].skuid AS sku, giftnotes['n'].fromname AS sender FROM camel.{topic.table}").collect()
+
+    assert row.asDict() == {"orderid": 7, "tier": "gold", "zip": "10115", "sku": "A-1", "sender": "Ann"}
 
 
 def _since_midnight(moment: dt.time) -> int:

@@ -4,8 +4,10 @@
 A route reads one value of the record before it is decoded for a table: the record's full name (its schema id names
 the version), or a field: read by the payload format from the values where it can read one field cheaply (JSON), else
 from the batch's values decoded as the table's own versions read them, by the decode paths (as columns where they
-can). A record whose route value cannot be read at all (no JSON, an unknown schema id) is unrouted too: no table could
-say it is theirs.
+can). A record whose route value cannot be read at all (no JSON object; a schema id no table knows, for a route read through
+the schema) is unrouted too: no table could say it is theirs. A JSON field is read whatever schema id frames it: a
+record with an unknown id goes to the table its route names, where decoding makes it a dead letter naming the id
+(that table's owner must add the version).
 """
 
 from __future__ import annotations

@@ -115,12 +115,15 @@ class KafkaLog:
         self._consumer = Consumer(config)
         self._prober: Consumer | None = None  # reads single records; made on the first
         self._windows: Consumer | None = None  # reads the records before a boundary; made on the first
+        self._uncommitted: KafkaLog | None = None  # the log past the committed end (`held_back`); made on the first
 
     def close(self) -> None:
         self._consumer.close()
         for consumer in (self._prober, self._windows):
             if consumer is not None:
                 consumer.close()
+        if self._uncommitted is not None:
+            self._uncommitted.close()
 
     def __enter__(self) -> KafkaLog:
         return self
@@ -219,18 +222,39 @@ class KafkaLog:
         for partition in partitions:
             bounds = self.log_bounds(partition)
             lookup = lambda moment_ms: self.first_offset_at_or_after(partition, moment_ms, bounds.start, bounds.end)
+            end_lookup = None if partition in known_ends else lookup(hour.end_ms)
+            # No committed record at or after the hour's end: the hour may end at the committed end, below records
+            # stamped in it that cannot be read yet.
+            held_back, high_watermark = (None, bounds.high_watermark) if end_lookup is not None \
+                else self.held_back(partition, hour, bounds)
             logs.append(
                 PartitionLog(
                     partition=partition,
                     log_start=bounds.start,
                     log_end=bounds.end,
                     first_at_or_after_hour_start=None if partition in known_starts else lookup(hour.start_ms),
-                    first_at_or_after_hour_end=None if partition in known_ends else lookup(hour.end_ms),
-                    high_watermark=bounds.high_watermark,
+                    first_at_or_after_hour_end=end_lookup,
+                    high_watermark=high_watermark,
                     reported_end=bounds.reported_end,
+                    held_back=held_back,
                 )
             )
         return logs
+
+    def held_back(self, partition: int, hour: KafkaHour, committed: LogBounds) -> tuple[tuple[int, int] | None, int]:
+        """(offsets past the committed end whose records are stamped before the hour's end, or None; the log's end
+        past the committed end). They are offsets of the hour by Kafka's rule that a read_committed consumer cannot
+        read yet: a transaction still open, or a broker whose committed end lags. Found by reading the log as it is
+        written (read_uncommitted), for offsets and timestamps only: no value read this way is landed."""
+        if self._uncommitted is None:
+            self._uncommitted = KafkaLog({**self._config, "isolation.level": "read_uncommitted"}, self.topic)
+        written = self._uncommitted.log_bounds(partition)
+        end = max(written.end, committed.high_watermark)
+        if written.end <= committed.end:
+            return None, end
+        first_after = self._uncommitted.first_offset_at_or_after(partition, hour.end_ms, committed.end, written.end)
+        stop = written.end if first_after is None else first_after
+        return ((committed.end, stop) if stop > committed.end else None), end
 
     def first_offset_at_or_after(self, partition: int, timestamp_ms: int, log_start: int, log_end: int) -> int | None:
         """The first offset whose record is stamped at or after `timestamp_ms`, or None if no record is yet.

@@ -15,6 +15,7 @@ class CheckOutcome:
     passed: bool
     description: str
     metadata: dict = field(default_factory=dict)
+    severity: str = "error"  # of a failure: "error", or "warn" where failing says only that nothing could be judged
 
 
 def slices_contiguous(manifest: HourManifest, previous: HourManifest | None, following: HourManifest | None) -> CheckOutcome:
@@ -121,6 +122,12 @@ def boundaries_confirmed(manifest: HourManifest, around: list[BoundaryRecords]) 
     the end is stamped at or after the hour's end, and the record at a time boundary is stamped at or after it."""
     hour = manifest.kafka_hour
     problems, confirmed = [], []
+    for partition, (first, last) in sorted(manifest.held_back.items(), key=lambda item: int(item[0])):
+        problems.append(
+            f"partition {partition}: the hour ends at {first}, where the committed log ended when it landed, but "
+            f"offsets [{first}, {last}) past it hold records stamped before the hour's end, held back (a transaction "
+            f"still open, or the broker's committed end lags): they land with the first hour landed once readable"
+        )
     for records in around:
         landed = manifest.partition(records.partition)
         if landed is None:
@@ -149,7 +156,9 @@ def boundaries_confirmed(manifest: HourManifest, around: list[BoundaryRecords]) 
                 )
         if checked:
             confirmed.append(f"{records.partition} ({' and '.join(checked)})")
-    metadata = {"partitions_read": len(confirmed)}
+    metadata: dict = {"partitions_read": len(confirmed)}
+    if manifest.held_back:
+        metadata["held_back"] = dict(manifest.held_back)
     if problems:
         return CheckOutcome(False, "; ".join(problems), metadata)
     if not confirmed:

@@ -68,6 +68,10 @@ class HourManifest:
     # partition → [start, end) of offsets past this hour's end held by a transaction still open when it landed
     # (the hour ended at the last stable offset); committed later, they are the next hour's offsets.
     open_transactions: dict = field(default_factory=dict)
+    # partition → [start, end) of offsets past this hour's end (the committed end) whose records are stamped before
+    # the hour's end: held back from a read_committed reader when the hour landed, it is incomplete by them; they
+    # land with the first hour landed once readable.
+    held_back: dict = field(default_factory=dict)
 
     @property
     def kafka_hour(self) -> KafkaHour:

@@ -247,6 +247,7 @@ def build_manifest(
         accepted_losses={str(b.partition): list(b.accepted_loss) for b in bounds if b.accepted_loss},
         new_partitions=tuple(b.partition for b in bounds if b.new_partition),
         open_transactions={str(b.partition): list(b.open_transaction) for b in bounds if b.open_transaction},
+        held_back={str(b.partition): list(b.held_back) for b in bounds if b.held_back},
     )
 
 

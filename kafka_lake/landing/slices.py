@@ -30,6 +30,9 @@ class PartitionLog:
     # Past `log_end` while a transaction is open: [log_end, high_watermark) is not decided yet. None: as log_end.
     high_watermark: int | None = None
     reported_end: int | None = None  # the broker's answer for the log end, where reading found another
+    # Offsets past `log_end`, not readable committed yet, whose records are stamped before the hour's end (`KafkaLog.
+    # held_back`): where the hour ends at `log_end`, it is incomplete by them.
+    held_back: tuple[int, int] | None = None
 
     @property
     def undecided(self) -> tuple[int, int] | None:
@@ -52,6 +55,9 @@ class PartitionBounds:
     # Where the hour ends at the last stable offset: the offsets past it that a transaction still open holds.
     # Committed later, they land in the hour after (whose offsets they are), placed by their own time.
     open_transaction: tuple[int, int] | None = None
+    # Of those, the offsets holding records stamped before the hour's end: the hour is incomplete by them, and its
+    # checks fail naming them; they land with the first hour landed once they are readable.
+    held_back: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -130,11 +136,16 @@ def plan_hour(
                 start, start_from = loss[1], f"log start (offsets [{loss[0]}, {loss[1]}) expired; loss accepted)"
         new = before is not None and before.partition(log.partition) is None
         held_open = log.undecided if end == log.log_end else None
-        if held_open:
+        held_back = log.held_back if end == log.log_end else None
+        if held_back:
+            end_from += (f"; offsets [{held_back[0]}, {held_back[1]}) past it hold records stamped before the hour's "
+                         f"end that are not readable yet (a transaction still open, or the broker's committed end "
+                         f"lags): the hour is incomplete; they land with the first hour landed once they are readable")
+        elif held_open:
             end_from += (f"; offsets [{held_open[0]}, {held_open[1]}) are in a transaction still open: "
                          f"committed, they land with hour {hour.next()}")
         bounds.append(PartitionBounds(log.partition, start, end, start_from, end_from,
-                                      loss if accept_lost_offsets else None, new, held_open))
+                                      loss if accept_lost_offsets else None, new, held_open or held_back, held_back))
     if open_partitions:
         raise HourNotClosed(topic, hour, open_partitions, closes_at)
     if expired and not accept_lost_offsets:

@@ -130,27 +130,31 @@ def table_definition(topic: TableSpec, location: str) -> TableDefinition:
 
 def table_columns(topic: TableSpec) -> tuple[Column, ...]:
     """The union of every version's fields in version order (new fields appended, struct fields
-    unioned, types widened), then the `_kafka_*` columns, then the key's and `_kafka_tombstone` (`key_columns`)."""
+    unioned, types widened), then the `_kafka_*` columns, then the key's and `_kafka_tombstone` (`key_columns`).
+
+    Names are lowercase, struct fields' too (`orderId` → `orderid`): Glue's and Athena's rule, and what the Hive
+    metastore keeps of a top-level name. Parquet readers match the files' own names without regard to case, and names
+    differing only in case are refused at load, so every column still finds its values."""
     kafka_names = {f.name for f in KAFKA_COLUMNS}
     trailing = tuple(column_of(f, f"{topic.source_file or topic.name}: the key and tombstone columns")
                      for f in trailing_columns(topic))
     if not payload_format(topic).has_schemas:  # no schema: the value's bytes
         return tuple(column_of(f, f"{topic.name}: the raw value" if f.name not in kafka_names else "the Kafka columns")
-                     for f in RAW_MAPPING.schema) + trailing
+                     for f in RAW_MAPPING.schema) + tuple(map(lowercase, trailing))
     per_version = []
     for version in topic.schema_versions:
         label = f"{topic.source_file or topic.name}: version {version.version} ({version.file})"
         schema = arrow_schema_for(version, topic.pii_fields, topic.columns_by_field)
         columns = tuple(column_of(f, label) for f in schema if f.name not in kafka_names)
         _check_names(columns, label, top_level=True)
-        per_version.append((label, columns))
+        per_version.append((label, tuple(lowercase(column) for column in columns)))
     merged = per_version[0][1]
     for index, (_label, columns) in enumerate(per_version[1:], start=1):
         try:
             merged = merge_columns(merged, columns)
         except _Conflict as conflict:
             raise _name_versions(conflict, per_version[: index + 1]) from None
-    return merged + tuple(column_of(f, "the Kafka columns") for f in KAFKA_COLUMNS) + trailing
+    return merged + tuple(column_of(f, "the Kafka columns") for f in KAFKA_COLUMNS) + tuple(map(lowercase, trailing))
 
 
 def column_of(arrow_field: pa.Field, where: str) -> Column:
@@ -158,6 +162,11 @@ def column_of(arrow_field: pa.Field, where: str) -> Column:
     if len(comment) > MAX_COMMENT_CHARS:
         comment = comment[: MAX_COMMENT_CHARS - 1] + "…"
     return Column(arrow_field.name, hive_type_of(arrow_field.type, f"{where}: column {arrow_field.name!r}"), comment)
+
+
+def lowercase(column: Column) -> Column:
+    """The column as the table catalog names it: lowercase (its struct fields are already)."""
+    return Column(column.name.lower(), column.type, column.comment)
 
 
 def hive_type_of(arrow_type: pa.DataType, where: str) -> HiveType:
@@ -204,7 +213,7 @@ def hive_type_of(arrow_type: pa.DataType, where: str) -> HiveType:
             for i in range(arrow_type.num_fields)
         )
         _check_names(fields, where, top_level=False)
-        return HiveType("struct", fields=fields)
+        return HiveType("struct", fields=tuple(map(lowercase, fields)))
     if t.is_map(arrow_type):
         if not t.is_string(arrow_type.key_type):
             raise TableSchemaError(f"{where}: map keys must be strings, got {arrow_type.key_type}")
@@ -243,7 +252,8 @@ class _Conflict(Exception):
 
 
 def merge_columns(old: tuple[Column, ...], new: tuple[Column, ...], path: tuple[str, ...] = ()) -> tuple[Column, ...]:
-    """`old` with `new`'s columns merged in: same name (case-insensitive) → the wider type; others appended."""
+    """`old` with `new`'s columns merged in: same name (case-insensitive) → the wider type, under `new`'s spelling
+    (a table registered with names in another case takes the lowercase ones); others appended."""
     merged = list(old)
     position = {column.name.lower(): i for i, column in enumerate(old)}
     for column in new:
@@ -251,15 +261,22 @@ def merge_columns(old: tuple[Column, ...], new: tuple[Column, ...], path: tuple[
         if i is None:
             merged.append(column)
         else:
-            merged[i] = Column(merged[i].name, widest(merged[i].type, column.type, path + (merged[i].name,)),
+            merged[i] = Column(column.name, widest(merged[i].type, column.type, path + (column.name,)),
                                column.comment or merged[i].comment)
     return tuple(merged)
+
+
+def casefolded(hive_type: HiveType) -> HiveType:
+    """The type with every struct field name lowercase: what it is to a reader that ignores case."""
+    return HiveType(hive_type.name, hive_type.precision, hive_type.scale,
+                    tuple(Column(f.name.lower(), casefolded(f.type), f.comment) for f in hive_type.fields),
+                    None if hive_type.element is None else casefolded(hive_type.element))
 
 
 def widest(old: HiveType, new: HiveType, path: tuple[str, ...]) -> HiveType:
     """The type that reads files of both `old` and `new`, or `_Conflict`."""
     if old == new:
-        return old
+        return new
     if old.name == new.name == "struct":
         return HiveType("struct", fields=merge_columns(old.fields, new.fields, path))
     if old.name == new.name and old.name in ("array", "map"):
@@ -308,7 +325,9 @@ def incompatible(column: str, old_label: str, old: HiveType, new_label: str, new
 def merge_with_catalog(existing: tuple[Column, ...], definition: TableDefinition) -> tuple[Column, ...]:
     """The columns the catalog table must have: the ones it has (never dropped) evolved by the definition."""
     try:
-        return merge_columns(existing, definition.columns)
+        # Columns the versions no longer name stay too, lowercase like the rest.
+        return merge_columns(tuple(Column(c.name.lower(), casefolded(c.type), c.comment) for c in existing),
+                             definition.columns)
     except _Conflict as conflict:
         raise incompatible(
             conflict.dotted, f"the table {definition.name} in the catalog", conflict.old,

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from kafka_lake.hours import FIRST_HOUR, LAST_HOUR, ONE_HOUR, KafkaHour, hour_key
 from kafka_lake.lake import layout
 from kafka_lake.lake.compaction_manifest import CompactedFile, CompactionManifest, read_compaction
+from kafka_lake.lake.landing_checks import CheckOutcome
 from kafka_lake.lake.manifests import ManifestStore, PlacementIndex
 from kafka_lake.lake.parquet_output import ParquetOutput
 from kafka_lake.lake.storage import LakeStorage
@@ -68,10 +69,18 @@ class CompactionReport:
 @dataclass(frozen=True)
 class CompactionResult:
     hour: datetime
-    manifests: tuple[CompactionManifest, ...]
+    manifests: tuple[CompactionManifest, ...]  # the generations this run wrote and committed
     reports: tuple[CompactionReport, ...]
     deleted_sources: tuple[str, ...]
     up_to_date: tuple[TablePartition, ...]
+    # Generations a run that died between their commit and the switch had committed: this run switched readers to them.
+    switched: tuple[CompactionManifest, ...] = ()
+    kept: tuple[CompactionManifest, ...] = ()  # the generations of partitions already compact, left as they were
+
+    @property
+    def generations(self) -> tuple[CompactionManifest, ...]:
+        """Every generation readers of the hour are switched to once the run is done."""
+        return self.manifests + self.switched + self.kept
 
 
 def raw_hours_that_feed(topic: TableSpec, hour: datetime) -> list[KafkaHour]:
@@ -314,10 +323,15 @@ def compact_hour(
     target_bytes: int | None = None,
 ) -> CompactionResult:
     """Plans, rewrites, commits, publishes (switches readers) and deletes the sources, in that order."""
-    unfinished = _finish_interrupted_swaps(topic, hour, storage, publish)
+    unfinished, finished_deletions = _finish_interrupted_swaps(topic, hour, storage, publish)
     tasks, up_to_date = plan_compaction(topic, hour, storage, target_bytes=target_bytes)
     reports, manifests, deleted = rewrite_generations(storage, tasks, run_tasks, publish)
-    return CompactionResult(hour, tuple(manifests), tuple(reports), tuple(unfinished + deleted), tuple(up_to_date))
+    rewritten = {m.partition for m in manifests}
+    switched = tuple(m for m in unfinished if m.partition not in rewritten)
+    kept = tuple(m for m in (read_compaction(storage, topic.database, topic.table, p) for p in up_to_date
+                             if p not in {s.partition for s in switched}) if m is not None)
+    return CompactionResult(hour, tuple(manifests), tuple(reports), tuple(finished_deletions + deleted), tuple(up_to_date),
+                            switched, kept)
 
 
 def rewrite_generations(
@@ -335,17 +349,45 @@ def rewrite_generations(
     return reports, manifests, deleted
 
 
-def _finish_interrupted_swaps(topic: TableSpec, hour: datetime, storage: LakeStorage, publish: Publish) -> list[str]:
-    """A crash after the commit left sources behind: publish the committed generation, then delete them."""
+def _finish_interrupted_swaps(topic: TableSpec, hour: datetime, storage: LakeStorage,
+                              publish: Publish) -> tuple[list[CompactionManifest], list[str]]:
+    """A crash after the commit left sources behind: publish the committed generation, then delete them. Returns the
+    generations switched to and the sources deleted."""
     pending = []
     for partition in _compacted_partitions(storage, topic, hour):
         manifest = read_compaction(storage, topic.database, topic.table, partition)
         if manifest is not None and any(storage.exists(path) for path in replaced_sources(manifest)):
             pending.append(manifest)
     if not pending:
-        return []
+        return [], []
     publish(pending)
-    return [path for manifest in pending for path in delete_sources(storage, manifest)]
+    return pending, [path for manifest in pending for path in delete_sources(storage, manifest)]
+
+
+def generations_hold_their_sources(storage: LakeStorage, topic: TableSpec, result: CompactionResult) -> CheckOutcome:
+    """`row_set_unchanged` of a compaction run: every generation the hour's readers are switched to holds exactly the
+    offsets recorded from its sources, recomputed from its files: those the run wrote, those it switched to after a
+    run that died between their commit and the switch, and those already current. A run that found no generation to
+    examine says so and does not pass (as a warning: an hour no row is placed in has none)."""
+    kinds = ((result.manifests, "written now"), (result.switched, "switched to now (committed by an interrupted run)"),
+             (result.kept, "already current"))
+    problems = []
+    for manifest in result.generations:
+        found = generation_checksum(storage, manifest)
+        if found != manifest.offsets_checksum:
+            problems.append(f"{manifest.partition} generation {manifest.generation}: files hold {found}, "
+                            f"sources held {manifest.offsets_checksum}")
+    metadata = {"generations": len(result.generations), "written": len(result.manifests),
+                "switched": len(result.switched), "already_current": len(result.kept)}
+    if problems:
+        return CheckOutcome(False, "; ".join(problems), metadata)
+    if not result.generations:
+        return CheckOutcome(False, f"examined nothing: placement hour {hour_key(result.hour)} of {topic.topic} has no "
+                                   "generation and no committed files to compact (no row is placed in it)",
+                            metadata, severity="warn")
+    counted = ", ".join(f"{len(manifests)} {what}" for manifests, what in kinds if manifests)
+    return CheckOutcome(True, f"{len(result.generations)} generation(s) hold exactly their sources' offsets: {counted}",
+                        metadata)
 
 
 def generation_checksum(storage: LakeStorage, manifest: CompactionManifest) -> str:

@@ -69,7 +69,7 @@ class GlueCatalog:
         table_input = self._table_input(definition, plan.columns)
         table_input["Parameters"] = {**existing.get("Parameters", {}), **table_input["Parameters"]}
         self.client.update_table(DatabaseName=definition.database, TableInput=table_input)
-        if plan.added or plan.widened:
+        if plan.columns_changed:
             # Athena reads a partition with the partition's own column list and refuses types that differ
             # from the table's (HIVE_PARTITION_SCHEMA_MISMATCH): every partition follows the table.
             self._refresh_partition_columns(definition, plan.columns)

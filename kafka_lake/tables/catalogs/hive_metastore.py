@@ -126,7 +126,7 @@ class HiveCatalog:
             from_hive_location(metadata.location().toString()),
         )
         columns, added, widened = plan.columns, plan.added, plan.widened
-        if widened:
+        if widened or plan.recased:
             # Spark SQL's ALTER TABLE … CHANGE COLUMN refuses type changes on Hive tables, and ADD COLUMNS
             # cannot reach inside a struct: the session catalog replaces the column list in one update.
             ddl = ", ".join(map(_column_ddl, columns))
@@ -137,7 +137,7 @@ class HiveCatalog:
             self._sql(f"ALTER TABLE {table} ADD COLUMNS ({new})", definition)
         if plan.relocated:
             self._sql(f"ALTER TABLE {table} SET LOCATION {sql_string(to_hive_location(definition.location))}", definition)
-        if added or widened:
+        if plan.columns_changed:
             self._sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({self._properties(definition)})", definition)
             self.spark.catalog.refreshTable(f"{definition.database}.{definition.table}")
         return plan.applied(created)

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Protocol
 
 from kafka_lake.lake.table_partition import TablePartition
-from kafka_lake.tables.table_schema import Column, TableDefinition, merge_with_catalog, parse_hive_type
+from kafka_lake.tables.table_schema import Column, TableDefinition, casefolded, merge_with_catalog, parse_hive_type
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}\Z")
 _HOUR = re.compile(r"^\d{2}\Z")
@@ -29,10 +29,12 @@ class TableChange:
     added_columns: tuple[str, ...] = ()
     widened_columns: tuple[str, ...] = ()  # a wider type, or new fields inside a struct
     relocated_table: bool = False
+    recased_columns: tuple[str, ...] = ()  # registered with (struct field) names in another case, now lowercase
 
     @property
     def changed(self) -> bool:
-        return self.created or bool(self.added_columns or self.widened_columns or self.relocated_table)
+        return self.created or bool(self.added_columns or self.widened_columns or self.relocated_table
+                                    or self.recased_columns)
 
 
 class TableCatalog(Protocol):
@@ -67,16 +69,23 @@ class TablePlan:
     added: tuple[str, ...]
     widened: tuple[str, ...]
     relocated: bool
+    recased: tuple[str, ...] = ()  # the same column, its name or a struct field's in another case: renamed lowercase
 
     @property
     def changed(self) -> bool:
-        return bool(self.added or self.widened or self.relocated)
+        return bool(self.added or self.widened or self.relocated or self.recased)
+
+    @property
+    def columns_changed(self) -> bool:
+        """Whether the column list changes: what partitions that carry the table's columns (Glue's) must follow."""
+        return bool(self.added or self.widened or self.recased)
 
     def applied(self, created: bool = False) -> TableChange:
         """What the catalog reports once the plan is carried out (a table just created was not evolved)."""
         if created:
             return TableChange(created=True)
-        return TableChange(added_columns=self.added, widened_columns=self.widened, relocated_table=self.relocated)
+        return TableChange(added_columns=self.added, widened_columns=self.widened, relocated_table=self.relocated,
+                           recased_columns=self.recased)
 
 
 def plan_table_change(definition: TableDefinition, columns: tuple[Column, ...], partition_keys: Iterable[tuple[str, str]],
@@ -85,8 +94,9 @@ def plan_table_change(definition: TableDefinition, columns: tuple[Column, ...], 
     `location`) the topic's `definition`; a table partitioned otherwise is refused."""
     check_partition_keys(definition, partition_keys)
     merged = merge_with_catalog(columns, definition)
-    added, widened = column_changes(columns, merged)
-    return TablePlan(merged, added, widened, normalize_location(location) != normalize_location(definition.location))
+    added, widened, recased = column_changes(columns, merged)
+    return TablePlan(merged, added, widened, normalize_location(location) != normalize_location(definition.location),
+                     recased)
 
 
 def normalize_location(location: str) -> str:
@@ -114,12 +124,17 @@ def partition_from_values(definition: TableDefinition, values: Iterable[str]) ->
     )
 
 
-def column_changes(old: tuple[Column, ...], new: tuple[Column, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(added column names, columns whose type changed) from `old` to `new`."""
-    old_types = {c.name.lower(): c.type for c in old}
-    added = tuple(c.name for c in new if c.name.lower() not in old_types)
-    widened = tuple(c.name for c in new if c.name.lower() in old_types and old_types[c.name.lower()] != c.type)
-    return added, widened
+def column_changes(old: tuple[Column, ...],
+                   new: tuple[Column, ...]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(added column names, columns whose type changed, columns only renamed to their lowercase name or whose
+    struct fields were) from `old` to `new`."""
+    before = {c.name.lower(): c for c in old}
+    added = tuple(c.name for c in new if c.name.lower() not in before)
+    kept = [(before[c.name.lower()], c) for c in new if c.name.lower() in before]
+    widened = tuple(c.name for was, c in kept if casefolded(was.type) != casefolded(c.type))
+    recased = tuple(c.name for was, c in kept if casefolded(was.type) == casefolded(c.type)
+                    and (was.name, was.type) != (c.name, c.type))
+    return added, widened, recased
 
 
 def check_partition_keys(definition: TableDefinition, keys: Iterable[tuple[str, str]]) -> None:

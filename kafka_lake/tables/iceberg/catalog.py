@@ -21,7 +21,7 @@ from kafka_lake.lake.aws_clients import glue_client
 from kafka_lake.lake.storage import LakeStorage, s3_filesystem_from_env
 from kafka_lake.settings import PlatformSettings, url_without_credentials
 
-CATALOG_NAME = "kafka_lake"
+CATALOG_NAME = "kafka_lake"  # the default of ICEBERG_CATALOG_NAME
 # The embedded catalog of a local lake: one SQLite file beside the tables, under a folder no topic can take
 # (database folders start with a letter).
 EMBEDDED_CATALOG_PATH = "_iceberg/catalog.db"
@@ -35,16 +35,19 @@ class IcebergCatalogError(ValueError):
 class IcebergCatalogConfig:
     """Where a deployment's Iceberg tables are registered: a REST catalog at `rest_uri`, Glue with `table_catalog ==
     "glue"`, else the SQL catalog at `sql_uri` (a SQLAlchemy URL) or, for a local lake, in the SQLite file
-    `{LAKE_ROOT}/_iceberg/catalog.db`. Naming two is refused."""
+    `{LAKE_ROOT}/_iceberg/catalog.db`. Naming two is refused. `name` is the catalog's name, which an SQL catalog
+    stores with every table: its readers must use it as their catalog's name."""
 
     lake_root: str
     table_catalog: str = "hive"
     rest_uri: str | None = field(default=None, repr=False)  # may carry credentials
     sql_uri: str | None = field(default=None, repr=False)  # may carry a password
+    name: str = CATALOG_NAME
 
     @classmethod
     def from_settings(cls, settings: PlatformSettings) -> IcebergCatalogConfig:
-        return cls(settings.lake_root, settings.table_catalog, settings.iceberg_rest_uri, settings.iceberg_catalog_uri)
+        return cls(settings.lake_root, settings.table_catalog, settings.iceberg_rest_uri, settings.iceberg_catalog_uri,
+                   settings.iceberg_catalog_name)
 
     @property
     def kind(self) -> str:
@@ -83,14 +86,14 @@ def open_catalog(config: IcebergCatalogConfig) -> Catalog:
     """The catalog itself; the embedded SQLite file and its folder are created on first use."""
     io = {PY_IO_IMPL: f"{LakeFileIO.__module__}.{LakeFileIO.__qualname__}"}
     if config.kind == "rest":
-        return RestCatalog(CATALOG_NAME, uri=config.rest_uri, **io)
+        return RestCatalog(config.name, uri=config.rest_uri, **io)
     if config.kind == "glue":
         # The Hive layout's Glue client: AWS_REGION, credentials, AWS_ENDPOINT_URL_GLUE, adaptive retries.
-        return GlueCatalog(CATALOG_NAME, client=glue_client(), **io)
+        return GlueCatalog(config.name, client=glue_client(), **io)
     uri = config.embedded_sql_uri()
     if uri.startswith("sqlite:///"):
         pafs.LocalFileSystem().create_dir(uri[len("sqlite:///"):].rsplit("/", 1)[0], recursive=True)
-    return SqlCatalog(CATALOG_NAME, uri=uri, **io)
+    return SqlCatalog(config.name, uri=uri, **io)
 
 
 def table_location(storage: LakeStorage, database: str, table: str) -> str:

@@ -206,8 +206,12 @@ class IcebergTables:
         rows = sum(c.rows for c in done)
         check = CheckOutcome(
             all(o.passed for o in outcomes),
-            "; ".join(o.description for o in outcomes) or "no placement of the hour had more than one file",
+            "; ".join(o.description for o in outcomes)
+            or f"no placement of the hour had more than one file: its {rows} row(s) stay in the files they were in",
             {"snapshots": len(rewritten)})
+        if not rows:
+            check = CheckOutcome(False, f"examined nothing: placement hour {hour:%Y-%m-%d %H}:00 of {topic.topic} holds "
+                                        "no row in the table", {"snapshots": 0}, severity="warn")
         metadata = {
             "dagster/row_count": rows,
             "rows": rows,
@@ -264,6 +268,7 @@ class IcebergTables:
         return {
             "table": name,
             "catalog": f"Iceberg: {self.catalog_config.describe()}",
+            "iceberg_catalog_name": self.catalog_config.name,
             "location": LakeUri(table.location()),
             "metadata_location": LakeUri(table.metadata_location),
             "columns": len(schema.fields),
