@@ -1,5 +1,6 @@
 """The lake's JSON documents: one versioned codec. A lake written by an earlier release stays readable."""
 
+
 from __future__ import annotations
 
 import json
@@ -8,7 +9,7 @@ import pytest
 
 from kafka_lake.lake.documents import DocumentError
 from kafka_lake.lake.landing_counts import LandingCounts
-from kafka_lake.lake.manifests import HourManifest, LandedFile, PartitionLanding
+from kafka_lake.lake.manifests import BoundaryOrigin, HourManifest, LandedFile, PartitionLanding
 
 # An hour manifest as the release before the versioned codec wrote it (format 1: counts beside the offsets).
 FORMAT_1 = {
@@ -33,6 +34,8 @@ def test_a_manifest_an_earlier_release_wrote_reads_with_its_counts_as_one_value(
     assert manifest.counts.accounted == manifest.counts.records == 9
     assert manifest.files[0] == LandedFile(FORMAT_1["files"][0]["path"], "data", 0, 10, 7, 900, 1, "2026-11-01-13:00")
     assert manifest.open_transactions == {} and manifest.new_partitions == ()
+    # where each boundary came from, told by the text alone before format 3
+    assert manifest.boundaries["0"]["start_origin"] == manifest.boundaries["0"]["end_origin"] == BoundaryOrigin.TIME_LOOKUP
 
 
 def test_a_manifest_written_now_reads_back_equal_and_says_its_format():
@@ -40,7 +43,7 @@ def test_a_manifest_written_now_reads_back_equal_and_says_its_format():
 
     written = manifest.to_json()
 
-    assert json.loads(written)["format"] == 2
+    assert json.loads(written)["format"] == 3
     assert HourManifest.from_json(written) == manifest
 
 

@@ -1,11 +1,12 @@
 """Slice planning as pure functions: boundaries from neighbours, lookups, the wall clock and losses."""
 
+
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from kafka_lake.hours import KafkaHour
-from kafka_lake.lake.manifests import HourManifest, PartitionLanding
+from kafka_lake.lake.manifests import BoundaryOrigin, HourManifest, PartitionLanding
 from kafka_lake.landing.slices import (
     HourNotClosed,
     OffsetSlice,
@@ -101,7 +102,8 @@ def test_given_a_new_partition_then_it_lands_from_its_first_record_in_the_hour()
 
 
 def test_given_a_long_range_when_splitting_then_no_slice_exceeds_the_limit_and_they_tile():
-    bounds = [PartitionBounds(0, 5, 27, "", ""), PartitionBounds(1, 3, 3, "", "")]
+    by_time = (BoundaryOrigin.TIME_LOOKUP.value, BoundaryOrigin.TIME_LOOKUP.value, BoundaryOrigin.TIME_LOOKUP, BoundaryOrigin.TIME_LOOKUP)
+    bounds = [PartitionBounds(0, 5, 27, *by_time), PartitionBounds(1, 3, 3, *by_time)]
     assert split_slices(bounds, 10) == [OffsetSlice(0, 5, 15), OffsetSlice(0, 15, 25), OffsetSlice(0, 25, 27)]
 
 

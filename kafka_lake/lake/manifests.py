@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import Enum
 
 from kafka_lake.hours import FIRST_HOUR, LAST_HOUR, ONE_HOUR, KafkaHour, hour_key, hour_of_key
 from kafka_lake.lake import layout
@@ -47,6 +48,20 @@ class PartitionLanding:
         return self.end - self.start
 
 
+class BoundaryOrigin(str, Enum):
+    """Where a landed hour's start or end offset on a partition came from."""
+
+    NEIGHBOUR = "manifest"  # the landed hour beside it committed this offset
+    TIME_LOOKUP = "time lookup"  # the first record stamped at or after the hour's start or end, verified
+    LOG_START = "log start"  # the partition's first offset: new since the hour before, or expired offsets accepted
+    LOG_END = "log end"  # no record at or after the time: the log's end (the hour closed by the wall clock)
+
+    @classmethod
+    def told_by(cls, text: str) -> BoundaryOrigin:
+        """The origin a boundary's text names (manifests of format 2 recorded the text alone)."""
+        return next((origin for origin in cls if text.startswith(origin.value)), cls.TIME_LOOKUP)
+
+
 @dataclass(frozen=True)
 class HourManifest:
     database: str
@@ -57,7 +72,9 @@ class HourManifest:
     files: tuple[LandedFile, ...]
     landed_at: str
     run_id: str = ""
-    boundaries: dict = field(default_factory=dict)  # partition → how start/end were decided
+    # partition → where its start and end came from: `start_origin`/`end_origin` (a `BoundaryOrigin`), and
+    # `start_from`/`end_from` saying it in words for the UI
+    boundaries: dict = field(default_factory=dict)
     schema_versions: dict = field(default_factory=dict)  # version → rows
     dead_letter_causes: dict = field(default_factory=dict)
     duration_s: float = 0.0
@@ -117,7 +134,16 @@ def _format_2(document: dict) -> dict:
     return document
 
 
-HOUR_MANIFEST = DocumentCodec(HourManifest, "manifest", version=2, upgrades={1: _format_2})
+def _format_3(document: dict) -> dict:
+    """Format 3 records where each boundary came from as a `BoundaryOrigin` beside its text; before, only the text said
+    so, and it is read here, once, to say it."""
+    for how in document.get("boundaries", {}).values():
+        for side in ("start", "end"):
+            how.setdefault(f"{side}_origin", BoundaryOrigin.told_by(how.get(f"{side}_from", "")).value)
+    return document
+
+
+HOUR_MANIFEST = DocumentCodec(HourManifest, "manifest", version=3, upgrades={1: _format_2, 2: _format_3})
 
 
 class ManifestStore:

@@ -21,12 +21,11 @@ from kafka_lake.kafka.log import BOUNDARY_WINDOW, KafkaLog
 from kafka_lake.lake.audit import AuditEntry, write_audit
 from kafka_lake.lake.landing_checks import BoundaryRecords, CheckOutcome, boundaries_confirmed
 from kafka_lake.lake.landing_counts import LandingCounts
-from kafka_lake.lake.manifests import HourManifest, ManifestStore, PartitionLanding, PlacementIndex
+from kafka_lake.lake.manifests import BoundaryOrigin, HourManifest, ManifestStore, PartitionLanding, PlacementIndex
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.landing.landing_settings import LandingSettings
 from kafka_lake.landing.slice_task import SliceReport, SliceTask
 from kafka_lake.landing.slices import (
-    BY_TIME,
     OffsetSlice,
     PartitionBounds,
     fixed_by_neighbours,
@@ -240,7 +239,9 @@ def build_manifest(
         files=tuple(files),
         landed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         run_id=run_id,
-        boundaries={str(b.partition): {"start_from": b.start_from, "end_from": b.end_from} for b in bounds},
+        boundaries={str(b.partition): {"start_from": b.start_from, "end_from": b.end_from,
+                                       "start_origin": b.start_origin.value, "end_origin": b.end_origin.value}
+                    for b in bounds},
         schema_versions=dict(sorted(versions.items())),
         dead_letter_causes=dict(sorted(causes.items())),
         duration_s=round(duration_s, 3),
@@ -284,7 +285,7 @@ def confirm_boundaries(topic: TableSpec, manifest: HourManifest, manifests: Mani
 
             start_free = before is None or before.partition(number) is None
             end_free = after is None or after.partition(number) is None
-            by_time = manifest.boundaries.get(str(number), {}).get("end_from", "").startswith(BY_TIME)
+            by_time = manifest.boundaries.get(str(number), {}).get("end_origin") == BoundaryOrigin.TIME_LOOKUP
             at_end = kafka_log.record_at_or_after(number, landed.end, bounds.end) if end_free and by_time else None
             around.append(BoundaryRecords(number, window(landed.start) if start_free else None,
                                           window(landed.end) if end_free else None, at_end, by_time))

@@ -10,10 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from kafka_lake.hours import KafkaHour
-from kafka_lake.lake.manifests import HourManifest
-
-# How a boundary decided by record timestamps is described in the manifest (`boundaries`).
-BY_TIME = "time lookup"
+from kafka_lake.lake.manifests import BoundaryOrigin, HourManifest
 
 
 @dataclass(frozen=True)
@@ -47,8 +44,10 @@ class PartitionBounds:
     partition: int
     start: int
     end: int
-    start_from: str  # where the start came from, for the manifest and the UI
+    start_from: str  # where the start came from, in words for the manifest and the UI
     end_from: str
+    start_origin: BoundaryOrigin
+    end_origin: BoundaryOrigin
     # Offsets [a, b) before `start` that expired from the log unlanded, where the run accepted the loss.
     accepted_loss: tuple[int, int] | None = None
     new_partition: bool = False  # absent from the landed hour before: landed from its first record
@@ -117,13 +116,13 @@ def plan_hour(
         raise OffsetsLost(topic, hour, backwards, "the log now ends before offsets already landed (topic recreated?)")
     bounds, open_partitions, expired = [], [], {}
     for log in sorted(logs, key=lambda item: item.partition):
-        start, start_from = _start(hour, log, before)
-        end, end_from = _end(hour, log, after, closed_by_clock)
+        start, start_origin, start_from = _start(hour, log, before)
+        end, end_origin, end_from = _end(hour, log, after, closed_by_clock)
         if end is None:
             open_partitions.append(log.partition)
             continue
         if end < start:
-            if end_from.startswith("manifest"):
+            if end_origin is BoundaryOrigin.NEIGHBOUR:
                 raise OffsetsLost(
                     topic, hour, {log.partition: (end, start)},
                     "landed neighbours disagree (an earlier hour ends after a later one starts)",
@@ -133,7 +132,7 @@ def plan_hour(
         if start < log.log_start and start < end:
             loss = expired[log.partition] = (start, min(log.log_start, end))
             if accept_lost_offsets:
-                start, start_from = loss[1], f"log start (offsets [{loss[0]}, {loss[1]}) expired; loss accepted)"
+                start, start_origin, start_from = loss[1], BoundaryOrigin.LOG_START, f"log start (offsets [{loss[0]}, {loss[1]}) expired; loss accepted)"
         new = before is not None and before.partition(log.partition) is None
         held_open = log.undecided if end == log.log_end else None
         held_back = log.held_back if end == log.log_end else None
@@ -144,7 +143,7 @@ def plan_hour(
         elif held_open:
             end_from += (f"; offsets [{held_open[0]}, {held_open[1]}) are in a transaction still open: "
                          f"committed, they land with hour {hour.next()}")
-        bounds.append(PartitionBounds(log.partition, start, end, start_from, end_from,
+        bounds.append(PartitionBounds(log.partition, start, end, start_from, end_from, start_origin, end_origin,
                                       loss if accept_lost_offsets else None, new, held_open or held_back, held_back))
     if open_partitions:
         raise HourNotClosed(topic, hour, open_partitions, closes_at)
@@ -167,42 +166,45 @@ def _offsets_gone_backwards(logs, before, after) -> dict[int, tuple[int, int]]:
     return gone
 
 
-def _start(hour: KafkaHour, log: PartitionLog, before: HourManifest | None) -> tuple[int, str]:
+def _start(hour: KafkaHour, log: PartitionLog, before: HourManifest | None) -> tuple[int, BoundaryOrigin, str]:
     if before is None:
         return _start_by_time(log)
     landed = before.partition(log.partition)
     if landed is not None and before.kafka_hour == hour.previous():
-        return landed.end, f"manifest {before.hour}"
+        return landed.end, BoundaryOrigin.NEIGHBOUR, f"manifest {before.hour}"
     if landed is None:
         # Added after the hour before was landed: its records before this hour are in no landed hour yet.
-        return log.log_start, f"log start (partition new since {before.hour})"
-    start, source = _start_by_time(log)
-    if landed.end > start:
-        return landed.end, f"manifest {before.hour} (after a gap)"
-    return start, source
+        return log.log_start, BoundaryOrigin.LOG_START, f"log start (partition new since {before.hour})"
+    by_time = _start_by_time(log)
+    if landed.end > by_time[0]:
+        return landed.end, BoundaryOrigin.NEIGHBOUR, f"manifest {before.hour} (after a gap)"
+    return by_time
 
 
-def _start_by_time(log: PartitionLog) -> tuple[int, str]:
+def _start_by_time(log: PartitionLog) -> tuple[int, BoundaryOrigin, str]:
     lookup = log.first_at_or_after_hour_start
-    return (lookup, BY_TIME) if lookup is not None else (log.log_end, "log end (no record in or after the hour)")
+    if lookup is not None:
+        return lookup, BoundaryOrigin.TIME_LOOKUP, BoundaryOrigin.TIME_LOOKUP.value
+    return log.log_end, BoundaryOrigin.LOG_END, "log end (no record in or after the hour)"
 
 
-def _end(hour: KafkaHour, log: PartitionLog, after: HourManifest | None, closed_by_clock: bool) -> tuple[int | None, str]:
+def _end(hour: KafkaHour, log: PartitionLog, after: HourManifest | None,
+         closed_by_clock: bool) -> tuple[int | None, BoundaryOrigin, str]:
     landed = after.partition(log.partition) if after is not None else None
     if after is not None and landed is not None and after.kafka_hour == hour.next():
-        return landed.start, f"manifest {after.hour}"
+        return landed.start, BoundaryOrigin.NEIGHBOUR, f"manifest {after.hour}"
     lookup = log.first_at_or_after_hour_end
     if lookup is not None:
-        end, source = lookup, BY_TIME
+        end, origin, source = lookup, BoundaryOrigin.TIME_LOOKUP, BoundaryOrigin.TIME_LOOKUP.value
     elif closed_by_clock:
-        end, source = log.log_end, "log end (hour closed by the wall clock)"
+        end, origin, source = log.log_end, BoundaryOrigin.LOG_END, "log end (hour closed by the wall clock)"
         if log.reported_end is not None and log.reported_end != log.log_end:
             source = f"log end {log.log_end} as read (hour closed by the wall clock; the broker reported {log.reported_end})"
     else:
-        return None, "open"
+        return None, BoundaryOrigin.LOG_END, "open"
     if after is not None and landed is not None and landed.start < end:
-        return landed.start, f"manifest {after.hour} (after a gap)"
-    return end, source
+        return landed.start, BoundaryOrigin.NEIGHBOUR, f"manifest {after.hour} (after a gap)"
+    return end, origin, source
 
 
 def _check_partitions_still_exist(topic, hour, logs, before, after) -> None:
