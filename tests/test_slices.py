@@ -6,13 +6,13 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from kafka_lake.hours import KafkaHour
+from kafka_lake.kafka.log import PartitionLog
 from kafka_lake.lake.manifests import BoundaryOrigin, HourManifest, PartitionLanding
 from kafka_lake.landing.slices import (
     HourNotClosed,
     OffsetSlice,
     OffsetsLost,
     PartitionBounds,
-    PartitionLog,
     fixed_by_neighbours,
     plan_hour,
     split_slices,

@@ -10,33 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from kafka_lake.hours import KafkaHour
+from kafka_lake.kafka.log import PartitionLog
 from kafka_lake.lake.manifests import BoundaryOrigin, HourManifest
-
-
-@dataclass(frozen=True)
-class PartitionLog:
-    """What the broker says about one partition, for one hour: log bounds and time lookups."""
-
-    partition: int
-    log_start: int
-    log_end: int
-    # First offset whose timestamp ≥ H (≥ H+1), None if none yet; also None, and unread, where an
-    # adjacent landed hour fixes that boundary (see `fixed_by_neighbours`).
-    first_at_or_after_hour_start: int | None
-    first_at_or_after_hour_end: int | None
-    # Past `log_end` while a transaction is open: [log_end, high_watermark) is not decided yet. None: as log_end.
-    high_watermark: int | None = None
-    reported_end: int | None = None  # the broker's answer for the log end, where reading found another
-    # Offsets past `log_end`, not readable committed yet, whose records are stamped before the hour's end (`KafkaLog.
-    # held_back`): where the hour ends at `log_end`, it is incomplete by them.
-    held_back: tuple[int, int] | None = None
-
-    @property
-    def undecided(self) -> tuple[int, int] | None:
-        """Offsets past the last stable offset that an open transaction holds, if any."""
-        if self.high_watermark is None or self.high_watermark <= self.log_end:
-            return None
-        return self.log_end, self.high_watermark
 
 
 @dataclass(frozen=True)
