@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from kafka_lake.hours import ONE_HOUR, KafkaHour, floor_hour, to_millis
+from kafka_lake.kafka.cluster import LogTail
 from kafka_lake.lake.manifests import HourManifest
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.topics.loader import TopicCatalog, is_internal_topic
@@ -20,15 +21,6 @@ from kafka_lake.upkeep.compaction import missing_raw_hours, raw_hours_that_feed
 MAX_HOURS_PER_TICK = 24
 # How far back freshness looks for the first hour of a gap.
 FRESHNESS_LOOKBACK = timedelta(days=7)
-
-
-@dataclass(frozen=True)
-class LogTail:
-    """The end of one partition's log: its high watermark and the newest record timestamp seen there."""
-
-    partition: int
-    log_end: int
-    last_timestamp_ms: int | None  # None: the partition holds no record
 
 
 # --- When an hour is closed ------------------------------------------------------------------

@@ -6,8 +6,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from kafka_lake import automation
-from kafka_lake.automation import LogTail
 from kafka_lake.hours import KafkaHour, to_millis
+from kafka_lake.kafka.cluster import LogTail
 from kafka_lake.lake.manifests import HourManifest, LandedFile, PartitionLanding
 from kafka_lake.topics.archive import topics_to_archive
 from kafka_lake.topics.loader import load_catalog

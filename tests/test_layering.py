@@ -3,6 +3,7 @@ and none of them may bring either in."""
 
 from __future__ import annotations
 
+import ast
 import json
 import pkgutil
 import subprocess
@@ -30,3 +31,83 @@ def test_no_module_of_the_domain_core_imports_dagster_or_spark():
                            cwd=REPO, capture_output=True, text=True, check=True, timeout=120)
 
     assert json.loads(found.stdout.strip().splitlines()[-1]) == []
+
+
+# The floor plan of docs/ARCHITECTURE.md, from the bottom: the ground floor's modules, the wings in order, the top.
+GROUND = ("hours", "event_time", "settings", "table_spec")
+WINGS = ("lake", "kafka", "schemas", "decoding", "upkeep", "tables", "landing", "topics")
+TOP = ("automation",)
+MOST_TOP_LEVEL_MODULES = 10
+
+
+def floor_of(module: str) -> int:
+    """The floor of a module of the core: 0 for the ground floor, 1.. for the wings in order, above them the top."""
+    name = module.split(".")[1]
+    if name in GROUND:
+        return 0
+    if name in TOP:
+        return len(WINGS) + 1
+    return WINGS.index(name) + 1
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module of the core a file imports, at its top or inside a function or a TYPE_CHECKING block."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            if node.module == "kafka_lake":
+                found.update(f"kafka_lake.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name.startswith("kafka_lake.")}
+
+
+def test_each_wing_imports_only_the_ground_floor_and_the_wings_below_it():
+    core = REPO / "kafka_lake"
+    placed = {p.name.removesuffix(".py") for p in core.iterdir() if not p.name.startswith("_")}
+    assert placed == set(GROUND) | set(WINGS) | set(TOP), "a module or wing of the core is not in the floor plan"
+    upward = []
+    for path in sorted(core.rglob("*.py")):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        if len(parts) == 2 and parts[1] == "__init__":
+            continue
+        module = ".".join(parts)
+        for imported in imports_of(path):
+            if floor_of(imported) > floor_of(module):
+                upward.append(f"{module} imports {imported}")
+    assert upward == []
+
+
+def test_the_ground_floor_imports_no_wing_and_the_core_has_few_top_level_modules():
+    core = REPO / "kafka_lake"
+    top_level = [p for p in core.glob("*.py") if p.name != "__init__.py"]
+    assert len(top_level) <= MOST_TOP_LEVEL_MODULES, top_level
+    for name in GROUND:
+        assert all(floor_of(imported) == 0 for imported in imports_of(core / f"{name}.py")), name
+
+
+def test_the_core_has_no_import_circle():
+    core = REPO / "kafka_lake"
+    graph = {}
+    for path in core.rglob("*.py"):
+        module = ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+        graph[module] = {name for name in imports_of(path) if name != module}
+    modules = set(graph)
+    graph = {m: {n for n in targets if n in modules} for m, targets in graph.items()}
+    state: dict[str, int] = {}
+    circles = []
+
+    def visit(module: str, trail: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph[module]):
+            if state.get(target) == 1:
+                circles.append(trail[trail.index(target):] + [target] if target in trail else [module, target])
+            elif target not in state:
+                visit(target, trail + [target])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert circles == []

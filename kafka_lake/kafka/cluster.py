@@ -6,15 +6,24 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from kafka_lake.automation import LogTail
 from kafka_lake.kafka.log import KafkaUnavailable
 
 _TIMEOUT_S = 15.0
+
+@dataclass(frozen=True)
+class LogTail:
+    """The end of one partition's log: its high watermark and the newest record timestamp seen there."""
+
+    partition: int
+    log_end: int
+    last_timestamp_ms: int | None  # None: the partition holds no record
+
 
 
 class KafkaCluster:
