@@ -170,7 +170,7 @@ def lowercase(column: Column) -> Column:
 
 
 def hive_type_of(arrow_type: pa.DataType, where: str) -> HiveType:
-    """The catalog type that reads Parquet written with `arrow_type` (the one mapping; see README)."""
+    """The catalog type that reads Parquet written with `arrow_type` (the one mapping; docs/QUERYING.md lists it)."""
     t = pa.types
     if t.is_boolean(arrow_type):
         return HiveType("boolean")
