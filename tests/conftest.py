@@ -8,15 +8,12 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from pathlib import Path
 
 import pytest
 
 from dev_services.seaweedfs import SeaweedS3
 from dev_services.tansu import TansuBroker
-
-REPO = Path(__file__).resolve().parent.parent
-PII_TEST_KEY = "test-pii-key-not-a-secret"
+from tests.constants import PII_TEST_KEY, REPO
 
 
 @pytest.fixture(scope="session")

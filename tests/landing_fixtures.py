@@ -271,7 +271,7 @@ def landing_settings(lake_root: str, bootstrap_servers: str):
     from kafka_lake.landing.landing_settings import LandingSettings
     from kafka_lake.settings import PlatformSettings
     from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig
-    from tests.conftest import PII_TEST_KEY
+    from tests.constants import PII_TEST_KEY
 
     iceberg = IcebergCatalogConfig.from_settings(replace(PlatformSettings.from_env(), lake_root=lake_root))
     return LandingSettings(lake_root=lake_root, kafka_config=consumer_config(bootstrap_servers), pii_key=PII_TEST_KEY.encode(),

@@ -11,7 +11,7 @@ from kafka_lake.kafka.cluster import LogTail
 from kafka_lake.lake.manifests import HourManifest, LandedFile, PartitionLanding
 from kafka_lake.topics.archive import topics_to_archive
 from kafka_lake.topics.loader import load_catalog
-from tests.conftest import REPO
+from tests.constants import REPO
 
 CATALOG = REPO / "schema_catalog"
 H = KafkaHour(datetime(2026, 11, 21, 10, tzinfo=timezone.utc))

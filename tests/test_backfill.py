@@ -19,7 +19,7 @@ from dev_services.ports import LOOPBACK, free_port
 from kafka_lake.hours import KafkaHour
 from kafka_lake.lake.manifests import ManifestStore
 from kafka_lake.lake.storage import LakeStorage
-from tests.conftest import PII_TEST_KEY
+from tests.constants import PII_TEST_KEY
 from tests.dagster_servers import VENV_BIN, graphql, loaded_location, log_tail, serving
 from tests.landing_fixtures import RAW_HOURS, rows_as_readers_see_them, topic_with_traffic
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kafka_lake.topics.loader import CatalogError, load_catalog, load_topic
-from tests.conftest import REPO
+from tests.constants import REPO
 
 
 def test_the_sample_catalog_loads_with_both_time_sources():

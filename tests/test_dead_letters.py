@@ -25,7 +25,7 @@ from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.table_spec import DEFAULT_DEAD_LETTER_RETENTION_DAYS
 from kafka_lake.topics.loader import CatalogError, load_catalog, load_topic
 from kafka_lake.upkeep.retention import apply_retention
-from tests.conftest import REPO
+from tests.constants import REPO
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
 DAY = timedelta(days=1)

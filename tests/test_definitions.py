@@ -19,7 +19,7 @@ from kafka_lake.lake.table_state import storage_partitions
 from kafka_lake.settings import PlatformSettings
 from kafka_lake.topics.loader import load_catalog
 from platform_assets.definitions import build_definitions
-from tests.conftest import PII_TEST_KEY, REPO
+from tests.constants import PII_TEST_KEY, REPO
 from tests.landing_fixtures import (
     HOURS,
     PARTITIONS,

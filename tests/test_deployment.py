@@ -18,7 +18,7 @@ from deploy.instance import InstanceConfigError, render_instance, write_instance
 from dev_services.ports import LOOPBACK, free_port
 from dev_services.postgres import PostgresServer
 from kafka_lake.topics.loader import load_catalog
-from tests.conftest import REPO
+from tests.constants import REPO
 from tests.dagster_servers import VENV_BIN, asset_keys, graphql, loaded_location, serving, webserver_command
 
 LOCATION = "kafka_lake"

@@ -30,7 +30,7 @@ from kafka_lake.kafka.log import consumer_config
 from kafka_lake.landing.landing_settings import LandingSettings
 from kafka_lake.tables.iceberg.catalog import CATALOG_NAME, EMBEDDED_CATALOG_PATH, IcebergCatalogConfig
 from kafka_lake.topics.loader import load_catalog
-from tests.conftest import PII_TEST_KEY, REPO
+from tests.constants import PII_TEST_KEY, REPO
 from tests.landing_fixtures import in_this_process, land, unique_topic_name
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]

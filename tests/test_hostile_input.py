@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from kafka_lake.schemas.avro_files import MAX_SCHEMA_DEPTH
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.topics.loader import CatalogError, load_catalog, load_topic
-from tests.conftest import REPO
+from tests.constants import REPO
 
 SAMPLE = REPO / "schema_catalog" / "shop" / "page_views"
 FUZZ = settings(

@@ -28,7 +28,7 @@ from platform_assets.catalog_assets import catalog_asset
 from platform_assets.compaction_assets import compacted_asset
 from platform_assets.definitions import platform_resources
 from platform_assets.retention_assets import retention_asset
-from tests.conftest import PII_TEST_KEY
+from tests.constants import PII_TEST_KEY
 from tests.landing_fixtures import (
     HOURS,
     RAW_HOURS,

@@ -42,7 +42,7 @@ from kafka_lake.tables.iceberg.maintenance import (
 from kafka_lake.tables.iceberg.schema import ensure_table
 from kafka_lake.tables.iceberg.tables import IcebergTables
 from kafka_lake.tables.table_format import HourCommitted, TableAccess
-from tests.conftest import PII_TEST_KEY
+from tests.constants import PII_TEST_KEY
 from tests.landing_fixtures import RAW_HOURS, in_this_process, land, landing_settings, pseudonym, topic_with_traffic
 from tests.test_log_boundaries import land_in_process
 

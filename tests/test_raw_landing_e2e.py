@@ -24,7 +24,7 @@ from kafka_lake.landing.slices import HourNotClosed
 from kafka_lake.settings import PlatformSettings
 from platform_assets.assets import raw_landing_asset
 from platform_assets.definitions import platform_resources
-from tests.conftest import PII_TEST_KEY
+from tests.constants import PII_TEST_KEY
 from tests.landing_fixtures import (
     EXPECTED_CAUSE,
     HOURS,

@@ -13,7 +13,7 @@ from kafka_lake.lake.layout import ERASURE_REQUESTS_PREFIX
 from kafka_lake.lake.table_state import storage_partitions
 from kafka_lake.upkeep.retention import apply_retention
 from spark_jobs.compaction_job import run_compactions_on_spark
-from tests.conftest import PII_TEST_KEY
+from tests.constants import PII_TEST_KEY
 from tests.landing_fixtures import pseudonym, read_lake, rows_as_readers_see_them
 
 # With retention_days=1, hours ending at or before 2026-11-01 12:00 are expired at this moment.

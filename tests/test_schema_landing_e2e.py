@@ -170,7 +170,7 @@ def test_given_renamed_fields_wide_decimals_and_a_recursive_record_then_they_lan
     from kafka_lake.tables.table_schema import table_definition
     from kafka_lake.upkeep.retention import apply_retention
     from spark_jobs.compaction_job import run_compactions_on_spark
-    from tests.conftest import PII_TEST_KEY
+    from tests.constants import PII_TEST_KEY
     from tests.landing_fixtures import pseudonym
     from tests.test_raw_landing_e2e import materialize_hours
 

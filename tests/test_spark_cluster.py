@@ -10,7 +10,7 @@ import sys
 from dev_services.spark_cluster import StandaloneSparkCluster
 from kafka_lake.lake.manifests import ManifestStore
 from kafka_lake.lake.storage import LakeStorage
-from tests.conftest import PII_TEST_KEY, REPO
+from tests.constants import PII_TEST_KEY, REPO
 from tests.landing_fixtures import (
     HOURS,
     PARTITIONS,

@@ -40,7 +40,7 @@ from kafka_lake.tables.table_schema import TableSchemaError, parse_hive_type, ta
 from kafka_lake.topics.loader import CatalogError, load_catalog, load_topic
 from platform_assets.catalog_assets import catalog_asset
 from platform_assets.definitions import platform_resources
-from tests.conftest import REPO
+from tests.constants import REPO
 from tests.landing_fixtures import (
     HOURS,
     PARTITIONS,

@@ -29,7 +29,7 @@ from kafka_lake.lake.manifests import ManifestStore
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.topics.loader import load_catalog
 from platform_assets.partitions import hourly_partitions
-from tests.conftest import REPO
+from tests.constants import REPO
 from tests.dagster_servers import loaded_location, log_tail, serving
 
 pytestmark = pytest.mark.ui
