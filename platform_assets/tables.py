@@ -46,7 +46,7 @@ def topic_tables(topic: TableSpec, lake: LakeStorageResource, table_catalog: Tab
 
 def dagster_metadata(metadata: dict) -> dict:
     """A table format's metadata as the UI shows it: Markdown rendered, lake locations as paths, lists and
-    mappings as JSON."""
+    mappings as JSON, and its `rows` as Dagster's row count too (`dagster/row_count`)."""
     def shown(value):
         if isinstance(value, Markdown):
             return MetadataValue.md(str(value))
@@ -56,4 +56,7 @@ def dagster_metadata(metadata: dict) -> dict:
             return MetadataValue.json(value if not isinstance(value, tuple) else list(value))
         return value
 
-    return {name: shown(value) for name, value in metadata.items()}
+    shown_metadata = {name: shown(value) for name, value in metadata.items()}
+    if isinstance(metadata.get("rows"), int):
+        shown_metadata["dagster/row_count"] = metadata["rows"]
+    return shown_metadata

@@ -113,7 +113,6 @@ class HiveTables:
         reports, manifests = result.reports, result.manifests
         rows = sum(r.rows for r in reports)
         return {
-            "dagster/row_count": rows,
             "partitions_rewritten": len(manifests),
             "partitions_switched": len(result.switched),
             "partitions_up_to_date": len(result.kept),

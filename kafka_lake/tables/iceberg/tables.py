@@ -213,7 +213,6 @@ class IcebergTables:
             check = CheckOutcome(False, f"examined nothing: placement hour {hour:%Y-%m-%d %H}:00 of {topic.topic} holds "
                                         "no row in the table", {"snapshots": 0}, severity="warn")
         metadata = {
-            "dagster/row_count": rows,
             "rows": rows,
             "partitions_rewritten": len(rewritten),
             "partitions_up_to_date": len(done) - len(rewritten),
