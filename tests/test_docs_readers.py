@@ -27,8 +27,9 @@ from confluent_kafka import Producer
 
 from dev_services.demo_traffic import DeliveryLog, PageViews, Transactions, finish, kafka_timestamps, send
 from kafka_lake.kafka.log import consumer_config
+from kafka_lake.lake.layout import EMBEDDED_ICEBERG_CATALOG_PATH
 from kafka_lake.landing.landing_settings import LandingSettings
-from kafka_lake.tables.iceberg.catalog import CATALOG_NAME, EMBEDDED_CATALOG_PATH, IcebergCatalogConfig
+from kafka_lake.tables.iceberg.catalog import CATALOG_NAME, IcebergCatalogConfig
 from kafka_lake.topics.loader import load_catalog
 from tests.constants import PII_TEST_KEY, REPO
 from tests.landing_fixtures import in_this_process, land, unique_topic_name
@@ -141,7 +142,7 @@ def test_the_spark_snippet_names_the_catalog_the_tables_are_registered_under(dem
     _, root = demo_root
     [spark] = [s for s in reader_snippets() if s.how.startswith("not run here") and "SparkCatalog" in s.code]
     names = set(re.findall(r"spark\.sql\.catalog\.(\w+)=", spark.code))
-    with sqlite3.connect(root / ".lake" / "warehouse" / EMBEDDED_CATALOG_PATH) as catalog:
+    with sqlite3.connect(root / ".lake" / "warehouse" / EMBEDDED_ICEBERG_CATALOG_PATH) as catalog:
         registered = catalog.execute("SELECT catalog_name, table_namespace, table_name FROM iceberg_tables").fetchall()
 
     assert names == {CATALOG_NAME}

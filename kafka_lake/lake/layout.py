@@ -18,6 +18,9 @@ MANIFESTS_PREFIX = "_manifests"
 ARCHIVED_TOPICS_PATH = "_archive/topics.json"
 AUDIT_PREFIX = "_audit"
 ERASURE_REQUESTS_PREFIX = "_erasure_requests"
+# The embedded Iceberg catalog of a local lake: one SQLite file beside the tables, under a folder no table can take
+# (database folders start with a letter).
+EMBEDDED_ICEBERG_CATALOG_PATH = "_iceberg/catalog.db"
 # The table's partition columns, which live in the path (`schema_version=1/date=2026-11-01/hour=13`), and the type a
 # table catalog declares for each.
 PARTITION_COLUMN_TYPES = {"schema_version": "int", "date": "string", "hour": "string"}
@@ -87,6 +90,20 @@ def unrouted_directory(topic: str, kafka_hour: datetime) -> str:
 def partition_directory(schema_version: int, hour: datetime) -> str:
     """`schema_version=…/date=…/hour=…`: a table partition, relative to the table's folder."""
     return f"schema_version={schema_version}/{hour_directory(hour)}"
+
+
+def partition_directory_of_values(values: dict) -> str:
+    """The partition folder of a partition's column values (`PARTITION_COLUMNS`, as a table's partition tuple has them)."""
+    return "/".join(f"{name}={values[name]}" for name in PARTITION_COLUMNS)
+
+
+_SCHEMA_VERSION_IN_PATH = re.compile(r"schema_version=(\d+)/date=")
+
+
+def schema_version_of_path(path: str) -> int | None:
+    """The schema version of a path in a partition folder; None for any other path."""
+    match = _SCHEMA_VERSION_IN_PATH.search(path)
+    return int(match[1]) if match else None
 
 
 def compacted_directory(database: str, table: str, schema_version: int, hour: datetime, generation: int) -> str:

@@ -4,13 +4,10 @@ live in the lake.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
 
 from kafka_lake.lake import layout
-
-_SCHEMA_VERSION_IN_PATH = re.compile(r"schema_version=(\d+)/date=")
 
 
 @dataclass(frozen=True, order=True)
@@ -54,8 +51,7 @@ def partition_of_data_file(path: str) -> TablePartition:
 
 
 def partition_of_path(path: str) -> TablePartition | None:
-    match = _SCHEMA_VERSION_IN_PATH.search(path)
-    hour = layout.hour_of_path(path)
-    if not match or hour is None:
+    schema_version, hour = layout.schema_version_of_path(path), layout.hour_of_path(path)
+    if schema_version is None or hour is None:
         return None
-    return TablePartition(int(match[1]), hour)
+    return TablePartition(schema_version, hour)

@@ -22,9 +22,6 @@ from kafka_lake.lake.storage import LakeStorage, s3_filesystem_from_env
 from kafka_lake.settings import PlatformSettings, url_without_credentials
 
 CATALOG_NAME = "kafka_lake"  # the default of ICEBERG_CATALOG_NAME
-# The embedded catalog of a local lake: one SQLite file beside the tables, under a folder no topic can take
-# (database folders start with a letter).
-EMBEDDED_CATALOG_PATH = "_iceberg/catalog.db"
 
 
 class IcebergCatalogError(ValueError):
@@ -79,7 +76,7 @@ class IcebergCatalogConfig:
                 f"TABLE_CATALOG=glue, ICEBERG_REST_URI, or ICEBERG_CATALOG_URI to a SQLAlchemy URL of a shared "
                 f"database (postgresql+psycopg2://user:password@host/db)"
             )
-        return f"sqlite:///{storage.full_path(EMBEDDED_CATALOG_PATH)}"
+        return f"sqlite:///{storage.full_path(layout.EMBEDDED_ICEBERG_CATALOG_PATH)}"
 
 
 def open_catalog(config: IcebergCatalogConfig) -> Catalog:

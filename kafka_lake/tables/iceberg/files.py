@@ -6,6 +6,7 @@ A landed file joins the table as it lies: its statistics are read from its foote
 file holds them), so metrics-based pruning and deletes work on the placement columns as on any other.
 """
 
+
 from __future__ import annotations
 
 import uuid
@@ -36,6 +37,7 @@ from pyiceberg.table.snapshots import Operation, Summary
 from pyiceberg.table.update.snapshot import _MergeAppendFiles, _OverwriteFiles
 from pyiceberg.typedef import EMPTY_DICT, Record
 
+from kafka_lake.lake import layout
 from kafka_lake.lake.layout import PARTITION_COLUMNS
 from kafka_lake.lake.manifests import LandedFile
 from kafka_lake.lake.parquet_output import ParquetOutput, dictionary_columns, statistics_columns
@@ -127,7 +129,8 @@ def placement_values(partition: TablePartition) -> dict[str, object]:
 
 def placement_of(data_file: DataFile) -> TablePartition:
     schema_version, date, hour = (data_file.partition[i] for i in range(len(PARTITION_COLUMNS)))
-    placement = partition_of_path(f"schema_version={schema_version}/date={date}/hour={hour}/")
+    placement = partition_of_path(layout.partition_directory_of_values(
+        {"schema_version": schema_version, "date": date, "hour": hour}) + "/")
     if placement is None:
         raise ValueError(f"{data_file.file_path}: partition ({schema_version}, {date}, {hour}) is no placement hour")
     return placement
@@ -247,7 +250,7 @@ def write_rows(table: Table, storage: LakeStorage, rows: pa.Table) -> list[DataF
                                pc.equal(rows[PARTITION_COLUMNS[1]], key[PARTITION_COLUMNS[1]])),
                        pc.equal(rows[PARTITION_COLUMNS[2]], key[PARTITION_COLUMNS[2]]))
         placed = rows.filter(mask).drop_columns(list(PARTITION_COLUMNS))
-        placement = partition_of_path("schema_version={}/date={}/hour={}/".format(*(key[name] for name in PARTITION_COLUMNS)))
+        placement = partition_of_path(layout.partition_directory_of_values(key) + "/")
         directory = f"{lake_relative_path(storage, table.location())}/{placement}"
         rows_per_file = max(1, target_bytes * placed.num_rows // max(placed.nbytes, 1))
         for start in range(0, placed.num_rows, rows_per_file):
