@@ -19,6 +19,15 @@ RAW_SCHEMA_VERSION = 0
 RECORD_NAME = "record_name"
 
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}\Z")
+# Database and table names become lake paths and SQL identifiers: lowercase, no dots, no traversal. `\Z`, not `$`,
+# which would let a trailing newline through.
+_TABLE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,127}\Z")
+
+
+def is_table_name(name: str) -> bool:
+    """Whether `name` may name a database or a table: lowercase letters, digits and underscores, starting with a
+    letter, at most 128 characters."""
+    return _TABLE_NAME.match(name) is not None
 # Upper bounds of durations, so an absurd value fails here rather than overflowing a date in a run.
 CENTURY_DAYS, CENTURY_HOURS, CENTURY_MINUTES = 36_525, 876_600, 52_596_000
 DAYS = f"a positive whole number of days, at most a century ({CENTURY_DAYS})"

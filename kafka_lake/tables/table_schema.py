@@ -4,6 +4,7 @@ Column types come from the Arrow schema of each version's Parquet files (`arrow_
 declares exactly what landing writes; versions merge into one table, widening only where readers can.
 """
 
+
 from __future__ import annotations
 
 import re
@@ -17,6 +18,7 @@ from kafka_lake.decoding.key_columns import trailing_columns
 from kafka_lake.kafka.records import KAFKA_COLUMNS
 from kafka_lake.lake.layout import PARTITION_COLUMN_TYPES, is_lake_column
 from kafka_lake.schemas.arrow_mapping import RAW_MAPPING, arrow_schema_for, column_comment
+from kafka_lake.schemas.avro_types import AVRO_NAME
 from kafka_lake.schemas.type_widening import shared_column_type
 from kafka_lake.table_spec import TableSpec
 
@@ -25,7 +27,7 @@ PARQUET_OUTPUT_FORMAT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutpu
 PARQUET_SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
 
 # Avro field names are [A-Za-z_][A-Za-z0-9_]*; anything else never reaches SQL or a type string.
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}\Z")
+_LONGEST_NAME = 255  # characters of a column or struct field name Glue and the Hive metastore hold
 MAX_COMMENT_CHARS = 255  # Glue's limit for a column comment; the Hive metastore's is 256
 _PRIMITIVES = ("boolean", "tinyint", "smallint", "int", "bigint", "float", "double", "string", "binary", "date", "timestamp")
 
@@ -226,7 +228,7 @@ def hive_type_of(arrow_type: pa.DataType, where: str) -> HiveType:
 def _check_names(columns: Iterable[Column], where: str, top_level: bool) -> None:
     seen: dict[str, str] = {}
     for column in columns:
-        if not _NAME.match(column.name):
+        if not AVRO_NAME.match(column.name) or len(column.name) > _LONGEST_NAME:
             raise TableSchemaError(f"{where}: field name {column.name!r} is not a valid column name")
         if column.name.lower() in seen:
             raise TableSchemaError(

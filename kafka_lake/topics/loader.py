@@ -29,7 +29,16 @@ from kafka_lake.schemas.avro_types import (
 )
 from kafka_lake.schemas.connect_types import TIME_UNIT_OF, connect_name
 from kafka_lake.settings import DEFAULT_TABLE_FORMAT
-from kafka_lake.table_spec import RECORD_NAME, Route, RoutedSibling, SchemaFileError, SchemaVersion, TableSpec, shown
+from kafka_lake.table_spec import (
+    RECORD_NAME,
+    Route,
+    RoutedSibling,
+    SchemaFileError,
+    SchemaVersion,
+    TableSpec,
+    is_table_name,
+    shown,
+)
 from kafka_lake.tables.formats import TABLE_FORMATS, table_format_type
 from kafka_lake.topics.topic_yaml import (
     ArchiveYaml,
@@ -43,9 +52,6 @@ from kafka_lake.topics.topic_yaml import (
     read_topic_yaml,
 )
 
-# Names that become paths and SQL identifiers: lowercase, no dots, no traversal. `\Z`, not `$`, which would
-# let a trailing newline through.
-_IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]{0,127}\Z")
 # A catalog file larger than this is no hand-written topic entry or schema; refused before parsing.
 MAX_CATALOG_FILE_BYTES = 1024 * 1024
 # The catalog's archive rule: new topics matching its pattern land as raw tables without a folder of their own.
@@ -324,7 +330,7 @@ def load_topic(path: str | Path, table_format: str = "hive") -> TableSpec:
     document = _read_yaml_mapping(path, where)
     database, table = path.parent.parent.name, path.parent.name
     for label, name in (("database folder", database), ("table folder", table)):
-        if not _IDENTIFIER.match(name):
+        if not is_table_name(name):
             raise CatalogError(
                 f"{where}: {label} {name!r} must be lowercase letters, digits and underscores, starting with a letter"
             )

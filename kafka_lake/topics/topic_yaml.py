@@ -15,7 +15,7 @@ from kafka_lake.decoding.formats import PAYLOAD_FORMATS
 from kafka_lake.event_time import TIME_UNITS
 from kafka_lake.schemas.avro_types import AVRO_NAME
 from kafka_lake.settings import TABLE_FORMATS
-from kafka_lake.table_spec import CENTURY_HOURS, RECORD_NAME, CatalogKeys, TableKeys, refused, shown
+from kafka_lake.table_spec import CENTURY_HOURS, RECORD_NAME, CatalogKeys, TableKeys, is_table_name, refused, shown
 
 # How many raw hours after H may still add rows to H: late events for event time, out-of-order producer timestamps
 # for Kafka time.
@@ -248,8 +248,6 @@ def _value_at(document: Any, loc: tuple) -> Any:
     return document
 
 
-# Keys of `_archive.yaml` beside those every archived topic's table takes, as a raw `topic.yaml` would.
-_ARCHIVE_DATABASE = re.compile(r"^[a-z][a-z0-9_]{0,127}\Z")
 
 
 class ArchiveYaml(CatalogKeys):
@@ -266,7 +264,7 @@ class ArchiveYaml(CatalogKeys):
             re.compile(self.pattern)
         except (re.error, RecursionError, OverflowError) as error:
             raise refused(f"pattern {shown(self.pattern)} is not a regular expression: {error}") from None
-        if not _ARCHIVE_DATABASE.match(self.database):
+        if not is_table_name(self.database):
             raise refused(f"database {shown(self.database)} must be lowercase letters, digits and underscores, "
                            f"starting with a letter")
         for key in ("topic", "format"):

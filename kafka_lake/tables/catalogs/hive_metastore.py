@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_lake.lake.layout import date_text
 from kafka_lake.lake.table_partition import TablePartition
+from kafka_lake.schemas.avro_types import AVRO_NAME
 from kafka_lake.tables.catalogs.protocol import (
     TableCatalogError,
     TableChange,
@@ -33,14 +34,13 @@ SQL_BATCH = 100  # partitions per ALTER TABLE statement
 BUSY_WAIT_S = 600  # how long to wait for another process to release the embedded metastore
 BUSY_POLL_S = 5
 PER_HOUR_LISTING = 24  # up to this many hours are listed hour by hour, more as the whole table
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")  # `\Z`: `$` would let "name\n" through
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}\Z")
 _HOUR = re.compile(r"^\d{2}\Z")
 
 
 def quote(identifier: str) -> str:
     """A backquoted identifier; only plain names are accepted, so nothing else can reach the SQL."""
-    if not _IDENTIFIER.match(identifier):
+    if not AVRO_NAME.match(identifier):
         raise ValueError(f"{identifier!r} is not a plain identifier; refusing to put it in SQL")
     return f"`{identifier}`"
 
