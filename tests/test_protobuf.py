@@ -206,6 +206,8 @@ def zoo_message(topic: TableSpec):
     message.total.currency = "USD"
     message.seen_at.add().FromDatetime(OCCURRED)
     message.attributes.update({"size": "XL", "count": 2})
+    message.tree.label = "root"
+    message.tree.children.add(label="leaf")
     return message
 
 
@@ -236,6 +238,8 @@ def test_given_a_message_of_every_type_when_decoded_then_each_lands_as_the_mappi
     assert row["total"] == {"currency": "USD", "units": 0, "nanos": 0}
     assert row["seen_at"] == [OCCURRED]
     assert json.loads(row["attributes"]) == {"size": "XL", "count": 2}
+    # A message that contains itself: the field where it recurs lands as JSON text, as a recursive Avro record does.
+    assert row["tree"] == {"label": "root", "children": '[{"children":[],"label":"leaf"}]'}
 
 
 def test_given_a_message_with_nothing_set_when_decoded_then_scalars_land_their_default_and_messages_null(tmp_path):

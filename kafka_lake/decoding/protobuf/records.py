@@ -53,14 +53,16 @@ class ProtobufRecords:
         try:
             message = compiled.message_class.FromString(payload[start:])
             return self._read(message)
-        except (DecodeError, RecursionError) as error:
-            why = f"{error} (nested too deeply, truncated or corrupt)" if isinstance(error, RecursionError) else (
-                str(error) or "truncated or corrupt")
-            raise Undecodable("undecodable_payload", f"{self.describe(schema_id)} does not parse as "
-                                                     f"{compiled.message.full_name}: {why}") from None
-        except (ValueError, OverflowError, UnicodeDecodeError) as error:  # a Timestamp beyond the years 1..9999, …
+        except (DecodeError, RecursionError):
+            # The runtime's own text ("Error parsing message …") says no more than this.
+            raise Undecodable("undecodable_payload", f"the {len(payload) - start}-byte message of "
+                                                     f"{self.describe(schema_id)} does not parse as "
+                                                     f"{compiled.message.full_name}: truncated, nested deeper than the "
+                                                     f"parser follows (100), or written with another schema") from None
+        except Exception as error:  # a Timestamp beyond the years 1..9999, a proto2 string that is no UTF-8, …
             raise Undecodable("undecodable_payload", f"{self.describe(schema_id)}: a value of "
-                                                     f"{compiled.message.full_name} cannot land: {error}") from None
+                                                     f"{compiled.message.full_name} cannot land: "
+                                                     f"{str(error) or 'out of range'}") from None
 
     def message_start(self, payload: memoryview, schema_id: int | None) -> int:
         """Where the message begins after the payload's message indexes, which must name the version's message."""
