@@ -34,6 +34,11 @@ class CompiledProto:
     # What a schema id stands for: the file and the files it imports beside it, as protoc read them, whatever their
     # names, comments and layout; two versions of one id must have the same.
     form: str = ""
+    descriptor_set: bytes = field(default=b"", repr=False)  # the compiled files, from which a worker rebuilds it
+
+    def __reduce__(self):
+        # Descriptors do not pickle: a Spark worker rebuilds them from the compiled files, without protoc.
+        return _rebuilt, (self.file, self.message.full_name, self.descriptor_set, self.form)
 
     def message_at(self, indexes: list[int]) -> Descriptor | None:
         """The message that Confluent's message indexes name in this file ([0]: the first top-level one), or None."""
@@ -60,27 +65,44 @@ def compile_proto(path: Path, message: str | None) -> CompiledProto:
     """The file at `path` compiled with protoc, and `message` (a full name, as `acme.orders.Order`; None: the first
     message of the file) found in it; raises `SchemaFileError` naming the file."""
     files = _descriptor_set(path)
+    return _compiled(str(path), path.name, message, files, files.SerializeToString(), _form(files, path.name))
+
+
+def _compiled(where: str, file: str, message: str | None, files: descriptor_pb2.FileDescriptorSet,
+              serialized: bytes, form: str) -> CompiledProto:
     pool = descriptor_pool.DescriptorPool()
     for proto in files.file:
         pool.Add(proto)
-    main = pool.FindFileByName(path.name)
+    main = pool.FindFileByName(file)
     top_level = tuple(main.message_types_by_name.values())
     if message is None:
         if not top_level:
-            raise SchemaFileError(f"{path}: defines no message")
+            raise SchemaFileError(f"{where}: defines no message")
         found = top_level[0]
     else:
         try:
             found = pool.FindMessageTypeByName(message)
         except KeyError:
             names = ", ".join(_message_names(top_level)) or "none"
-            raise SchemaFileError(f"{path}: has no message {message!r} (its messages: {names}); message names a message "
-                                  f"of the file by its full name, package included") from None
+            raise SchemaFileError(f"{where}: has no message {message!r} (its messages: {names}); message names a "
+                                  f"message of the file by its full name, package included") from None
         if found.file.name != main.name:
-            raise SchemaFileError(f"{path}: message {message!r} is defined in {found.file.name}, which it imports; a "
+            raise SchemaFileError(f"{where}: message {message!r} is defined in {found.file.name}, which it imports; a "
                                   f"record's message indexes name messages of the version's own file, so the message "
                                   f"must be defined there")
-    return CompiledProto(path.name, found, message_factory.GetMessageClass(found), top_level, _form(files, path.name))
+    return CompiledProto(file, found, message_factory.GetMessageClass(found), top_level, form, serialized)
+
+
+_REBUILT: dict[tuple[str, str, str], CompiledProto] = {}
+
+
+def _rebuilt(file: str, message: str, descriptor_set: bytes, form: str) -> CompiledProto:
+    """A `CompiledProto` unpickled: rebuilt from its compiled files once per process."""
+    key = (file, message, form)
+    if key not in _REBUILT:
+        files = descriptor_pb2.FileDescriptorSet.FromString(descriptor_set)
+        _REBUILT[key] = _compiled(file, file, message, files, descriptor_set, form)
+    return _REBUILT[key]
 
 
 def _descriptor_set(path: Path) -> descriptor_pb2.FileDescriptorSet:
