@@ -27,8 +27,7 @@ from confluent_kafka import KafkaException, Producer
 from dev_services.tansu import ensure_topic
 from kafka_lake.decoding.protobuf.wire import encode_protobuf
 from kafka_lake.hours import ONE_HOUR, floor_hour, hour_of_millis, to_millis
-from kafka_lake.kafka.framing import confluent_header
-from kafka_lake.kafka.framing import encode_confluent
+from kafka_lake.kafka.framing import confluent_header, encode_confluent
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.topics.loader import TopicCatalog, load_catalog
 
