@@ -453,15 +453,19 @@ def assert_reads_as_a_cause(error: str) -> None:
 def test_given_corrupted_confluent_values_when_decoded_then_each_record_is_a_row_a_dead_letter_or_a_tombstone(
     hostile_topics, which, picks
 ):
+    topics, goods = hostile_topics
+    values = [mutated(goods[which][pick % len(goods[which])], mutation) for pick, mutation in picks]
+    assert_each_is_a_row_a_dead_letter_or_a_tombstone(topics[which], values)
+
+
+def assert_each_is_a_row_a_dead_letter_or_a_tombstone(topic: TableSpec, values: list[bytes | None]) -> None:
+    """Decoded as columns and record by record, every value is exactly one row, dead letter (its bytes kept, a cause
+    a person reads) or tombstone, sorted alike by both paths."""
     from kafka_lake.decoding.batch_decoder import BatchDecoder
     from kafka_lake.kafka.records import KafkaRecord
     from kafka_lake.kafka.schema_resolution import CatalogSchemas
 
-    topics, goods = hostile_topics
-    topic = topics[which]
-    values = [mutated(goods[which][pick % len(goods[which])], mutation) for pick, mutation in picks]
     records = [KafkaRecord(0, offset, 1_793_000_000_000, b"k", value) for offset, value in enumerate(values)]
-
     outcomes = []
     for columnar in (True, False):
         batch = BatchDecoder(topic, CatalogSchemas(topic), b"fuzz-key", columnar=columnar).decode(records)
@@ -477,7 +481,7 @@ def test_given_corrupted_confluent_values_when_decoded_then_each_record_is_a_row
             assert_reads_as_a_cause(letter["error"])
         assert sum(batch.dead_letter_causes.values()) == len(dead) and set(batch.dead_letter_causes) <= CAUSES
         outcomes.append((row_offsets, sorted((d["_kafka_offset"], d["error"].split(":", 1)[0]) for d in dead)))
-    assert outcomes[0] == outcomes[1], "the columnar and the fastavro path must sort the records alike"
+    assert outcomes[0] == outcomes[1], "the columnar and the record path must sort the records alike"
 
 
 JSON_MUTATIONS = st.one_of(
@@ -786,6 +790,7 @@ PROTOBUF_MUTATIONS = st.one_of(
 
 def protobuf_mutated(good: bytes, mutation: tuple) -> bytes | None:
     from kafka_lake.decoding.protobuf.wire import read_message_indexes
+    from tests.test_protobuf import varint
 
     kind, *args = mutation
     header, payload = good[:5], good[5:]
@@ -798,18 +803,9 @@ def protobuf_mutated(good: bytes, mutation: tuple) -> bytes | None:
     if kind == "deep":
         nested = b""
         for _ in range(args[0]):
-            nested = b"\x12" + _varint(len(nested)) + nested
-        return good + b"\xb2\x02" + _varint(len(nested)) + nested
+            nested = b"\x12" + varint(len(nested)) + nested
+        return good + b"\xb2\x02" + varint(len(nested)) + nested
     return mutated(good, mutation)
-
-
-def _varint(number: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, number = number & 0x7F, number >> 7
-        out.append(byte | (0x80 if number else 0))
-        if not number:
-            return bytes(out)
 
 
 @pytest.fixture(scope="module")
@@ -835,27 +831,8 @@ def hostile_protobuf(tmp_path_factory):
 def test_given_corrupted_protobuf_values_when_decoded_then_each_record_is_a_row_a_dead_letter_or_a_tombstone(
     hostile_protobuf, picks
 ):
-    from kafka_lake.decoding.batch_decoder import BatchDecoder
-    from kafka_lake.kafka.records import KafkaRecord
-    from kafka_lake.kafka.schema_resolution import CatalogSchemas
-
     topic, goods = hostile_protobuf
-    values = [protobuf_mutated(goods[pick], mutation) for pick, mutation in picks]
-    records = [KafkaRecord(0, offset, 1_793_000_000_000, b"k", value) for offset, value in enumerate(values)]
-
-    outcomes = []
-    for columnar in (True, False):
-        batch = BatchDecoder(topic, CatalogSchemas(topic), b"fuzz-key", columnar=columnar).decode(records)
-
-        row_offsets = sorted(o for t in batch.rows.values() for o in t.column("_kafka_offset").to_pylist())
-        dead = [letter for t in batch.dead_letters.values() for letter in t.to_pylist()]
-        assert batch.records == len(values)
-        assert sorted(row_offsets + [d["_kafka_offset"] for d in dead]) == [o for o, v in enumerate(values) if v is not None]
-        for letter in dead:
-            assert letter["value"] == values[letter["_kafka_offset"]], "a dead letter keeps the raw bytes for replay"
-            assert_reads_as_a_cause(letter["error"])
-        outcomes.append((row_offsets, sorted((d["_kafka_offset"], d["error"].split(":", 1)[0]) for d in dead)))
-    assert outcomes[0] == outcomes[1], "the columnar and the record path must sort the records alike"
+    assert_each_is_a_row_a_dead_letter_or_a_tombstone(topic, [protobuf_mutated(goods[pick], m) for pick, m in picks])
 
 
 def test_given_protobuf_values_of_the_hostile_kinds_then_each_lands_as_the_parser_reads_it(hostile_protobuf):

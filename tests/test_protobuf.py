@@ -12,7 +12,6 @@ import shutil
 import struct
 import threading
 from decimal import Decimal
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -27,7 +26,7 @@ from kafka_lake.kafka.records import KafkaRecord
 from kafka_lake.kafka.schema_resolution import CatalogSchemas
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.topics.loader import CatalogError, load_catalog, load_topic
-from tests.test_decoding import KAFKA_MS, PII_KEY, dead_letter_rows, hmac_hex
+from tests.test_decoding import KAFKA_MS, PII_KEY, RegistryStandIn, _RegistryHandler, dead_letter_rows, hmac_hex
 
 UTC = dt.timezone.utc
 ZOO_FILES = Path(__file__).resolve().parent / "protobuf_zoo"
@@ -116,7 +115,7 @@ def order(topic: TableSpec, **fields):
 # --- the wire format, by hand --------------------------------------------------------------------------------------
 
 
-def _varint(number: int) -> bytes:
+def varint(number: int) -> bytes:
     out = bytearray()
     while True:
         byte, number = number & 0x7F, number >> 7
@@ -126,18 +125,18 @@ def _varint(number: int) -> bytes:
 
 
 def _key(field_number: int, wire_type: int) -> bytes:
-    return _varint(field_number << 3 | wire_type)
+    return varint(field_number << 3 | wire_type)
 
 
 def _length_delimited(field_number: int, data: bytes) -> bytes:
-    return _key(field_number, 2) + _varint(len(data)) + data
+    return _key(field_number, 2) + varint(len(data)) + data
 
 
 def hand_built_order(order_id: str, seconds: int, nanos: int, customer: str, cents: int) -> bytes:
     """An acme.orders.Order written field by field from the Protobuf encoding rules, no protobuf library involved."""
-    timestamp = _key(1, 0) + _varint(seconds) + _key(2, 0) + _varint(nanos)
+    timestamp = _key(1, 0) + varint(seconds) + _key(2, 0) + varint(nanos)
     return (_length_delimited(1, order_id.encode()) + _length_delimited(2, timestamp)
-            + _length_delimited(3, customer.encode()) + _key(4, 0) + _varint(cents))
+            + _length_delimited(3, customer.encode()) + _key(4, 0) + varint(cents))
 
 
 def test_given_message_indexes_then_they_read_and_write_as_confluent_frames_them():
@@ -431,20 +430,18 @@ def test_given_a_route_by_an_enum_field_when_decoded_then_its_symbol_routes(tmp_
 # --- the schema registry's PROTOBUF schemas -----------------------------------------------------------------------------
 
 
-class ProtobufRegistryStandIn(ThreadingHTTPServer):
+class ProtobufRegistryStandIn(RegistryStandIn):
     """Stands in for Confluent Schema Registry, which cannot run here: `GET /schemas/ids/{id}` answering a PROTOBUF
-    schema with its references, and `GET /subjects/{subject}/versions/{version}` for what they reference."""
+    schema with its references (the whole answer, as given), and `GET /subjects/{subject}/versions/{version}` for
+    what they reference."""
 
     def __init__(self, schemas: dict[int, dict], subjects: dict[tuple[str, int], dict]):
-        super().__init__(("127.0.0.1", 0), _ProtobufRegistryHandler)
-        self.schemas, self.subjects = schemas, subjects
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
+        super().__init__(schemas)
+        self.RequestHandlerClass = _ProtobufRegistryHandler
+        self.subjects = subjects
 
 
-class _ProtobufRegistryHandler(BaseHTTPRequestHandler):
+class _ProtobufRegistryHandler(_RegistryHandler):
     server: ProtobufRegistryStandIn
 
     def do_GET(self) -> None:
@@ -455,16 +452,10 @@ class _ProtobufRegistryHandler(BaseHTTPRequestHandler):
         elif parts[0] == "subjects" and len(parts) == 4 and parts[3].isdigit():
             subject = self.server.subjects.get((parts[1], int(parts[3])))
             found = subject and {"subject": parts[1], "version": int(parts[3]), "id": 1, **subject}
-        status, body = (200, found) if found else (404, {"error_code": 40403, "message": "Schema not found"})
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args) -> None:
-        pass
+        if found:
+            self._answer(200, found)
+        else:
+            self._answer(404, {"error_code": 40403, "message": "Schema not found"})
 
 
 def test_given_a_registry_when_ids_resolve_then_protobuf_schemas_match_by_their_compiled_form(tmp_path):
