@@ -1,7 +1,9 @@
-"""`python -m bench.json_vs_avro`: decode speed of the same page views as Confluent-framed Avro and as JSON, in one run.
+"""`python -m bench.json_vs_avro`: decode speed of the same page views as Confluent-framed Avro, as JSON and as
+Confluent-framed Protobuf, in one run (the payload bench).
 
 The sample catalog's page views (version 1, PII pseudonymized) are generated once, kept as Avro and written as the
-JSON a producer would send for them (timestamps as epoch milliseconds); each is then decoded by `BatchDecoder` in
+JSON a producer would send for them (timestamps as epoch milliseconds) and as the Protobuf message of the same shape
+(`PAGE_VIEW_PROTO`, its time a `google.protobuf.Timestamp`); each is then decoded by `BatchDecoder` in
 the landing's batch size, columnar and record by record; and the Avro values again with a Confluent-framed Avro key
 decoded into columns (`key_schema`), for what a key costs, and routed by a field (half the URLs to this table, the
 rest to another), for what a route costs. No broker: this measures decoding alone, wall time and the
@@ -14,23 +16,42 @@ import argparse
 import io
 import json
 import random
+import tempfile
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 import fastavro
 
 from dev_services.demo_traffic import PageViews
 from kafka_lake.decoding.batch_decoder import BatchDecoder
+from kafka_lake.decoding.protobuf.wire import encode_protobuf
 from kafka_lake.kafka.framing import encode_confluent
 from kafka_lake.kafka.records import KafkaBatch
 from kafka_lake.kafka.schema_resolution import CatalogSchemas
 from kafka_lake.landing.landing_settings import LandingSettings
 from kafka_lake.table_spec import Route, RoutedSibling, SchemaVersion
-from kafka_lake.topics.loader import load_catalog
+from kafka_lake.topics.loader import load_catalog, load_topic
 
 PII_KEY = b"bench-pii-key-not-a-secret"
 KEY_SCHEMA = {"type": "record", "name": "PageViewKey", "namespace": "shop", "fields": [{"name": "view_id", "type": "long"}]}
 START_MS = int(datetime(2026, 11, 1, 10, tzinfo=timezone.utc).timestamp() * 1000)
+# The page view's version 1 as a Protobuf message: the same columns but the event time's unit (microseconds).
+PAGE_VIEW_PROTO = """
+syntax = "proto3";
+package com.example.shop;
+import "google/protobuf/timestamp.proto";
+message PageView {
+  message Client { string ip_address = 1; string user_agent = 2; }
+  string view_id = 1;
+  google.protobuf.Timestamp occurred_at = 2;
+  optional string user_id = 3;
+  string url = 4;
+  optional string referrer = 5;
+  Client client = 6;
+  int32 duration_ms = 7;
+}
+"""
 
 
 def as_json(value: bytes, parsed) -> bytes:
@@ -39,6 +60,29 @@ def as_json(value: bytes, parsed) -> bytes:
     record["occurred_at"] = int(record["occurred_at"].timestamp() * 1000)
     record["view_id"] = str(record["view_id"])
     return json.dumps(record, separators=(",", ":")).encode()
+
+
+def protobuf_page_views(folder: Path, avro_topic_yaml: str):
+    """The page views' table as a Protobuf topic in `folder`: the same keys, `v1.proto` for `v1.avsc`."""
+    table = folder / "shop" / "page_views"
+    table.mkdir(parents=True)
+    (table / "v1.proto").write_text(PAGE_VIEW_PROTO)
+    document = avro_topic_yaml.replace("file: v1.avsc", "file: v1.proto\n    message: com.example.shop.PageView")
+    document = document.replace("  - version: 2\n    file: v2.avsc\n    registry_id: 1002\n", "")
+    (table / "topic.yaml").write_text(document.replace("owner: team-web", "owner: team-web\nformat: protobuf"))
+    return load_topic(table / "topic.yaml")
+
+
+def as_protobuf(value: bytes, parsed, message_class) -> bytes:
+    """A Confluent-framed Avro page view as the Protobuf message a producer would frame for it."""
+    record = fastavro.schemaless_reader(io.BytesIO(value[5:]), parsed, parsed)
+    message = message_class(view_id=str(record["view_id"]), url=record["url"], duration_ms=record["duration_ms"])
+    message.occurred_at.FromDatetime(record["occurred_at"])
+    for name in ("user_id", "referrer"):
+        if record[name] is not None:
+            setattr(message, name, record[name])
+    message.client.ip_address, message.client.user_agent = record["client"]["ip_address"], record["client"]["user_agent"]
+    return encode_protobuf(1001, [0], message)
 
 
 def decode_all(decoder: BatchDecoder, batches: list[KafkaBatch]) -> tuple[float, float, int]:
@@ -59,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     records = [r for r in records if r.value is not None]  # tombstones decode to nothing in either format
     parsed = avro_topic.schema_versions[0].parsed
     json_values = [as_json(r.value, parsed) for r in records]
+    scratch = tempfile.TemporaryDirectory()
+    protobuf_topic = protobuf_page_views(Path(scratch.name), Path(page_views.source_file).read_text())
+    message_class = protobuf_topic.schema_versions[0].parsed.message_class
+    protobuf_values = [as_protobuf(r.value, parsed, message_class) for r in records]
     size = LandingSettings(lake_root="", kafka_config={}).batch_size
 
     parsed_key = fastavro.parse_schema(KEY_SCHEMA)
@@ -82,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
                            routed_siblings=(RoutedSibling("shop/other", Route(("url",), tuple(urls[1::2])), registry_ids),)))
     for name, topic, values, keys, paths in (("avro", avro_topic, avro_values, None, (True, False)),
                                              ("json", json_topic, json_values, None, (True, False)),
+                                             ("protobuf", protobuf_topic, protobuf_values, None, (True, False)),
                                              ("avro+key", keyed_topic, avro_values, avro_keys, (True,)),
                                              ("avro routed", routed_topic, avro_values, None, (True,))):
         for columnar in paths:

@@ -1,4 +1,5 @@
-"""Demo traffic for the sample topics: page views and card payments with the mess real topics carry.
+"""Demo traffic for the sample topics: page views, card payments, cart events and orders (Protobuf), with the mess
+real topics carry.
 
 Late events, a mid-stream schema change, tombstones and broken records, all deterministic from a seed.
 """
@@ -24,18 +25,20 @@ from decimal import Decimal
 from confluent_kafka import KafkaException, Producer
 
 from dev_services.tansu import ensure_topic
+from kafka_lake.decoding.protobuf.wire import encode_protobuf
 from kafka_lake.hours import ONE_HOUR, floor_hour, hour_of_millis, to_millis
-from kafka_lake.kafka.framing import encode_confluent
+from kafka_lake.kafka.framing import confluent_header, encode_confluent
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.topics.loader import TopicCatalog, load_catalog
 
 PAGE_VIEWS_TOPIC = "shop.page_views"
 TRANSACTIONS_TOPIC = "payments.transactions"
 CART_EVENTS_TOPIC = "shop.cart_events"
+ORDERS_TOPIC = "shop.orders"
 UNKNOWN_SCHEMA_ID = 9999
 BROKEN_KINDS = ("bad_magic_byte", "unknown_schema_id", "truncated_payload", "garbage_payload")
-BROKEN_PER_KIND = {PAGE_VIEWS_TOPIC: 3, TRANSACTIONS_TOPIC: 2, CART_EVENTS_TOPIC: 1}
-TOMBSTONE_RATE = {PAGE_VIEWS_TOPIC: 0.01, TRANSACTIONS_TOPIC: 0.0, CART_EVENTS_TOPIC: 0.0}
+BROKEN_PER_KIND = {PAGE_VIEWS_TOPIC: 3, TRANSACTIONS_TOPIC: 2, CART_EVENTS_TOPIC: 1, ORDERS_TOPIC: 1}
+TOMBSTONE_RATE = {PAGE_VIEWS_TOPIC: 0.01, TRANSACTIONS_TOPIC: 0.0, CART_EVENTS_TOPIC: 0.0, ORDERS_TOPIC: 0.0}
 LATE_EVENT_RATE = 0.03
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -426,10 +429,88 @@ class CartEvents:
         return DemoRecord(timestamp_ms, partition, cart.encode(), json.dumps(event).encode(), 1, timestamp_ms - 1_000)
 
 
-GENERATORS: dict[str, Callable[[TableSpec, random.Random], PageViews | Transactions | CartEvents]] = {
+# --- shop.orders -------------------------------------------------------------------------------------
+
+
+class Orders:
+    """Protobuf orders keyed by order id, framed as Confluent's Protobuf serializer frames them; placed by
+    `placed_at`, a `google.protobuf.Timestamp`."""
+
+    STATUSES = (("PLACED", 30), ("PAID", 60), ("CANCELLED", 10))
+
+    def __init__(self, spec: TableSpec, rng: random.Random):
+        self.spec = spec
+        self.rng = rng
+        self.skus = make_skus(rng)
+
+    def message(self, version: int, placed_ms: int):
+        rng = self.rng
+        compiled = self.spec.version(version).parsed
+        order = compiled.message_class(order_id=seeded_uuid(rng), customer_id=f"c{rng.randrange(10**6):06d}",
+                                       status=weighted(rng, self.STATUSES))
+        order.placed_at.FromMilliseconds(placed_ms)
+        total = Decimal(0)
+        for _ in range(rng.randint(1, 4)):
+            sku, price = rng.choice(self.skus)
+            line = order.lines.add(sku=sku, quantity=rng.randint(1, 3))
+            _money(line.unit_price, price)
+            total += price * line.quantity
+        _money(order.total, total)
+        order.attributes["channel"] = rng.choice(("web", "app"))
+        if rng.random() < 0.85:
+            order.card_last4 = f"{rng.randrange(10**4):04d}"
+        else:
+            order.voucher_code = f"GIFT-{rng.randrange(10**6):06d}"
+        if rng.random() < 0.2:
+            order.coupon.value = rng.choice(("WELCOME10", "SPRING", ""))
+        return order
+
+    def next_record(self, timestamp_ms: int, version: int, partitions: int, broken: str | None) -> DemoRecord:
+        placed_ms = timestamp_ms - self.rng.randrange(100, 3_000)
+        return self.framed(timestamp_ms, version, partitions, placed_ms, broken)
+
+    def closing_record(self, timestamp_ms: int, partition: int, partitions: int) -> DemoRecord:
+        record = self.framed(timestamp_ms, self.spec.schema_versions[-1].version, partitions, timestamp_ms - 1_000, None)
+        return DemoRecord(record.timestamp_ms, partition, record.key, record.value, record.schema_version,
+                          record.event_time_ms)
+
+    def framed(self, timestamp_ms: int, version: int, partitions: int, placed_ms: int, broken: str | None) -> DemoRecord:
+        schema = self.spec.version(version)
+        order = self.message(version, placed_ms)
+        key = order.order_id.encode()
+        partition = partition_for_key(key, partitions, self.rng)
+        indexes = schema.parsed.indexes_of(order.DESCRIPTOR)
+        if broken:
+            return DemoRecord(timestamp_ms, partition, key, self.broken(broken, schema.registry_id, indexes, order),
+                              broken=broken)
+        value = encode_protobuf(schema.registry_id, indexes, order)
+        return DemoRecord(timestamp_ms, partition, key, value, version, placed_ms)
+
+    def broken(self, kind: str, schema_id: int, indexes: list[int], order) -> bytes:
+        if kind == "bad_magic_byte":  # a producer that forgot the serializer: the message without the framing
+            return order.SerializeToString()
+        if kind == "unknown_schema_id":
+            return encode_protobuf(UNKNOWN_SCHEMA_ID, indexes, order)
+        if kind == "truncated_payload":
+            # Cut inside the last field, a length-delimited wrapper: it claims one byte more than is left.
+            order.coupon.value = "TRUNCATED"
+            return encode_protobuf(schema_id, indexes, order)[:-1]
+        if kind == "garbage_payload":  # JSON text after the framing: '{' starts a group that never ends
+            return confluent_header(schema_id) + b"\x00" + json.dumps({"order_id": order.order_id}).encode()
+        raise ValueError(f"unknown kind of broken record {kind!r}; expected one of {BROKEN_KINDS}")
+
+
+def _money(money, amount: Decimal) -> None:
+    money.currency = "EUR"
+    money.units = int(amount)
+    money.nanos = int((amount - int(amount)) * 1_000_000_000)
+
+
+GENERATORS: dict[str, Callable[[TableSpec, random.Random], PageViews | Transactions | CartEvents | Orders]] = {
     PAGE_VIEWS_TOPIC: PageViews,
     TRANSACTIONS_TOPIC: Transactions,
     CART_EVENTS_TOPIC: CartEvents,
+    ORDERS_TOPIC: Orders,
 }
 
 

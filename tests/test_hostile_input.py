@@ -366,7 +366,7 @@ def test_given_a_schema_with_an_impossible_shape_when_loaded_then_it_is_refused_
 
 # --- the decoder ----------------------------------------------------------------------------------------
 
-CAUSES = {"bad_magic_byte", "unknown_schema_id", "undecodable_payload", "missing_event_time", "unparseable_event_time"}
+CAUSES = {"bad_magic_byte", "unknown_schema_id", "unknown_message_index", "undecodable_payload", "missing_event_time", "unparseable_event_time"}
 HUGE = [2**31 - 1, 2**31, 2**62, 2**63 - 1, -1, -(2**63)]
 MUTATIONS = st.one_of(
     st.tuples(st.just("intact")),
@@ -453,15 +453,19 @@ def assert_reads_as_a_cause(error: str) -> None:
 def test_given_corrupted_confluent_values_when_decoded_then_each_record_is_a_row_a_dead_letter_or_a_tombstone(
     hostile_topics, which, picks
 ):
+    topics, goods = hostile_topics
+    values = [mutated(goods[which][pick % len(goods[which])], mutation) for pick, mutation in picks]
+    assert_each_is_a_row_a_dead_letter_or_a_tombstone(topics[which], values)
+
+
+def assert_each_is_a_row_a_dead_letter_or_a_tombstone(topic: TableSpec, values: list[bytes | None]) -> None:
+    """Decoded as columns and record by record, every value is exactly one row, dead letter (its bytes kept, a cause
+    a person reads) or tombstone, sorted alike by both paths."""
     from kafka_lake.decoding.batch_decoder import BatchDecoder
     from kafka_lake.kafka.records import KafkaRecord
     from kafka_lake.kafka.schema_resolution import CatalogSchemas
 
-    topics, goods = hostile_topics
-    topic = topics[which]
-    values = [mutated(goods[which][pick % len(goods[which])], mutation) for pick, mutation in picks]
     records = [KafkaRecord(0, offset, 1_793_000_000_000, b"k", value) for offset, value in enumerate(values)]
-
     outcomes = []
     for columnar in (True, False):
         batch = BatchDecoder(topic, CatalogSchemas(topic), b"fuzz-key", columnar=columnar).decode(records)
@@ -477,7 +481,7 @@ def test_given_corrupted_confluent_values_when_decoded_then_each_record_is_a_row
             assert_reads_as_a_cause(letter["error"])
         assert sum(batch.dead_letter_causes.values()) == len(dead) and set(batch.dead_letter_causes) <= CAUSES
         outcomes.append((row_offsets, sorted((d["_kafka_offset"], d["error"].split(":", 1)[0]) for d in dead)))
-    assert outcomes[0] == outcomes[1], "the columnar and the fastavro path must sort the records alike"
+    assert outcomes[0] == outcomes[1], "the columnar and the record path must sort the records alike"
 
 
 JSON_MUTATIONS = st.one_of(
@@ -766,3 +770,86 @@ def test_given_records_of_ten_mib_when_a_slice_lands_then_they_land_or_dead_lett
     [dead] = [r for f in storage.list_files(layout.dead_letter_prefix("shop", "page_views"))
               for r in pq.read_table(storage.full_path(f.path)).to_pylist()]
     assert (dead["_kafka_offset"], dead["value"]) == (4, truncated)
+
+
+# --- Protobuf values -------------------------------------------------------------------------------------------------
+
+PROTOBUF_MUTATIONS = st.one_of(
+    MUTATIONS,
+    # Message indexes of any count and value: past the file's messages, negative, more than any nesting.
+    st.tuples(st.just("indexes"), st.lists(st.integers(-(2**40), 2**40), max_size=40)),
+    # Unknown fields of every wire type appended, which the parser skips; a field of a known number with another wire
+    # type; a group that never ends.
+    st.tuples(st.just("append"), st.sampled_from([
+        b"\xf8\x3f\x05", b"\xfa\x3f\x03abc", b"\xfd\x3f\x01\x02\x03\x04", b"\xf9\x3f" + b"\x01" * 8,
+        b"\x08\x96\x01", b"\x0d\x01\x02\x03\x04", b"\xfb\x3f", b"\xfb\x3f\xfc\x3f", b"\x0a\xff\xff\xff\xff\x7f"])),
+    # A message nested far past any parser's limit: field 38 (tree) of Zoo, a Node whose children hold Nodes.
+    st.tuples(st.just("deep"), st.integers(1, 5000)),
+)
+
+
+def protobuf_mutated(good: bytes, mutation: tuple) -> bytes | None:
+    from kafka_lake.decoding.protobuf.wire import read_message_indexes
+    from tests.test_protobuf import varint
+
+    kind, *args = mutation
+    header, payload = good[:5], good[5:]
+    _, start = read_message_indexes(payload)
+    if kind == "indexes":
+        indexes = args[0]
+        return header + (b"\x00" if not indexes else zigzag(len(indexes)) + b"".join(map(zigzag, indexes))) + payload[start:]
+    if kind == "append":
+        return good + args[0]
+    if kind == "deep":
+        nested = b""
+        for _ in range(args[0]):
+            nested = b"\x12" + varint(len(nested)) + nested
+        return good + b"\xb2\x02" + varint(len(nested)) + nested
+    return mutated(good, mutation)
+
+
+@pytest.fixture(scope="module")
+def hostile_protobuf(tmp_path_factory):
+    """The Protobuf tests' zoo of every type (maps, oneofs, packed and unpacked repeated scalars, well-known types),
+    with PII, as its own values; a map entry without its key; repeated scalars written unpacked."""
+    from tests.test_protobuf import framed, zoo, zoo_message
+
+    topic = zoo(tmp_path_factory.mktemp("zoo"), pii_fields=["name", "first_item.sku"])
+    message = zoo_message(topic)
+    good = framed(topic, message)
+    # Field 23 (counts, map<string, int64>) with an entry holding only its value: the key is its default, "".
+    keyless = good + b"\xba\x01\x02\x10\x07"
+    # Field 22 (scores, repeated double) unpacked: one tagged value after another, which a parser must take too.
+    unpacked = good + b"\xb1\x01" + b"\x00" * 7 + b"\x40" + b"\xb1\x01" + b"\x00" * 8
+    bare = type(message)()  # every field absent but the event time
+    bare.occurred_at.CopyFrom(message.occurred_at)
+    return topic, [good, keyless, unpacked, framed(topic, bare)]
+
+
+@settings(FUZZ, max_examples=int(os.environ.get("HOSTILE_EXAMPLES", 300)))
+@given(picks=st.lists(st.tuples(st.integers(0, 3), PROTOBUF_MUTATIONS), min_size=1, max_size=12))
+def test_given_corrupted_protobuf_values_when_decoded_then_each_record_is_a_row_a_dead_letter_or_a_tombstone(
+    hostile_protobuf, picks
+):
+    topic, goods = hostile_protobuf
+    assert_each_is_a_row_a_dead_letter_or_a_tombstone(topic, [protobuf_mutated(goods[pick], m) for pick, m in picks])
+
+
+def test_given_protobuf_values_of_the_hostile_kinds_then_each_lands_as_the_parser_reads_it(hostile_protobuf):
+    """The fixture's own values land as rows: a map entry without its key lands with the key's default, unpacked
+    repeated scalars land like packed ones, and a message nested deeper than the parser follows is a dead letter."""
+    from kafka_lake.decoding.batch_decoder import BatchDecoder
+    from kafka_lake.kafka.records import KafkaRecord
+    from kafka_lake.kafka.schema_resolution import CatalogSchemas
+
+    topic, goods = hostile_protobuf
+    deep = protobuf_mutated(goods[0], ("deep", 200))
+    records = [KafkaRecord(0, offset, 1_793_000_000_000, b"k", value) for offset, value in enumerate([*goods, deep])]
+
+    batch = BatchDecoder(topic, CatalogSchemas(topic), b"fuzz-key").decode(records)
+
+    rows = {row["_kafka_offset"]: row for table in batch.rows.values() for row in table.to_pylist()}
+    [dead] = [letter for table in batch.dead_letters.values() for letter in table.to_pylist()]
+    assert sorted(rows) == [0, 1, 2, 3] and "nested deeper than the parser follows" in dead["error"]
+    assert dict(rows[1]["counts"])[""] == 7
+    assert rows[2]["scores"] == [*rows[0]["scores"], 2.0, 0.0]

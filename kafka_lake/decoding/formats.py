@@ -7,11 +7,12 @@ from __future__ import annotations
 from kafka_lake.decoding.avro.format import AVRO
 from kafka_lake.decoding.json.format import JSON
 from kafka_lake.decoding.payload_format import PayloadFormat
+from kafka_lake.decoding.protobuf.format import PROTOBUF
 from kafka_lake.decoding.raw import RAW
 from kafka_lake.kafka.schema_resolution import SchemaResolver
 from kafka_lake.table_spec import TableSpec
 
-PAYLOAD_FORMATS: dict[str, PayloadFormat] = {payloads.name: payloads for payloads in (AVRO, JSON, RAW)}
+PAYLOAD_FORMATS: dict[str, PayloadFormat] = {payloads.name: payloads for payloads in (AVRO, JSON, PROTOBUF, RAW)}
 
 
 def payload_format(topic: TableSpec) -> PayloadFormat:

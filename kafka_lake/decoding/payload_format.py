@@ -79,10 +79,20 @@ class PayloadFormat(Protocol):
     has_schemas: bool  # False: no schema versions, the value's bytes are the row (`format: raw`)
     schema_ids_required: bool  # every value carries a schema id in its framing: each version needs a `registry_id`
     names_records: bool  # a value names its record (Avro's full name): tables may route by `record_name`
+    needs_message: bool  # a schema file holds several messages: each version names its own (`message:`)
     record_path_name: str  # the record path, as the decoding paths name it ("fastavro", "record by record")
 
-    def load_schema(self, path: Path, text: str) -> LoadedSchema:
-        """A schema file of a version; raises `SchemaFileError` naming the file."""
+    def load_schema(self, path: Path, text: str, message: str | None) -> LoadedSchema:
+        """A schema file of a version (and the message it lands, for a format that `needs_message`; None: the first
+        of the file, as for a key); raises `SchemaFileError` naming the file."""
+        ...
+
+    def evolution_problem(self, older: SchemaVersion, newer: SchemaVersion) -> str | None:
+        """Why `newer` cannot follow `older` in one table, or None."""
+        ...
+
+    def registered_form(self, version: SchemaVersion) -> str:
+        """What a registry id stands for: two versions given one id must have the same form."""
         ...
 
     def schemas(self, topic: TableSpec, registry_url: str | None) -> SchemaResolver:
@@ -104,8 +114,9 @@ class PayloadFormat(Protocol):
         """The version's columnar path, or raises `NotColumnar` saying why its values take the record path."""
         ...
 
-    def record_name(self, version: SchemaVersion) -> str:
-        """The full name of the record a version's values are (for `route: {field: record_name}`)."""
+    def record_name(self, version: SchemaVersion, payload: memoryview) -> str:
+        """The full name of the record a payload of the version is (for `route: {field: record_name}`); raises
+        `Undecodable` where the payload cannot say."""
         ...
 
     def route_values(self, batch: KafkaBatch, framed: FramedValues, field: tuple[str, ...],

@@ -20,10 +20,17 @@ class RawPayloads:
     has_schemas = False
     schema_ids_required = False
     names_records = False
+    needs_message = False
     record_path_name = "none"
 
-    def load_schema(self, path: Path, text: str) -> LoadedSchema:
+    def load_schema(self, path: Path, text: str, message: str | None) -> LoadedSchema:
         raise TypeError("a raw table has no schema files")
+
+    def evolution_problem(self, older: SchemaVersion, newer: SchemaVersion) -> str | None:
+        raise TypeError("a raw table has no schema versions")
+
+    def registered_form(self, version: SchemaVersion) -> str:
+        raise TypeError("a raw table has no schema versions")
 
     def schemas(self, topic: TableSpec, registry_url: str | None) -> SchemaResolver:
         return CatalogSchemas(topic)  # never asked: a raw value names no schema
@@ -40,7 +47,7 @@ class RawPayloads:
     def columnar_path(self, inputs: ColumnarInputs) -> ColumnarPath:
         raise TypeError("a raw table has no schema versions")
 
-    def record_name(self, version: SchemaVersion) -> str:
+    def record_name(self, version: SchemaVersion, payload: memoryview) -> str:
         raise TypeError("a raw value names no record")
 
     def route_values(self, batch: KafkaBatch, framed: FramedValues, field: tuple[str, ...],

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafka_lake.decoding.decoded_batch import DecodedBatch
+from kafka_lake.decoding.decoded_batch import DecodedBatch, Undecodable
 from kafka_lake.decoding.formats import payload_format
 from kafka_lake.kafka.framing import FramedValues, FramingError
 from kafka_lake.kafka.records import BatchPositions, KafkaBatch
@@ -138,7 +138,7 @@ class TopicRouter:
         """The full name of the record the value's schema id names; an `_Elsewhere` for an id only another table
         knows."""
         try:
-            schema_id, _ = self._format.split(value)
+            schema_id, payload = self._format.split(value)
         except FramingError as error:
             why[index] = f"its route cannot be read: {error}"
             return None
@@ -148,7 +148,11 @@ class TopicRouter:
                 return _Elsewhere()
             why[index] = f"schema id {schema_id} is a version of no table of topic {self._topic.topic!r}"
             return None
-        return self._format.record_name(version)
+        try:
+            return self._format.record_name(version, payload)
+        except Undecodable as error:
+            why[index] = f"its route cannot be read: {error}"
+            return None
 
 
 class _Elsewhere:

@@ -50,6 +50,11 @@ def split_json(value: bytes) -> tuple[int | None, memoryview]:
     return split_confluent(value)
 
 
+def confluent_header(schema_id: int) -> bytes:
+    """The 5 bytes every framed value starts with."""
+    return _HEADER.pack(MAGIC_BYTE, schema_id)
+
+
 def encode_confluent(schema_id: int, parsed_schema: Any, record: dict) -> bytes:
     """Frames one record the way Confluent's Avro serializer does."""
     out = io.BytesIO()

@@ -5,7 +5,7 @@ catalog's `registry_id`s or a Confluent Schema Registry.
 from __future__ import annotations
 
 import json
-from typing import Protocol
+from typing import Any, Protocol
 
 import fastavro
 from fastavro.schema import to_parsing_canonical_form
@@ -53,21 +53,55 @@ class CatalogSchemas:
         )
 
 
+class RegisteredForms(Protocol):
+    """How the schemas of one payload format compare between the catalog and a registry: equal forms, same bytes on
+    the wire."""
+
+    schema_type: str  # as the registry names the kind: AVRO, PROTOBUF
+    label: str  # as a person names it
+
+    def of_version(self, version: SchemaVersion) -> str: ...
+
+    def of_registered(self, registered: Any, client: Any) -> str:
+        """The form of a registered schema (`confluent_kafka.schema_registry.Schema`; `client` fetches what it
+        references); raises `ValueError` saying why it is none the catalog could decode with."""
+        ...
+
+
+class AvroForms:
+    """Avro's parsing canonical form: the same schema whatever its docs, defaults or ids."""
+
+    schema_type = "AVRO"
+    label = "Avro"
+
+    def of_version(self, version: SchemaVersion) -> str:
+        return to_parsing_canonical_form(version.parsed)
+
+    def of_registered(self, registered: Any, client: Any) -> str:
+        try:
+            return to_parsing_canonical_form(fastavro.parse_schema(json.loads(registered.schema_str or ""), _write_hint=False))
+        except Exception as error:  # json or fastavro: either way not a schema we can decode with
+            raise ValueError(f"not a self-contained Avro schema: {error}") from None
+
+
 class RegistrySchemas:
     """Resolves schema ids through a Confluent Schema Registry, to the catalog version with the same schema.
 
-    "Same" is Avro's parsing canonical form: same bytes on the wire, whatever the docs, defaults or ids.
-    Each id is asked once; an id the registry lacks, or whose schema the catalog lacks, resolves to None.
+    "Same" is the format's form (`RegisteredForms`; Avro's parsing canonical form by default): same bytes on the wire,
+    whatever the docs, defaults or ids. Each id is asked once; an id the registry lacks, or whose schema the catalog
+    lacks, resolves to None.
     """
 
-    def __init__(self, topic: TableSpec, url: str, client_config: dict | None = None):
+    def __init__(self, topic: TableSpec, url: str, client_config: dict | None = None,
+                 forms: RegisteredForms | None = None):
         # Imported only with a registry: its HTTP and auth stack costs ~0.4 s that catalog-only runs skip.
         from confluent_kafka.schema_registry import SchemaRegistryClient
 
         self._topic = topic
         self._url = url_without_credentials(url)
         self._client = SchemaRegistryClient({**(client_config or {}), "url": url})
-        self._forms = [(to_parsing_canonical_form(v.parsed), v) for v in topic.schema_versions]
+        self._kind = forms or AvroForms()
+        self._forms_of = [(self._kind.of_version(v), v) for v in topic.schema_versions]
         self._resolved: dict[int, tuple[SchemaVersion | None, str]] = {}
 
     def version_for(self, schema_id: int) -> SchemaVersion | None:
@@ -93,14 +127,17 @@ class RegistrySchemas:
         except Exception as error:  # the HTTP client's connection errors, timeouts, unreadable answers
             raise SchemaRegistryUnavailable(self._url, schema_id, error) from error
         where = f"schema id {schema_id} in the schema registry at {self._url}"
-        if registered.schema_type not in (None, "AVRO"):
-            return None, f"{where} is a {registered.schema_type} schema, not Avro"
+        schema_type = registered.schema_type or "AVRO"  # the registry leaves out the type of an Avro schema
+        if schema_type != self._kind.schema_type:
+            return None, f"{where} is a {schema_type} schema, not {self._kind.label}"
         try:
-            form = to_parsing_canonical_form(fastavro.parse_schema(json.loads(registered.schema_str or ""), _write_hint=False))
-        except Exception as error:  # json or fastavro: either way not a schema we can decode with
-            return None, f"{where} is not a self-contained Avro schema: {error}"
-        # Equal canonical forms mean equal bytes on the wire; the catalog's registry_id breaks ties.
-        matches = [version for catalog_form, version in self._forms if catalog_form == form]
+            form = self._kind.of_registered(registered, self._client)
+        except ValueError as error:
+            return None, f"{where} is {error}"
+        except Exception as error:  # fetching what it references: the registry's errors, connection errors
+            raise SchemaRegistryUnavailable(self._url, schema_id, error) from error
+        # Equal forms mean equal bytes on the wire; the catalog's registry_id breaks ties.
+        matches = [version for catalog_form, version in self._forms_of if catalog_form == form]
         if not matches:
             return None, (
                 f"{where} is none of the catalog's schema versions of topic {self._topic.topic} "

@@ -12,13 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from fastavro.schema import to_parsing_canonical_form
 
 from kafka_lake.decoding.formats import PAYLOAD_FORMATS
 from kafka_lake.decoding.payload_format import LoadedSchema, PayloadFormat
 from kafka_lake.lake.layout import KAFKA_COLUMN_PREFIX, PARTITION_COLUMNS, is_lake_column
 from kafka_lake.schemas.avro_types import (
-    evolution_problem,
     field_type_at,
     is_time_type,
     json_field_at,
@@ -203,7 +201,7 @@ def _check_clashes(topics: list[TableSpec], tolerant: bool = False) -> list[tupl
         for version in spec.schema_versions:
             if clash is not None or version.registry_id is None:
                 continue
-            form = to_parsing_canonical_form(version.parsed)
+            form = PAYLOAD_FORMATS[spec.payload_format].registered_form(version)
             if version.registry_id in new_ids:
                 earlier, earlier_version, earlier_form = new_ids[version.registry_id]
                 if earlier is spec or earlier_form != form:
@@ -451,7 +449,8 @@ def _describe_route_type(avro_type: Any) -> str:
 
 def _load_key_schema(payloads: PayloadFormat, file: str, folder: Path, where: str) -> SchemaVersion:
     """The key's schema, as version 0 of its own: a record whose fields become the columns `_kafka_key_<field>`."""
-    [key] = _load_versions(payloads, (SchemaVersionYaml(version=1, file=file, registry_id=None),), folder, where,
+    # No message: a Protobuf key is the first message of its file.
+    [key] = _load_versions(payloads, (SchemaVersionYaml(version=1, file=file, registry_id=None, message=None),), folder, where,
                            label="key_schema")
     if key.recursions:
         raise CatalogError(f"{where}: key_schema {file} has a record that contains itself ({key.recursions[0]}); a key "
@@ -529,11 +528,11 @@ def _load_versions(payloads: PayloadFormat, entries: tuple[SchemaVersionYaml, ..
         if schema_path is None or schema_path.parent != folder.resolve():
             what = label or f"schema file {shown(entry.file)} of version {entry.version}"
             raise CatalogError(f"{where}: {what} must sit beside topic.yaml")
-        loaded = _load_schema_file(payloads, schema_path)
+        loaded = _load_schema_file(payloads, schema_path, entry.message)
         versions.append(SchemaVersion(entry.version, entry.file, entry.registry_id, loaded.schema, loaded.parsed,
                                       loaded.recursions))
     for older, newer in zip(versions, versions[1:]):
-        problem = evolution_problem(older.schema, newer.schema)
+        problem = payloads.evolution_problem(older, newer)
         if problem:
             raise CatalogError(
                 f"{where}: version {newer.version} ({newer.file}) is not a compatible evolution of "
@@ -542,7 +541,7 @@ def _load_versions(payloads: PayloadFormat, entries: tuple[SchemaVersionYaml, ..
     return versions
 
 
-def _load_schema_file(payloads: PayloadFormat, schema_path: Path) -> LoadedSchema:
+def _load_schema_file(payloads: PayloadFormat, schema_path: Path, message: str | None) -> LoadedSchema:
     try:
         exists = schema_path.is_file()
     except OSError:
@@ -550,7 +549,7 @@ def _load_schema_file(payloads: PayloadFormat, schema_path: Path) -> LoadedSchem
     if not exists:
         raise CatalogError(f"{schema_path}: schema file does not exist")
     try:
-        return payloads.load_schema(schema_path, _read_catalog_file(schema_path, str(schema_path)))
+        return payloads.load_schema(schema_path, _read_catalog_file(schema_path, str(schema_path)), message)
     except SchemaFileError as error:
         raise CatalogError(str(error)) from None
 

@@ -75,9 +75,12 @@ class TimePartitioningYaml(CatalogKeys):
 
 class SchemaVersionYaml(CatalogKeys):
     version: int = Field(description="a whole number")
-    file: str = Field(description="the name of an .avsc file beside topic.yaml")
+    file: str = Field(description="the name of a schema file (.avsc; .proto for protobuf) beside topic.yaml")
     # Required for Avro; JSON values name a version only when framed (Confluent's JSON Schema serializer).
     registry_id: int | None = Field(None, ge=0, lt=2**31, description="a schema id in 0..2^31-1")
+    # The message of the file the version lands, for a format whose files hold several (Protobuf).
+    message: Annotated[str, Field(min_length=1)] | None = Field(
+        None, description="the full name of a message of the file, like acme.orders.Order")
 
 
 RouteValue = Annotated[str, Field(min_length=1)] | int | bool
@@ -127,9 +130,9 @@ class TopicYaml(TableKeys):
         "avro", alias="format", description=_listed(PAYLOAD_FORMATS))
     schema_versions: Annotated[tuple[SchemaVersionYaml, ...], _FROM_A_LIST, Field(min_length=1),
                                AfterValidator(_numbered_in_order)] = Field(
-        (), description="a list of {version, file, registry_id}, at least version 1")
+        (), description="a list of {version, file, registry_id} (and message for protobuf), at least version 1")
     route: RouteYaml | None = Field(None, description="a mapping with field and equals or in")
-    key_schema: str | None = Field(None, description="the name of an .avsc file beside topic.yaml")
+    key_schema: str | None = Field(None, description="the name of a schema file (.avsc; .proto for protobuf) beside topic.yaml")
     recursive_records: Literal["json", "refuse"] = Field("json", description="json or refuse")
     rename: Annotated[dict[str, str], BeforeValidator(_column_names)] = Field(
         default_factory=dict, description="a mapping of top-level Avro field names to column names")
@@ -156,6 +159,14 @@ class TopicYaml(TableKeys):
         for key in ("schema_versions", "time_partitioning"):
             if key not in self.model_fields_set:
                 raise refused(f"missing required key {key!r}")
+        for entry in self.schema_versions:
+            if payloads.needs_message and entry.message is None:
+                raise refused(f"schema_versions[{entry.version - 1}].message is required for format {payloads.name}: "
+                              f"the full name of the message its records are, like acme.orders.Order")
+            if not payloads.needs_message and entry.message is not None:
+                raise refused(f"schema_versions[{entry.version - 1}].message is for formats whose files hold several "
+                              f"messages ({_listed([n for n, f in PAYLOAD_FORMATS.items() if f.needs_message])}); a "
+                              f"{payloads.name} file holds one record: remove it")
         if payloads.schema_ids_required:
             for entry in self.schema_versions:
                 if entry.registry_id is None:

@@ -14,9 +14,9 @@ from kafka_lake.decoding.avro.records import AvroRecords
 from kafka_lake.decoding.payload_format import ColumnarInputs, ColumnarPath, LoadedSchema, RecordPath, RouteValues
 from kafka_lake.kafka.framing import FramedValues, split_confluent
 from kafka_lake.kafka.records import KafkaBatch
-from kafka_lake.kafka.schema_resolution import CatalogSchemas, RegistrySchemas, SchemaResolver
+from kafka_lake.kafka.schema_resolution import AvroForms, CatalogSchemas, RegistrySchemas, SchemaResolver
 from kafka_lake.schemas.avro_files import read_avro_schema
-from kafka_lake.schemas.avro_types import record_full_name
+from kafka_lake.schemas.avro_types import evolution_problem, record_full_name
 from kafka_lake.table_spec import SchemaVersion, TableSpec
 
 
@@ -25,10 +25,17 @@ class AvroPayloads:
     has_schemas = True
     schema_ids_required = True
     names_records = True
+    needs_message = False
     record_path_name = "fastavro"
 
-    def load_schema(self, path: Path, text: str) -> LoadedSchema:
+    def load_schema(self, path: Path, text: str, message: str | None) -> LoadedSchema:
         return LoadedSchema(*read_avro_schema(path, text))
+
+    def evolution_problem(self, older: SchemaVersion, newer: SchemaVersion) -> str | None:
+        return evolution_problem(older.schema, newer.schema)
+
+    def registered_form(self, version: SchemaVersion) -> str:
+        return AvroForms().of_version(version)
 
     def schemas(self, topic: TableSpec, registry_url: str | None) -> SchemaResolver:
         return RegistrySchemas(topic, registry_url) if registry_url else CatalogSchemas(topic)
@@ -47,7 +54,7 @@ class AvroPayloads:
         mapping = columnar_mapping_for(inputs.version, inputs.mapping, inputs.pii_fields, inputs.pseudonyms)
         return AvroColumns(inputs.version.version, mapping, inputs.placement)
 
-    def record_name(self, version: SchemaVersion) -> str:
+    def record_name(self, version: SchemaVersion, payload: memoryview) -> str:
         return record_full_name(version.schema)
 
     def route_values(self, batch: KafkaBatch, framed: FramedValues, field: tuple[str, ...],

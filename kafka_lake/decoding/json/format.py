@@ -16,8 +16,9 @@ from kafka_lake.decoding.json.records import JsonRecords, parse_json_object
 from kafka_lake.decoding.payload_format import ColumnarInputs, ColumnarPath, LoadedSchema, RecordPath, RouteValues
 from kafka_lake.kafka.framing import FramedValues, FramingError, split_json
 from kafka_lake.kafka.records import KafkaBatch
-from kafka_lake.kafka.schema_resolution import CatalogSchemas, SchemaResolver
+from kafka_lake.kafka.schema_resolution import AvroForms, CatalogSchemas, SchemaResolver
 from kafka_lake.schemas.avro_files import read_avro_schema
+from kafka_lake.schemas.avro_types import evolution_problem
 from kafka_lake.table_spec import SchemaVersion, TableSpec
 
 
@@ -26,10 +27,17 @@ class JsonPayloads:
     has_schemas = True
     schema_ids_required = False  # a plain value names no schema: it is read with the newest version
     names_records = False
+    needs_message = False
     record_path_name = "record by record"
 
-    def load_schema(self, path: Path, text: str) -> LoadedSchema:
+    def load_schema(self, path: Path, text: str, message: str | None) -> LoadedSchema:
         return LoadedSchema(*read_avro_schema(path, text))
+
+    def evolution_problem(self, older: SchemaVersion, newer: SchemaVersion) -> str | None:
+        return evolution_problem(older.schema, newer.schema)
+
+    def registered_form(self, version: SchemaVersion) -> str:
+        return AvroForms().of_version(version)  # the table's .avsc files: a shared id must name one of them
 
     def schemas(self, topic: TableSpec, registry_url: str | None) -> SchemaResolver:
         # A framed value's id names a JSON Schema in a registry, which no Avro version equals: the catalog resolves it.
@@ -50,7 +58,7 @@ class JsonPayloads:
                                    inputs.time_field)
         return JsonColumns(inputs.version.version, reading, inputs.placement)
 
-    def record_name(self, version: SchemaVersion) -> str:
+    def record_name(self, version: SchemaVersion, payload: memoryview) -> str:
         raise TypeError("a JSON value names no record")
 
     def route_values(self, batch: KafkaBatch, framed: FramedValues, field: tuple[str, ...],

@@ -1,0 +1,120 @@
+"""Protobuf values (`format: protobuf`): Confluent-framed messages with message indexes, their versions `.proto` files
+compiled at load and landed as the Avro schema of the same shape, so every column and field path follows as for Avro.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from kafka_lake.decoding.avro.columnar_mapping import NotColumnar
+from kafka_lake.decoding.payload_format import ColumnarInputs, ColumnarPath, LoadedSchema, RecordPath, RouteValues
+from kafka_lake.decoding.protobuf.avro_shape import NoColumns, avro_schema_of
+from kafka_lake.decoding.protobuf.evolution import field_number_problem
+from kafka_lake.decoding.protobuf.proto_files import WELL_KNOWN_PREFIX, CompiledProto, compile_proto
+from kafka_lake.decoding.protobuf.records import ProtobufRecords, message_full_name
+from kafka_lake.kafka.framing import FramedValues, split_confluent
+from kafka_lake.kafka.records import KafkaBatch
+from kafka_lake.kafka.schema_resolution import CatalogSchemas, RegistrySchemas, SchemaResolver
+from kafka_lake.schemas.avro_files import read_avro_schema
+from kafka_lake.schemas.avro_types import evolution_problem
+from kafka_lake.table_spec import SchemaFileError, SchemaVersion, TableSpec
+
+
+class ProtobufPayloads:
+    name = "protobuf"
+    has_schemas = True
+    schema_ids_required = True
+    names_records = True  # by the message its indexes name
+    needs_message = True
+    record_path_name = "protobuf"
+
+    def load_schema(self, path: Path, text: str, message: str | None) -> LoadedSchema:
+        """The file compiled, and its message translated to the Avro schema of the same shape (`avro_shape`), read as
+        an `.avsc` is (its depth, its names, where a record contains itself)."""
+        compiled = compile_proto(path, message)
+        try:
+            shape = avro_schema_of(compiled.message)
+        except NoColumns as error:
+            raise SchemaFileError(f"{path}: {error}") from None
+        schema, _, recursions = read_avro_schema(path, json.dumps(shape))
+        return LoadedSchema(schema, compiled, recursions)
+
+    def evolution_problem(self, older: SchemaVersion, newer: SchemaVersion) -> str | None:
+        old, new = _compiled(older), _compiled(newer)
+        return field_number_problem(old.message, new.message) or evolution_problem(older.schema, newer.schema)
+
+    def registered_form(self, version: SchemaVersion) -> str:
+        return _compiled(version).form
+
+    def schemas(self, topic: TableSpec, registry_url: str | None) -> SchemaResolver:
+        return RegistrySchemas(topic, registry_url, forms=ProtobufForms()) if registry_url else CatalogSchemas(topic)
+
+    def framed(self, values: pa.BinaryArray) -> FramedValues:
+        return FramedValues(values)
+
+    def split(self, value: bytes) -> tuple[int | None, memoryview]:
+        return split_confluent(value)  # the payload begins with the message indexes
+
+    def record_path(self, version: SchemaVersion) -> RecordPath:
+        return ProtobufRecords(version)
+
+    def columnar_path(self, inputs: ColumnarInputs) -> ColumnarPath:
+        raise NotColumnar("no columnar path for Protobuf yet")
+
+    def record_name(self, version: SchemaVersion, payload: memoryview) -> str:
+        """The full name of the message the payload's indexes name in the version's file: a file may hold the
+        messages of several tables of one topic."""
+        return message_full_name(_compiled(version), payload)
+
+    def route_values(self, batch: KafkaBatch, framed: FramedValues, field: tuple[str, ...],
+                     value_type: pa.DataType) -> RouteValues | None:
+        return None  # read as a column of the values decoded by the table's versions
+
+
+class ProtobufForms:
+    """A registered Protobuf schema compared by its compiled form (`CompiledProto.form`): the registry's text of the
+    file and of the schemas it references (its imports), compiled as the catalog's files are."""
+
+    schema_type = "PROTOBUF"
+    label = "Protobuf"
+
+    def of_version(self, version: SchemaVersion) -> str:
+        return _compiled(version).form
+
+    def of_registered(self, registered: Any, client: Any) -> str:
+        with tempfile.TemporaryDirectory() as scratch:
+            folder = Path(scratch)
+            _write_referenced(folder, registered.references or [], client, set())
+            main = folder / "registered.proto"
+            main.write_text(registered.schema_str or "", encoding="utf-8")
+            try:
+                return compile_proto(main, None).form
+            except SchemaFileError as error:
+                raise ValueError(f"not a Protobuf schema the catalog's could equal: "
+                                 f"{str(error).replace(str(folder) + '/', '')}") from None
+
+
+def _write_referenced(folder: Path, references: list, client: Any, written: set[str]) -> None:
+    """The schemas a registered file imports (its references, and theirs), as files named as it imports them."""
+    for reference in references:
+        name = reference.name
+        if name in written or name.startswith(WELL_KNOWN_PREFIX):
+            continue
+        if "/" in name or "\\" in name or name in ("", ".", ".."):
+            raise ValueError(f"a schema importing {name!r}, where the catalog's imports sit beside the file")
+        written.add(name)
+        referenced = client.get_version(reference.subject, reference.version).schema
+        (folder / name).write_text(referenced.schema_str or "", encoding="utf-8")
+        _write_referenced(folder, referenced.references or [], client, written)
+
+
+def _compiled(version: SchemaVersion) -> CompiledProto:
+    return version.parsed
+
+
+PROTOBUF = ProtobufPayloads()
