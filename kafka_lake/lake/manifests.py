@@ -147,6 +147,13 @@ class ManifestStore:
         """Every landed hour of the table: the whole history, for what is about all of it (erasure, reports)."""
         return self._landed_from(None)
 
+    def landed_after(self, hour: KafkaHour | None) -> list[KafkaHour]:
+        """The landed hours after `hour` (every one when None), in order: what a reader that has read the manifests
+        up to `hour` has not seen yet, from a listing that starts there, however old the table."""
+        if hour is not None and hour.start >= LAST_HOUR:
+            return []
+        return self._landed_from(hour.next() if hour is not None else None)
+
     def landed_in(self, first: KafkaHour, last: KafkaHour) -> list[KafkaHour]:
         """The landed hours from `first` to `last`: one listing of those hours' manifests, however old the table."""
         hours = int((last.start - first.start) / ONE_HOUR) + 1
