@@ -11,12 +11,9 @@ import hashlib
 import hmac
 import io
 import json
-import threading
 import uuid
 from decimal import Decimal
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import fastavro
 import pyarrow as pa
@@ -36,6 +33,7 @@ from kafka_lake.lake import layout
 from kafka_lake.schemas.arrow_mapping import MAX_JSON_DEPTH, arrow_mapping_for, arrow_schema_for, column_comment
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.topics.loader import CatalogError, load_catalog, load_topic
+from tests.registry_stand_in import RegistryStandIn
 
 UTC = dt.timezone.utc
 CATALOG = Path(__file__).resolve().parent.parent / "schema_catalog"
@@ -912,58 +910,13 @@ def test_given_random_bytes_when_decoded_then_nothing_raises_and_every_record_la
 # --- schema registry -------------------------------------------------------------------------
 
 
-class RegistryStandIn(ThreadingHTTPServer):
-    """Stands in for Confluent Schema Registry, which cannot run here: `GET /schemas/ids/{id}` only.
-
-    Answers like the real one: `{"schema": "<schema JSON as a string>"}`, or 404 with error code 40403.
-    """
-
-    def __init__(self, schemas: dict[int, dict]):
-        super().__init__(("127.0.0.1", 0), _RegistryHandler)
-        self.schemas = schemas
-        self.requests: list[str] = []
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class _RegistryHandler(BaseHTTPRequestHandler):
-    server: RegistryStandIn
-
-    def do_GET(self) -> None:
-        path = urlsplit(self.path).path
-        self.server.requests.append(path)
-        prefix = "/schemas/ids/"
-        schema_id = path[len(prefix):]
-        if path.startswith(prefix) and schema_id.isdigit() and int(schema_id) in self.server.schemas:
-            self._answer(200, {"schema": json.dumps(self.server.schemas[int(schema_id)])})
-        else:
-            self._answer(404, {"error_code": 40403, "message": "Schema not found"})
-
-    def _answer(self, status: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args) -> None:  # keep test output quiet
-        pass
-
-
 @pytest.fixture
 def registry(views):
     # The registry knows v2 under another id than the catalog's, with a different doc, plus a stranger schema.
     renamed_v2 = views.version(2).schema | {"doc": "registered by the producer team"}
     stranger = {"type": "record", "name": "Stranger", "fields": [{"name": "x", "type": "int"}]}
-    server = RegistryStandIn({77: renamed_v2, 78: stranger})
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with RegistryStandIn({77: renamed_v2, 78: stranger}) as server:
+        yield server
 
 
 def test_given_a_registry_id_with_a_catalog_schema_when_resolved_then_it_is_that_version(views, registry):
