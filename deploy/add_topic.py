@@ -12,15 +12,9 @@ import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from kafka_lake.kafka.schema_resolution import value_subject
 from kafka_lake.settings import PlatformSettings, url_without_credentials
-from kafka_lake.topics.onboarding import (
-    OnboardingError,
-    new_entry,
-    registered_versions,
-    updated_entry,
-    value_subject,
-    write_entry,
-)
+from kafka_lake.topics.onboarding import OnboardingError, new_entry, registered_versions, updated_entry, write_entry
 
 
 def main(argv: list[str] | None = None) -> int:

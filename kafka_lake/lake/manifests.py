@@ -68,6 +68,9 @@ class HourManifest:
     # partition → [start, end) of offsets past this hour's end held by a transaction still open when it landed
     # (the hour ended at the last stable offset); committed later, they are the next hour's offsets.
     open_transactions: dict = field(default_factory=dict)
+    # schema id → dead letters whose id the table's catalog entry lacks: a producer's new schema version, found here
+    # by the run that lands it and by the sensor that reads the newest hour.
+    unknown_schema_ids: dict = field(default_factory=dict)
 
     @property
     def kafka_hour(self) -> KafkaHour:

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from kafka_lake.hours import floor_hour
+from kafka_lake.kafka.schema_resolution import value_subject
 from kafka_lake.schemas.avro_types import field_type_at
 from kafka_lake.schemas.json_schema import NotTranslatable, avro_record_of
 from kafka_lake.settings import url_without_credentials
@@ -39,16 +40,6 @@ class RegisteredVersion:
     schema_type: str  # AVRO, JSON or PROTOBUF
     schema: str
     references: tuple[str, ...] = ()  # the subjects it refers to
-
-
-def value_subject(topic: str) -> str:
-    """The subject of a topic's values under Confluent's default naming (TopicNameStrategy)."""
-    return f"{topic}-value"
-
-
-def add_topic_command(topic: str, database: str, table: str) -> str:
-    """The command that adds the subject's new versions to the entry: what a landing meeting one names."""
-    return f"python -m deploy.add_topic --topic {topic} --database {database} --table {table} --update"
 
 
 def registered_versions(client: Any, subject: str, url: str) -> list[RegisteredVersion]:
