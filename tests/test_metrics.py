@@ -6,7 +6,9 @@ the one before; the image runs the server.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -17,6 +19,7 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.metrics import METRICS, serve
@@ -255,3 +258,89 @@ def test_lag_seconds_is_measured_against_the_clock_of_each_scrape(landed_two_hou
     later = {name: value for (name, _), value in second.items() if name == "kafka_lake_lag_seconds"}
     assert later["kafka_lake_lag_seconds"] - lag["kafka_lake_lag_seconds"] == 1800
     assert lag["kafka_lake_lag_seconds"] == (NOW - hours[-1].end).total_seconds()
+
+
+# --- The dashboard and the alert rules shipped in deploy/ -------------------------------------------------------
+
+METRIC_NAME = re.compile(r"\bkafka_lake_[a-z_]+\b")
+GROUPING = re.compile(r"\b(?:by|without)\s*\(([^)]*)\)")
+MATCHERS = re.compile(r"\{([^{}]*)\}")
+TEMPLATE_LABEL = re.compile(r"\{\{\s*\$labels\.([A-Za-z_]+)\s*\}\}|\{\{([A-Za-z_]+)\}\}")
+
+
+def dashboard_queries(node) -> list[tuple[str, str]]:
+    """(expr, legend) of every panel target and every templating query of a Grafana dashboard."""
+    found = []
+    if isinstance(node, dict):
+        if "expr" in node:
+            found.append((node["expr"], node.get("legendFormat", "")))
+        elif isinstance(node.get("query"), str) and "kafka_lake_" in node["query"]:
+            found.append((node["query"], ""))
+        for value in node.values():
+            found += dashboard_queries(value)
+    elif isinstance(node, list):
+        for value in node:
+            found += dashboard_queries(value)
+    return found
+
+
+def check_query(expr: str, shown: str, served: dict[str, set[str]]) -> list[str]:
+    """What is wrong with a query against what a scrape serves: a metric it does not serve, a label its metrics do not
+    carry (in a matcher or a grouping), or a label the text shown names that the query's result does not carry."""
+    names = METRIC_NAME.findall(expr)
+    if not names:
+        return [f"{expr}: names no kafka_lake_ metric"]
+    problems = [f"{expr}: {name} is not served" for name in names if name not in served]
+    labels = set().union(*(served.get(name, set()) for name in names))
+    grouped = [set(map(str.strip, group.split(","))) - {""} for group in GROUPING.findall(expr)]
+    matched = {re.split(r"[=!~]", part, maxsplit=1)[0].strip() for body in MATCHERS.findall(expr)
+               for part in body.split(",") if part.strip()}
+    problems += [f"{expr}: label {label} is on none of {names}" for label in set().union(*grouped, matched) - labels]
+    result = grouped[-1] if grouped else labels
+    wanted = {a or b for a, b in TEMPLATE_LABEL.findall(shown)}
+    problems += [f"{expr}: {shown!r} shows label {label}, which its result does not carry" for label in wanted - result]
+    return problems
+
+
+@pytest.fixture
+def served(landed_two_hours) -> dict[str, set[str]]:
+    """Each metric a real scrape serves, with its labels."""
+    *_, settings = landed_two_hours
+    with metrics_server(settings) as (url, _):
+        samples = scrape(url)
+    found: dict[str, set[str]] = {}
+    for name, labels in samples:
+        found.setdefault(name, set()).update(dict(labels))
+    return found
+
+
+def test_the_grafana_dashboard_queries_only_metrics_and_labels_a_scrape_serves(served):
+    dashboard = json.loads((REPO / "deploy" / "grafana-dashboard.json").read_text())
+
+    queries = dashboard_queries(dashboard)
+
+    assert len(queries) >= 10
+    assert [problem for expr, legend in queries for problem in check_query(expr, legend, served)] == []
+    ids = [panel["id"] for panel in dashboard["panels"]]
+    assert len(ids) == len(set(ids)) and all(panel["targets"] for panel in dashboard["panels"])
+    variables = {variable["name"] for variable in dashboard["templating"]["list"]}
+    used = set(re.findall(r"\$([a-z_]+)", json.dumps(dashboard["panels"])))
+    assert used <= variables, used - variables
+    assert {"kafka_lake_lag_records", "kafka_lake_lag_seconds", "kafka_lake_landed_rows", "kafka_lake_dead_letters",
+            "kafka_lake_catalog_rejected_entries"} <= {name for expr, _ in queries for name in METRIC_NAME.findall(expr)}
+
+
+def test_the_prometheus_alert_rules_name_only_metrics_and_labels_a_scrape_serves(served):
+    rules = yaml.safe_load((REPO / "deploy" / "prometheus-alerts.yaml").read_text())
+
+    [group] = rules["groups"]
+
+    alerts = {rule["alert"]: rule for rule in group["rules"]}
+    assert {"KafkaLakeLagRecordsHigh", "KafkaLakeNoHourLanded", "KafkaLakeCatalogEntriesRejected"} <= set(alerts)
+    assert len(alerts) == len(group["rules"])
+    problems = []
+    for rule in group["rules"]:
+        assert set(rule) == {"alert", "expr", "for", "labels", "annotations"}, rule["alert"]
+        assert rule["labels"]["severity"] in ("warning", "critical") and rule["annotations"]["summary"]
+        problems += check_query(rule["expr"], " ".join(rule["annotations"].values()), served)
+    assert problems == []
