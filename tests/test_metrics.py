@@ -213,7 +213,8 @@ def test_every_metric_of_the_contract_is_served_with_its_labels(landed_two_hours
 
 def test_the_image_runs_the_metrics_server_beside_the_daemon(broker, tmp_path):
     """The Dockerfile's ENTRYPOINT with `python -m deploy.metrics --port P` (no Docker engine runs here: the
-    entrypoint runs on this machine, as tests/test_deployment.py does): /healthz answers, /metrics serves the catalog."""
+    entrypoint runs on this machine, as tests/test_deployment.py does): /healthz answers, /metrics serves the catalog,
+    and no Dagster instance is rendered for it (it needs none)."""
     topic_with_traffic(broker, tmp_path / "catalog")
     port = free_port()
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster_home"), "SCHEMA_CATALOG_DIR": str(tmp_path / "catalog"),
@@ -246,6 +247,7 @@ def test_the_image_runs_the_metrics_server_beside_the_daemon(broker, tmp_path):
 
     assert samples["kafka_lake_landed_hours", frozenset({"database": "e2e", "table": "orders"}.items())] == 0
     assert process.returncode == 0, "SIGTERM ends the server cleanly"
+    assert not (tmp_path / "dagster_home" / "dagster.yaml").exists()
 
 
 def test_lag_seconds_is_measured_against_the_clock_of_each_scrape(landed_two_hours):
