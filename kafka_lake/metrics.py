@@ -106,9 +106,11 @@ class WatchedCatalog:
 
 
 class PlatformMeasures:
-    """The measures of every table of the catalog, kept up to date scrape by scrape: each scrape lists each table's
-    manifests after the newest one read and reads only those, asks the brokers for every partition's log end in one
-    batched request, and loads the catalog again only when it changed. `recount` reads every manifest again."""
+    """The measures of every table of the catalog, kept up to date scrape by scrape: each scrape lists a table's
+    manifests after the newest one read, once the hour after it can have closed, and reads only those; it asks the
+    brokers for every partition's log end in batched requests, and loads the catalog again only when it changed.
+    What a listing after the newest name cannot see (an hour landed again, or landed late behind a newer one) shows
+    after `recount`, which reads every manifest again."""
 
     def __init__(self, settings: PlatformSettings, cluster: KafkaCluster, readers: int = READERS,
                  catalog: WatchedCatalog | None = None):
@@ -124,8 +126,7 @@ class PlatformMeasures:
     def measure(self, now: datetime) -> Measures:
         with self._lock:
             catalog = self._catalog.current()
-            tallies = [self._tally(table) for table in catalog.topics]
-            totals = list(self._tables.map(lambda tally: tally.refresh(self._reads.map), tallies))
+            totals = list(self._tables.map(lambda table: self._refreshed(table, now), catalog.topics))
             ends, reachable = self._log_ends(catalog.topics)
             tables = tuple(table_measures(table, table_totals, ends.get(table.topic), now)
                            for table, table_totals in zip(catalog.topics, totals))
@@ -140,6 +141,15 @@ class PlatformMeasures:
     def close(self) -> None:
         for pool in (self._tables, self._reads):
             pool.shutdown(wait=False, cancel_futures=True)
+
+    def _refreshed(self, table: TableSpec, now: datetime) -> LandedTotals:
+        """The table's totals, its manifests listed only once the hour after its newest landed one can have closed:
+        before, no landing can have added to them (an hour lands once closed), and a scrape asks storage nothing."""
+        tally = self._tally(table)
+        newest = tally.totals.newest_hour
+        if newest is not None and now < automation.closed_by_records_from(table, newest.next()):
+            return tally.totals
+        return tally.refresh()
 
     def _tally(self, table: TableSpec) -> ManifestTally:
         key = (table.database, table.table)

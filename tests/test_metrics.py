@@ -147,6 +147,34 @@ def test_each_scrape_reads_only_the_manifests_landed_since_the_one_before(landed
     assert samples["kafka_lake_landed_hours", table_labels(topic)] == 3
 
 
+def test_a_table_whose_next_hour_cannot_have_closed_is_not_listed_until_it_can(landed_two_hours, monkeypatch):
+    """An hour lands once closed, at the earliest `record_grace_minutes` after its end: before that moment for the hour
+    after the newest landed one, a scrape asks storage nothing about the table; from it on, the landed hour shows."""
+    topic, traffic, hours, landing, settings = landed_two_hours
+    listed: list[str] = []
+    list_names = LakeStorage.list_names
+
+    def counting(storage, directory, *args, **kwargs):
+        listed.append(directory)
+        return list_names(storage, directory, *args, **kwargs)
+
+    monkeypatch.setattr(LakeStorage, "list_names", counting)
+    third = KafkaHour(RAW_HOURS[2])
+    closable = third.end + timedelta(minutes=topic.record_grace_minutes)
+    moments = iter([NOW, closable - timedelta(seconds=1), closable])
+    with metrics_server(settings, clock=lambda: next(moments)) as (url, _):
+        scrape(url)  # the first reads every landed hour, up to the second
+        land(topic, [third], landing, in_this_process)
+        listed.clear()
+        early = scrape(url)
+        assert listed == []
+        due = scrape(url)
+
+    assert listed == [layout.manifest_prefix(topic.database, topic.table)]
+    assert early["kafka_lake_landed_hours", table_labels(topic)] == 2
+    assert due["kafka_lake_landed_hours", table_labels(topic)] == 3
+
+
 def test_a_recount_shows_an_hour_relanded_with_other_counts(broker, tmp_path):
     """Given an hour landed while the catalog lacked version 2 (its records dead letters), then landed again with
     it: the scrape after a recount shows them as rows, as the manifest now says."""
