@@ -150,7 +150,7 @@ def test_each_scrape_reads_only_the_manifests_landed_since_the_one_before(landed
 def test_a_table_whose_next_hour_cannot_have_closed_is_not_listed_until_it_can(landed_two_hours, monkeypatch):
     """An hour lands once closed, at the earliest `record_grace_minutes` after its end: before that moment for the hour
     after the newest landed one, a scrape asks storage nothing about the table; from it on, the landed hour shows."""
-    topic, traffic, hours, landing, settings = landed_two_hours
+    topic, _, _, landing, settings = landed_two_hours
     listed: list[str] = []
     list_names = LakeStorage.list_names
 
