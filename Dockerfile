@@ -3,6 +3,8 @@
 # the Spark driver runs: it carries Java 17 for Spark and the exact packages of requirements.lock.
 #   docker build -t kafka-lake-code .
 #   docker run -p 4000:4000 -e DAGSTER_PG_HOST=… -e KAFKA_BOOTSTRAP_SERVERS=… -e LAKE_ROOT=s3://… kafka-lake-code
+# The same image serves the Prometheus metrics beside the daemon (docs/OPERATING_METRICS.md):
+#   docker run -p 9464:9464 -e KAFKA_BOOTSTRAP_SERVERS=… -e LAKE_ROOT=s3://… kafka-lake-code python -m deploy.metrics --port 9464
 FROM python:3.11-slim-bookworm
 
 # Spark's JVM; procps because Spark's launch scripts call `ps`.
@@ -27,7 +29,7 @@ ENV DAGSTER_HOME=/opt/dagster/home \
     PYTHONUNBUFFERED=1 \
     PYSPARK_PYTHON=/usr/local/bin/python
 USER kafka-lake
-EXPOSE 4000
+EXPOSE 4000 9464
 
 # Renders $DAGSTER_HOME/dagster.yaml (Postgres when DAGSTER_PG_* is set) before the command.
 ENTRYPOINT ["/bin/sh", "deploy/docker-entrypoint.sh"]

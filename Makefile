@@ -10,7 +10,7 @@ export PYTHONUNBUFFERED := 1
 # Spark binds the driver to loopback unless told otherwise: local runs never leave the machine.
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: setup check-java instance check-test-tools check-catalog demo lint test test-fast test-faults ui broker stop clean bench bench-sensors bench-table-formats bench-history bench-compaction bench-json
+.PHONY: setup check-java instance check-test-tools check-catalog demo lint test test-fast test-faults ui broker stop clean bench bench-sensors bench-table-formats bench-history bench-compaction bench-json bench-metrics
 
 setup: $(STAMP) check-java instance
 
@@ -83,6 +83,12 @@ bench-table-formats: setup
 # A tick of each sensor with 100 topics × 32 partitions, against a metadata request and the per-partition way.
 bench-sensors: setup
 	$(PY) -m bench.sensor_ticks --topics 100 --partitions 32
+
+# A scrape of `python -m deploy.metrics` with 500 topics × 32 partitions and a day of landed hours each, against reading
+# every manifest and one batched ListOffsets request (bench/RESULTS.md). `make bench-metrics LAKE=s3` on the S3 server.
+LAKE ?= local
+bench-metrics: setup
+	$(PY) -m bench.metrics_scrape --topics 500 --partitions 32 --hours 24 --lake $(LAKE)
 
 # Landing, compacting and registering one hour on a table with a year of hourly history against an empty table:
 # seconds and S3 requests by kind per stage (bench/RESULTS.md). `make bench-history HOURS=1000` for a quick run.

@@ -26,7 +26,7 @@ from kafka_lake.kafka.cluster import KafkaCluster
 from kafka_lake.kafka.log import KafkaLog, consumer_config
 from kafka_lake.topics.loader import load_catalog
 from platform_assets import sensors
-from resources import AlertWebhookResource, KafkaResource, LakeStorageResource
+from resources import AlertWebhookResource, KafkaResource, LakeStorageResource, SchemaRegistryResource
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -109,7 +109,8 @@ def main() -> int:
                 "metadata request (baseline)": timed(lambda: KafkaCluster(config).topics()),
                 "per-partition tails (baseline)": timed(lambda: per_partition_tails(config, names, args.partitions), 1),
                 "land_closed_hours": timed(lambda: tick(landing, cursor, kafka=kafka)),
-                "topic_health": timed(lambda: tick(health, kafka=kafka, lake=lake, alerts=AlertWebhookResource())),
+                "topic_health": timed(lambda: tick(health, kafka=kafka, lake=lake, alerts=AlertWebhookResource(),
+                                                   schema_registry=SchemaRegistryResource())),
                 "topics_missing_from_catalog": timed(lambda: tick(missing, kafka=kafka, lake=lake, alerts=AlertWebhookResource())),
             }
     partitions = args.topics * args.partitions

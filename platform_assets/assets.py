@@ -25,6 +25,7 @@ from dagster_pyspark import LazyPySparkResource
 
 from kafka_lake.decoding.pii import pseudonymizer_for
 from kafka_lake.hours import KafkaHour
+from kafka_lake.kafka.schema_resolution import NewSchemaVersion, SchemaRegistryUnavailable, new_schema_versions
 from kafka_lake.lake.landing_counts import LandingCounts
 from kafka_lake.lake.manifests import ManifestStore
 from kafka_lake.landing.driver import LandingResult, LandingSettings, land_hours
@@ -106,7 +107,8 @@ def raw_landing_asset(topic: TableSpec, embedded_metastore: bool = True, togethe
                     context.log.info(_summary_line(table, result))
                     manifests = ManifestStore(lake.storage(), table.database, table.table)
                     landed = HourLanded(table, result.manifest, manifests, settings.kafka_config, formats[table.name])
-                    yield from landed_hour_events(context, landed, lake, result)
+                    new_versions = named_schema_versions(context, table, result, settings.schema_registry_url)
+                    yield from landed_hour_events(context, landed, lake, result, new_versions)
 
     return land
 
@@ -160,12 +162,37 @@ def landing_settings(topic: TableSpec, kafka: KafkaResource, lake: LakeStorageRe
     return settings
 
 
-def landed_hour_events(context: AssetExecutionContext, landed: HourLanded, lake: LakeStorageResource, result: LandingResult):
+def named_schema_versions(context: AssetExecutionContext, topic: TableSpec, result: LandingResult,
+                          registry_url: str | None) -> list[NewSchemaVersion]:
+    """The schema ids of the hour's dead letters that the catalog lacks and the registry has, each logged by name with
+    the command that adds it; the hour is landed either way, so a registry that does not answer is only logged."""
+    unknown = result.manifest.unknown_schema_ids
+    try:
+        found = new_schema_versions(topic, unknown, registry_url)
+    except SchemaRegistryUnavailable as error:
+        context.log.warning(f"{topic.topic} {result.manifest.hour}: the schema ids the catalog lacks "
+                            f"({', '.join(unknown)}) could not be named: {error}")
+        return []
+    for new in found:
+        context.log.warning(f"{topic.topic} {result.manifest.hour}: {unknown[str(new.schema_id)]} dead letter(s): "
+                            f"{new.sentence(topic.topic)}")
+    return found
+
+
+def landed_hour_events(context: AssetExecutionContext, landed: HourLanded, lake: LakeStorageResource, result: LandingResult,
+                       new_versions: list[NewSchemaVersion] | None = None):
     """The materializations of one committed hour (of the selected assets), then its check results."""
     topic, hour = landed.topic, result.manifest.hour
     selected = context.selected_asset_keys
     if raw_key(topic) in selected:
-        yield AssetMaterialization(raw_key(topic), partition=hour, metadata=raw_metadata(lake, result, routed=topic.route is not None))
+        metadata = raw_metadata(lake, result, routed=topic.route is not None)
+        if result.manifest.unknown_schema_ids:
+            metadata["unknown_schema_ids"] = MetadataValue.json(result.manifest.unknown_schema_ids)
+        if new_versions:
+            metadata["new_schema_versions"] = MetadataValue.md("\n".join(
+                f"- id {new.schema_id}: version {new.version} of subject `{new.subject}`, add it with `{new.command}`"
+                for new in new_versions))
+        yield AssetMaterialization(raw_key(topic), partition=hour, metadata=metadata)
     if dead_letters_key(topic) in selected:
         yield AssetMaterialization(dead_letters_key(topic), partition=hour, metadata=dead_letter_metadata(lake, result))
     checks = {key.name for key in context.selected_asset_check_keys if key.asset_key == raw_key(topic)}

@@ -4,15 +4,11 @@
 A broken catalog entry costs only its own topic: it is shown as rejected, and every other topic loads.
 """
 
-import logging
-from pathlib import Path
-
 from dagster import DefaultScheduleStatus, Definitions, ScheduleDefinition
 
-from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.settings import PlatformSettings
-from kafka_lake.topics.archive import ArchivedTopics
-from kafka_lake.topics.loader import ARCHIVE_FILE, TopicCatalog, load_catalog
+from kafka_lake.topics.archive import load_platform_catalog
+from kafka_lake.topics.loader import TopicCatalog
 from platform_assets.assets import landing_groups, raw_landing_asset
 from platform_assets.catalog_assets import catalog_asset
 from platform_assets.catalog_health import rejected_entries_metadata, rejected_entry_spec
@@ -31,8 +27,6 @@ from resources import (
     secret_from_env,
     spark_resource,
 )
-
-log = logging.getLogger(__name__)
 
 
 def build_definitions(catalog: TopicCatalog, settings: PlatformSettings) -> Definitions:
@@ -76,18 +70,6 @@ def platform_resources(settings: PlatformSettings) -> dict:
 def load_definitions() -> Definitions:
     settings = PlatformSettings.from_env()
     return build_definitions(load_platform_catalog(settings), settings)
-
-
-def load_platform_catalog(settings: PlatformSettings) -> TopicCatalog:
-    """The catalog with the topics its archive rule took on, as the lake records them: each a raw table."""
-    archived: list[str] = []
-    if (Path(settings.schema_catalog_dir) / ARCHIVE_FILE).exists():
-        try:
-            archived = ArchivedTopics(LakeStorage(settings.lake_root)).names()
-        except (OSError, ValueError) as error:  # the lake away: every catalogued table still loads
-            log.error("the archived topics could not be read, so their tables are not loaded this time: %s", error)
-    return load_catalog(settings.schema_catalog_dir, tolerant=True, table_format=settings.table_format,
-                        archived_topics=archived)
 
 
 defs = load_definitions()

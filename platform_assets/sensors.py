@@ -29,7 +29,8 @@ from dagster import (
 from kafka_lake import automation
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka.cluster import KafkaCluster
-from kafka_lake.lake.manifests import ManifestStore
+from kafka_lake.kafka.schema_resolution import SchemaRegistryUnavailable, new_schema_versions
+from kafka_lake.lake.manifests import HourManifest, ManifestStore
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.topics.archive import ArchivedTopics, topics_to_archive
 from kafka_lake.topics.loader import TopicCatalog
@@ -45,7 +46,7 @@ from platform_assets.checks import (
 )
 from platform_assets.jobs import compaction_job, landing_job, registration_job
 from platform_assets.keys import asset_key, raw_key
-from resources import AlertWebhookResource, KafkaResource, LakeStorageResource
+from resources import AlertWebhookResource, KafkaResource, LakeStorageResource, SchemaRegistryResource
 
 # Dagster's run tags for a run over a range of partitions (what the UI's backfills set).
 PARTITION_RANGE_START, PARTITION_RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
@@ -241,12 +242,13 @@ def health_sensor(catalog: TopicCatalog, running: bool = True):
         description="Per topic: the freshness check (the latest hour past its deadline, freshness_minutes after "
         "its end, is landed, and when), "
         "offset and time lag per partition as observations of raw/…, alerts on failure and recovery "
-        "(in the tick's log and to ALERT_WEBHOOK_URL).",
+        "(in the tick's log and to ALERT_WEBHOOK_URL), and the schema versions the newest landed hour met that the "
+        "catalog lacks, named as the registry has them (an alert once per new id).",
         minimum_interval_seconds=300,
         default_status=_status(running),
     )
     def topic_health(context: SensorEvaluationContext, kafka: KafkaResource, lake: LakeStorageResource,
-                     alerts: AlertWebhookResource):
+                     alerts: AlertWebhookResource, schema_registry: SchemaRegistryResource):
         now = _now()
         state = json.loads(context.cursor) if context.cursor else {}
         storage = lake.storage()
@@ -271,9 +273,42 @@ def health_sensor(catalog: TopicCatalog, running: bool = True):
             if topic.topic in tails:
                 manifest = ManifestStore(storage, topic.database, topic.table).read(newest) if newest else None
                 events.append(lag_observation(topic, automation.landing_lag(manifest, tails[topic.topic]), newest))
+                if manifest is not None and manifest.unknown_schema_ids:
+                    state[ALERTED_SCHEMA_IDS] = report_new_schema_versions(
+                        context, topic, manifest, schema_registry.client_url(), alerts, state.get(ALERTED_SCHEMA_IDS, []))
         return SensorResult(asset_events=events, cursor=json.dumps(state, sort_keys=True))
 
     return topic_health
+
+
+# The cursor's key for the schema ids alerted so far, as `<topic> <id>`: no Kafka topic has a space in its name.
+ALERTED_SCHEMA_IDS = "schema ids alerted"
+
+
+def report_new_schema_versions(context: SensorEvaluationContext, topic: TableSpec, manifest: HourManifest,
+                               registry_url: str | None, alerts: AlertWebhookResource, alerted: list[str]) -> list[str]:
+    """Logs, in the tick, each schema id of the newest landed hour's dead letters that the catalog lacks, named as the
+    registry has it; alerts once per id the registry has. Returns the ids alerted so far."""
+    unknown = manifest.unknown_schema_ids
+    try:
+        named = {new.schema_id: new for new in new_schema_versions(topic, unknown, registry_url)}
+    except SchemaRegistryUnavailable as error:
+        context.log.warning(f"{topic.topic}: schema ids the catalog lacks in hour {manifest.hour} ({', '.join(unknown)}), "
+                            f"not named: {error}")
+        return alerted
+    for schema_id, records in unknown.items():
+        new = named.get(int(schema_id))
+        if new is None:
+            where = "is not in the schema registry" if registry_url else "cannot be named without SCHEMA_REGISTRY_URL"
+            context.log.warning(f"{topic.topic}: {records} dead letter(s) in hour {manifest.hour} carry schema id "
+                                f"{schema_id}, which the catalog lacks and {where}")
+            continue
+        context.log.warning(f"{topic.topic}: {records} dead letter(s) in hour {manifest.hour}: {new.sentence(topic.topic)}")
+        key = f"{topic.topic} {schema_id}"
+        if key not in alerted:
+            alerts.send(f"[SCHEMA] {new.sentence(topic.topic)}", context.log)
+            alerted = sorted({*alerted, key})
+    return alerted
 
 
 class ShownFreshness:

@@ -11,12 +11,9 @@ import hashlib
 import hmac
 import io
 import json
-import threading
 import uuid
 from decimal import Decimal
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import fastavro
 import pyarrow as pa
@@ -31,11 +28,12 @@ from kafka_lake.event_time import parse_event_time
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka.framing import encode_confluent
 from kafka_lake.kafka.records import KAFKA_COLUMNS, KafkaRecord
-from kafka_lake.kafka.schema_resolution import CatalogSchemas, RegistrySchemas, SchemaRegistryUnavailable
+from kafka_lake.kafka.schema_resolution import CatalogSchemas, RegistrySchemas, SchemaRegistryUnavailable, schemas_for
 from kafka_lake.lake import layout
 from kafka_lake.schemas.arrow_mapping import MAX_JSON_DEPTH, arrow_mapping_for, arrow_schema_for, column_comment
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.topics.loader import CatalogError, load_catalog, load_topic
+from tests.registry_stand_in import RegistryStandIn
 
 UTC = dt.timezone.utc
 CATALOG = Path(__file__).resolve().parent.parent / "schema_catalog"
@@ -912,58 +910,13 @@ def test_given_random_bytes_when_decoded_then_nothing_raises_and_every_record_la
 # --- schema registry -------------------------------------------------------------------------
 
 
-class RegistryStandIn(ThreadingHTTPServer):
-    """Stands in for Confluent Schema Registry, which cannot run here: `GET /schemas/ids/{id}` only.
-
-    Answers like the real one: `{"schema": "<schema JSON as a string>"}`, or 404 with error code 40403.
-    """
-
-    def __init__(self, schemas: dict[int, dict]):
-        super().__init__(("127.0.0.1", 0), _RegistryHandler)
-        self.schemas = schemas
-        self.requests: list[str] = []
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class _RegistryHandler(BaseHTTPRequestHandler):
-    server: RegistryStandIn
-
-    def do_GET(self) -> None:
-        path = urlsplit(self.path).path
-        self.server.requests.append(path)
-        prefix = "/schemas/ids/"
-        schema_id = path[len(prefix):]
-        if path.startswith(prefix) and schema_id.isdigit() and int(schema_id) in self.server.schemas:
-            self._answer(200, {"schema": json.dumps(self.server.schemas[int(schema_id)])})
-        else:
-            self._answer(404, {"error_code": 40403, "message": "Schema not found"})
-
-    def _answer(self, status: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args) -> None:  # keep test output quiet
-        pass
-
-
 @pytest.fixture
 def registry(views):
     # The registry knows v2 under another id than the catalog's, with a different doc, plus a stranger schema.
     renamed_v2 = views.version(2).schema | {"doc": "registered by the producer team"}
     stranger = {"type": "record", "name": "Stranger", "fields": [{"name": "x", "type": "int"}]}
-    server = RegistryStandIn({77: renamed_v2, 78: stranger})
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with RegistryStandIn({77: renamed_v2, 78: stranger}) as server:
+        yield server
 
 
 def test_given_a_registry_id_with_a_catalog_schema_when_resolved_then_it_is_that_version(views, registry):
@@ -1007,3 +960,53 @@ def test_given_the_registry_is_down_when_decoding_then_it_raises_naming_the_url_
     with pytest.raises(SchemaRegistryUnavailable, match=rf"at http://127.0.0.1:{port} failed to answer for schema id 77") as raised:
         decoder.decode([kafka_record(value)])
     assert "s3cret" not in str(raised.value)
+
+
+def registered_page_views(registry: RegistryStandIn, views: TableSpec) -> dict:
+    """The catalog's two versions of the page views and a third the catalog lacks, registered in that order under the
+    topic's value subject through confluent-kafka's client; returns the third."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    third = {**views.version(2).schema, "fields": [*views.version(2).schema["fields"],
+                                                   {"name": "referrer", "type": ["null", "string"], "default": None}]}
+    client = SchemaRegistryClient({"url": registry.url})
+    for schema in (views.version(1).schema, views.version(2).schema, third):
+        client.register_schema("shop.page_views-value", Schema(json.dumps(schema)))
+    return third
+
+
+def test_given_an_id_the_catalog_lacks_and_the_registry_has_then_the_dead_letter_names_its_version_and_the_command(views):
+    with RegistryStandIn(first_id=1001) as registry:  # the catalog's ids for its versions, 1003 for the third
+        third = registered_page_views(registry, views)
+        value = encode_confluent(1003, fastavro.parse_schema(third), {**page_view(2), "referrer": "news"})
+        decoder = BatchDecoder(views, RegistrySchemas(views, registry.url), PII_KEY)
+
+        batch = decoder.decode([kafka_record(value, 0), kafka_record(good_view(views), 1), kafka_record(value, 2)])
+
+    assert batch.unknown_schema_ids == {1003: 2} and batch.dead_letter_causes == {"unknown_schema_id": 2}
+    errors = {row["error"] for row in dead_letter_rows(batch)}
+    assert errors == {
+        f"unknown_schema_id: schema id 1003 in the schema registry at {registry.url} is none of the catalog's schema "
+        f"versions of topic shop.page_views ({views.source_file}): it is version 3 of subject shop.page_views-value; "
+        "add it with `python -m deploy.add_topic --topic shop.page_views --database shop --table page_views --update`"
+    }
+
+
+def test_given_a_json_table_and_a_registry_then_an_id_the_catalog_lacks_is_named_as_the_registrys_version(catalog):
+    """JSON ids resolve through the catalog's registry ids; the registry only names the one the catalog lacks."""
+    carts = catalog.by_name("shop", "cart_opens").model_copy(update={"route": None, "routed_siblings": ()})
+    with RegistryStandIn(first_id=950) as registry:
+        from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+        SchemaRegistryClient({"url": registry.url}).register_schema(
+            f"{carts.topic}-value", Schema(json.dumps({"type": "object", "properties": {"x": {"type": "string"}}}), "JSON"))
+        value = b"\x00" + (950).to_bytes(4, "big") + b'{"x": "y"}'
+        batch = BatchDecoder(carts, schemas_for(carts, registry.url), PII_KEY).decode([kafka_record(value)])
+        without_registry = BatchDecoder(carts, schemas_for(carts, None), PII_KEY).decode([kafka_record(value)])
+
+    assert batch.unknown_schema_ids == {950: 1} == without_registry.unknown_schema_ids
+    [named] = [row["error"] for row in dead_letter_rows(batch)]
+    assert f"it is version 1 of subject {carts.topic}-value in the schema registry" in named
+    assert f"--topic {carts.topic} --database shop --table cart_opens --update" in named
+    [plain] = [row["error"] for row in dead_letter_rows(without_registry)]
+    assert plain.endswith("add its schema there as a new version")

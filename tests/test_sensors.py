@@ -38,7 +38,7 @@ from platform_assets import sensors
 from platform_assets.checks import freshness_check
 from platform_assets.definitions import load_platform_catalog, platform_resources
 from platform_assets.keys import asset_key, raw_key
-from resources import AlertWebhookResource, KafkaResource, LakeStorageResource
+from resources import AlertWebhookResource, KafkaResource, LakeStorageResource, SchemaRegistryResource
 from tests.landing_fixtures import unique_topic_name, write_test_topic
 
 H = KafkaHour(datetime(2026, 11, 20, 10, tzinfo=timezone.utc))
@@ -240,7 +240,8 @@ def test_landings_make_compaction_and_then_registration_follow_late_data_include
 def test_freshness_fails_with_how_late_alerts_and_recovers(broker, topic, instance, clock, webhook, tmp_path):
     sensor = sensors.health_sensor(TopicCatalog((topic,)))
     resources = dict(kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers),
-                     lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=alerts_resource())
+                     lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=alerts_resource(),
+                     schema_registry=SchemaRegistryResource())
     instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=H.previous().partition_key))
     clock(H.end + timedelta(minutes=75))  # H was due 15 minutes ago
 
@@ -276,7 +277,8 @@ def test_lag_is_observed_per_partition_in_records_and_time(broker, topic, instan
     clock(H.end + timedelta(hours=1))
     sensor = sensors.health_sensor(TopicCatalog((topic,)))
     result = tick(sensor, instance, kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers),
-                  lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=alerts_resource())
+                  lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=alerts_resource(),
+                  schema_registry=SchemaRegistryResource())
     [observation] = [e for e in result.asset_events if type(e).__name__ == "AssetObservation"]
     metadata = {k: v.value for k, v in observation.metadata.items()}
     assert metadata["lag_records_p0"] == 3, "four records produced, one landed"
@@ -369,7 +371,8 @@ def test_freshness_shown_stale_by_a_run_is_recorded_again(broker, topic, instanc
     the next tick records the state again, though the state itself did not change."""
     sensor = sensors.health_sensor(TopicCatalog((topic,)))
     resources = dict(kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers),
-                     lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=alerts_resource())
+                     lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=alerts_resource(),
+                     schema_registry=SchemaRegistryResource())
     instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=H.partition_key))
     clock(H.end + timedelta(minutes=30))
     before = tick(sensor, instance, **resources)
@@ -392,7 +395,8 @@ def test_a_landing_shows_freshness_against_the_new_materialization(broker, topic
     followed by a new record of the (unchanged) state, pointing at it."""
     sensor = sensors.health_sensor(TopicCatalog((topic,)))
     resources = dict(kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers),
-                     lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=alerts_resource())
+                     lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=alerts_resource(),
+                     schema_registry=SchemaRegistryResource())
     instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=H.partition_key))
     clock(H.end + timedelta(minutes=30))
     before = tick(sensor, instance, **resources)

@@ -27,7 +27,7 @@ from kafka_lake.decoding.pii import ColumnPseudonymizer, pseudonymizer_for
 from kafka_lake.decoding.placement import HOUR_MS, TimePlacement, place_by_hour
 from kafka_lake.decoding.routing import TopicRouter
 from kafka_lake.hours import KafkaHour
-from kafka_lake.kafka.framing import FramedValues, FramingError
+from kafka_lake.kafka.framing import FramedValues, FramingError, schema_id_of
 from kafka_lake.kafka.records import BatchPositions, KafkaBatch, KafkaColumns, KafkaRecord, names_an_hour
 from kafka_lake.kafka.schema_resolution import SchemaResolver
 from kafka_lake.schemas.arrow_mapping import RAW_MAPPING, RAW_SCHEMA_VERSION, ArrowMapping, arrow_mapping_for
@@ -194,6 +194,8 @@ class BatchDecoder:
             tombstones=tombstones,
             dead_letter_causes=Counter(letter.cause for letters in dead.values() for letter in letters),
             records=len(batch) if records is None else records,
+            unknown_schema_ids=Counter(schema_id_of(letter.record.value) for letters in dead.values() for letter in letters
+                                       if letter.cause == "unknown_schema_id" and letter.record.value is not None),
         )
 
     def _decode_records(self, batch: KafkaBatch, indices: list[int], placed: dict[Placement, list[pa.Table]],

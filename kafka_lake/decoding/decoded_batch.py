@@ -33,6 +33,8 @@ class DecodedBatch:
     records: int  # the input's length: rows + dead letters + tombstones + routed away + unrouted
     routed_away: int = 0  # records of a routed topic that another table takes (or, for all but one, no table)
     unrouted: dict[datetime, pa.Table] = field(default_factory=dict)  # records no table takes, by Kafka-time hour
+    # Of the dead letters, those whose schema id the table lacks: how many of each id (a producer's new version).
+    unknown_schema_ids: Counter[int] = field(default_factory=Counter)
 
     @property
     def rows_count(self) -> int:

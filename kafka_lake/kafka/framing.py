@@ -40,6 +40,11 @@ def split_confluent(value: bytes) -> tuple[int, memoryview]:
     return schema_id, memoryview(value)[HEADER_SIZE:]
 
 
+def schema_id_of(value: bytes) -> int:
+    """The schema id in the header of a value known to be framed (a dead letter for its unknown id, say)."""
+    return _HEADER.unpack_from(value, 0)[1]
+
+
 def split_json(value: bytes) -> tuple[int | None, memoryview]:
     """(schema id, JSON payload) of a framed JSON value, or (None, the value) of a plain one: JSON text never starts
     with a zero byte."""

@@ -5,6 +5,7 @@ catalog's `registry_id`s or a Confluent Schema Registry.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import fastavro
@@ -36,21 +37,96 @@ class SchemaRegistryUnavailable(RuntimeError):
         )
 
 
-class CatalogSchemas:
-    """Resolves schema ids through the catalog's `registry_id`s (no schema registry configured)."""
+def value_subject(topic: str) -> str:
+    """The subject of a topic's values under Confluent's default naming (TopicNameStrategy)."""
+    return f"{topic}-value"
 
-    def __init__(self, topic: TableSpec):
+
+def add_topic_command(topic: TableSpec) -> str:
+    """The command that adds the new versions of the topic's subject to its catalog entry."""
+    return f"python -m deploy.add_topic --topic {topic.topic} --database {topic.database} --table {topic.table} --update"
+
+
+@dataclass(frozen=True)
+class NewSchemaVersion:
+    """A schema id records carry that the catalog lacks and the registry has, as a version of a subject."""
+
+    schema_id: int
+    subject: str
+    version: int
+    command: str  # what adds it to the catalog
+
+    def sentence(self, topic: str) -> str:
+        return (f"records of topic {topic} carry schema id {self.schema_id}, version {self.version} of subject "
+                f"{self.subject} in the schema registry, which the catalog lacks; add it with `{self.command}`, then "
+                f"land their hours again")
+
+
+def new_schema_version(client: Any, topic: TableSpec, schema_id: int) -> NewSchemaVersion | None:
+    """What the registry (confluent-kafka's `SchemaRegistryClient`) says `schema_id` is: a version of the topic's value
+    subject, else of any subject holding it; None when it holds the id under no subject."""
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    try:
+        held = client.get_schema_versions(schema_id)
+    except SchemaRegistryError as error:
+        if error.error_code == _SCHEMA_NOT_FOUND:
+            return None
+        raise
+    if not held:
+        return None
+    own = value_subject(topic.topic)
+    chosen = next((v for v in held if v.subject == own), held[0])
+    return NewSchemaVersion(schema_id, chosen.subject, chosen.version, add_topic_command(topic))
+
+
+def new_schema_versions(topic: TableSpec, unknown_ids: dict, registry_url: str | None) -> list[NewSchemaVersion]:
+    """Of the schema ids a landed hour's dead letters carry and the catalog lacks (`HourManifest.unknown_schema_ids`),
+    those the registry holds, each as its version; `SchemaRegistryUnavailable` when the registry does not answer."""
+    if not registry_url or not unknown_ids:
+        return []
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    client = SchemaRegistryClient({"url": registry_url})
+    found = []
+    for schema_id in sorted(int(i) for i in unknown_ids):
+        try:
+            new = new_schema_version(client, topic, schema_id)
+        except Exception as error:
+            raise SchemaRegistryUnavailable(url_without_credentials(registry_url), schema_id, error) from error
+        if new is not None:
+            found.append(new)
+    return found
+
+
+class CatalogSchemas:
+    """Resolves schema ids through the catalog's `registry_id`s (no schema registry configured, or a JSON table, whose
+    ids name JSON Schemas); with a registry at `registry_url`, an unknown id's reason says which version it is there."""
+
+    def __init__(self, topic: TableSpec, registry_url: str | None = None):
         self._topic = topic
+        self._registry_url = registry_url
 
     def version_for(self, schema_id: int) -> SchemaVersion | None:
         return self._topic.version_for_registry_id(schema_id)
 
     def unknown_reason(self, schema_id: int) -> str:
         known = ", ".join(str(v.registry_id) for v in self._topic.schema_versions)
-        return (
-            f"schema id {schema_id} is no registry_id of topic {self._topic.topic} in {self._topic.source_file} "
-            f"(known: {known}); add its schema there as a new version"
-        )
+        where = f"schema id {schema_id} is no registry_id of topic {self._topic.topic} in {self._topic.source_file} (known: {known})"
+        new = self._in_registry(schema_id)
+        if new is not None:
+            return f"{where}; it is version {new.version} of subject {new.subject} in the schema registry: add it with `{new.command}`"
+        return f"{where}; add its schema there as a new version"
+
+    def _in_registry(self, schema_id: int) -> NewSchemaVersion | None:
+        if not self._registry_url:
+            return None
+        from confluent_kafka.schema_registry import SchemaRegistryClient
+
+        try:
+            return new_schema_version(SchemaRegistryClient({"url": self._registry_url}), self._topic, schema_id)
+        except Exception:  # the registry only names the id here: its being away must not fail what the catalog decides
+            return None
 
 
 class RegisteredForms(Protocol):
@@ -139,8 +215,12 @@ class RegistrySchemas:
         # Equal forms mean equal bytes on the wire; the catalog's registry_id breaks ties.
         matches = [version for catalog_form, version in self._forms_of if catalog_form == form]
         if not matches:
-            return None, (
-                f"{where} is none of the catalog's schema versions of topic {self._topic.topic} "
-                f"({self._topic.source_file}); add it there as a new version"
-            )
+            missing = f"{where} is none of the catalog's schema versions of topic {self._topic.topic} ({self._topic.source_file})"
+            try:
+                new = new_schema_version(self._client, self._topic, schema_id)
+            except Exception as error:
+                raise SchemaRegistryUnavailable(self._url, schema_id, error) from error
+            if new is None:
+                return None, f"{missing}; add it there as a new version"
+            return None, f"{missing}: it is version {new.version} of subject {new.subject}; add it with `{new.command}`"
         return next((v for v in matches if v.registry_id == schema_id), matches[-1]), ""

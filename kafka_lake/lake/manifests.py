@@ -89,6 +89,9 @@ class HourManifest:
     # the hour's end: held back from a read_committed reader when the hour landed, it is incomplete by them; they
     # land with the first hour landed once readable.
     held_back: dict = field(default_factory=dict)
+    # schema id → dead letters whose id the table's catalog entry lacks: a producer's new schema version, found here
+    # by the run that lands it and by the sensor that reads the newest hour.
+    unknown_schema_ids: dict = field(default_factory=dict)
 
     @property
     def kafka_hour(self) -> KafkaHour:
@@ -176,6 +179,13 @@ class ManifestStore:
     def landed_hours(self) -> list[KafkaHour]:
         """Every landed hour of the table: the whole history, for what is about all of it (erasure, reports)."""
         return self._landed_from(None)
+
+    def landed_after(self, hour: KafkaHour | None) -> list[KafkaHour]:
+        """The landed hours after `hour` (every one when None), in order: what a reader that has read the manifests
+        up to `hour` has not seen yet, from a listing that starts there, however old the table."""
+        if hour is not None and hour.start >= LAST_HOUR:
+            return []
+        return self._landed_from(hour.next() if hour is not None else None)
 
     def landed_in(self, first: KafkaHour, last: KafkaHour) -> list[KafkaHour]:
         """The landed hours from `first` to `last`: one listing of those hours' manifests, however old the table."""

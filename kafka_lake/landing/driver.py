@@ -226,9 +226,11 @@ def build_manifest(
                                            LandingCounts.total(r.counts for r in parts)))
     versions: Counter = Counter()
     causes: Counter = Counter()
+    unknown_ids: Counter = Counter()
     for report in reports:
         versions.update({str(k): v for k, v in report.schema_versions.items()})
         causes.update(report.dead_letter_causes)
+        unknown_ids.update({str(k): v for k, v in report.unknown_schema_ids.items()})
     files = sorted((f for r in reports for f in r.files), key=lambda f: f.path)
     return HourManifest(
         database=topic.database,
@@ -244,6 +246,7 @@ def build_manifest(
                     for b in bounds},
         schema_versions=dict(sorted(versions.items())),
         dead_letter_causes=dict(sorted(causes.items())),
+        unknown_schema_ids=dict(sorted(unknown_ids.items())),
         duration_s=round(duration_s, 3),
         accepted_losses={str(b.partition): list(b.accepted_loss) for b in bounds if b.accepted_loss},
         new_partitions=tuple(b.partition for b in bounds if b.new_partition),

@@ -60,6 +60,7 @@ class SliceReport:
     schema_versions: dict[int, int]
     dead_letter_causes: dict[str, int]
     duration_s: float
+    unknown_schema_ids: dict[int, int] = field(default_factory=dict)  # schema id the table lacks → its dead letters
     table: str = ""  # `database/table` landed
     shared: tuple[SliceReport, ...] = ()  # the reports of the task's `sharing` tables, from the same read
 
@@ -231,6 +232,7 @@ class _TableLanding:
         return SliceReport(slice=self.slice, counts=totals.counts, files=tuple(self.files.close_all()),
                            schema_versions=dict(totals.schema_versions),
                            dead_letter_causes=dict(totals.dead_letter_causes), duration_s=duration_s,
+                           unknown_schema_ids=dict(totals.unknown_schema_ids),
                            table=self.topic.name)
 
 
@@ -244,9 +246,11 @@ class _Totals:
     counts: LandingCounts = LandingCounts()
     schema_versions: Counter = field(default_factory=Counter)
     dead_letter_causes: Counter = field(default_factory=Counter)
+    unknown_schema_ids: Counter = field(default_factory=Counter)
 
     def add(self, batch: DecodedBatch, timestamps_ms: Sequence[int], hour: KafkaHour) -> None:
         self.dead_letter_causes.update(batch.dead_letter_causes)
+        self.unknown_schema_ids.update(batch.unknown_schema_ids)
         rows = late = kept_tombstones = 0
         for placement, table in batch.rows.items():
             rows += table.num_rows

@@ -8,12 +8,17 @@ topic once archived keeps its table after Kafka deleted it.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from datetime import datetime
+from pathlib import Path
 
 from kafka_lake.lake.layout import ARCHIVED_TOPICS_PATH
 from kafka_lake.lake.storage import LakeStorage
-from kafka_lake.topics.loader import TopicCatalog
+from kafka_lake.settings import PlatformSettings
+from kafka_lake.topics.loader import ARCHIVE_FILE, TopicCatalog, load_catalog
+
+log = logging.getLogger(__name__)
 
 
 class ArchivedTopics:
@@ -58,3 +63,16 @@ def topics_to_archive(cluster_topics: Iterable[str], catalog: TopicCatalog) -> l
     landed = set(catalog.kafka_topics)
     return sorted(t for t in cluster_topics if t not in landed and catalog.archive.matches(t))
 
+
+
+def load_platform_catalog(settings: PlatformSettings) -> TopicCatalog:
+    """The catalog as the platform serves it (tolerant: broken entries set aside), with the topics its archive rule
+    took on, as the lake records them: each a raw table."""
+    archived: list[str] = []
+    if (Path(settings.schema_catalog_dir) / ARCHIVE_FILE).exists():
+        try:
+            archived = ArchivedTopics(LakeStorage(settings.lake_root)).names()
+        except (OSError, ValueError) as error:  # the lake away: every catalogued table still loads
+            log.error("the archived topics could not be read, so their tables are not loaded this time: %s", error)
+    return load_catalog(settings.schema_catalog_dir, tolerant=True, table_format=settings.table_format,
+                        archived_topics=archived)

@@ -40,8 +40,9 @@ class JsonPayloads:
         return AvroForms().of_version(version)  # the table's .avsc files: a shared id must name one of them
 
     def schemas(self, topic: TableSpec, registry_url: str | None) -> SchemaResolver:
-        # A framed value's id names a JSON Schema in a registry, which no Avro version equals: the catalog resolves it.
-        return CatalogSchemas(topic)
+        # A framed value's id names a JSON Schema in a registry, which no Avro version equals: the catalog resolves it,
+        # and the registry only names an id the catalog lacks.
+        return CatalogSchemas(topic, registry_url)
 
     def framed(self, values: pa.BinaryArray) -> FramedValues:
         return FramedValues(values, plain_json=True)

@@ -1,0 +1,70 @@
+"""What a table's manifests add up to (rows, dead letters, landed hours, the newest hour), kept by reading each manifest
+once: a tally lists only the manifest names after the newest it has read, so keeping up costs a listing and a read
+per new hour, however long the table's history.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from kafka_lake.hours import KafkaHour
+from kafka_lake.lake.manifests import HourManifest, ManifestStore
+
+# How manifests are read: `map` one after another, or an executor's `map` to read a first tally's many at once.
+ReadMany = Callable[[Callable[[KafkaHour], HourManifest | None], Iterable[KafkaHour]], Iterator[HourManifest | None]]
+
+
+@dataclass(frozen=True)
+class LandedTotals:
+    """Totals over a table's landed hours, and the newest of them (whose partition ends are what has landed)."""
+
+    rows: int = 0
+    dead_letters: int = 0
+    hours: int = 0
+    newest: HourManifest | None = None
+
+    def plus(self, manifest: HourManifest) -> LandedTotals:
+        counts = manifest.counts
+        newest = manifest if self.newest is None or manifest.kafka_hour > self.newest.kafka_hour else self.newest
+        return LandedTotals(self.rows + counts.rows, self.dead_letters + counts.dead_letters, self.hours + 1, newest)
+
+    @property
+    def newest_hour(self) -> KafkaHour | None:
+        return self.newest.kafka_hour if self.newest is not None else None
+
+
+class ManifestTally:
+    """The running `LandedTotals` of one table. `refresh` reads the manifests landed after the newest one read;
+    `recount` reads them all again, for what a listing by name cannot show: an hour re-landed since it was read
+    (dead letters that a new schema version turned into rows). Both may run at once, from different threads."""
+
+    def __init__(self, manifests: ManifestStore):
+        self._manifests = manifests
+        self._totals = LandedTotals()
+        self._lock = threading.Lock()  # one refresh at a time, and a recount's result swapped in whole
+
+    @property
+    def totals(self) -> LandedTotals:
+        return self._totals
+
+    def refresh(self, read_many: ReadMany = map) -> LandedTotals:
+        with self._lock:
+            self._totals = _added(self._totals, self._manifests.landed_after(self._totals.newest_hour), self._manifests,
+                                  read_many)
+            return self._totals
+
+    def recount(self, read_many: ReadMany = map) -> LandedTotals:
+        recounted = _added(LandedTotals(), self._manifests.landed_after(None), self._manifests, read_many)
+        with self._lock:
+            # Hours landed during the recount are read again by the next refresh, from the recount's newest on.
+            self._totals = recounted
+            return recounted
+
+
+def _added(totals: LandedTotals, hours: list[KafkaHour], manifests: ManifestStore, read_many: ReadMany) -> LandedTotals:
+    for manifest in read_many(manifests.read, hours):
+        if manifest is not None:  # listed, then gone: not landed any more
+            totals = totals.plus(manifest)
+    return totals

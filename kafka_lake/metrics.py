@@ -1,0 +1,174 @@
+"""What the platform reports to Prometheus, measured at each scrape: per table the totals its manifests hold, its
+newest landed hour and how far landing lags the log, and how many catalog entries are rejected.
+
+Plain values of what the lake, the brokers, the catalog and the clock say; `deploy/metrics.py` serves them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from kafka_lake import automation
+from kafka_lake.hours import KafkaHour
+from kafka_lake.kafka.cluster import KafkaCluster
+from kafka_lake.kafka.log import KafkaUnavailable
+from kafka_lake.lake.landed_totals import LandedTotals, ManifestTally
+from kafka_lake.lake.layout import ARCHIVED_TOPICS_PATH
+from kafka_lake.lake.manifests import ManifestStore
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.settings import PlatformSettings
+from kafka_lake.table_spec import TableSpec
+from kafka_lake.topics.archive import load_platform_catalog
+from kafka_lake.topics.loader import ARCHIVE_FILE, TopicCatalog
+
+log = logging.getLogger(__name__)
+
+# Tables refreshed at once, and manifests read at once: a first scrape reads every table's whole history.
+READERS = 16
+
+
+@dataclass(frozen=True)
+class TableMeasures:
+    """One table at one moment."""
+
+    database: str
+    table: str
+    topic: str
+    totals: LandedTotals
+    lags: tuple[automation.PartitionLag, ...] | None  # per partition; None: the topic is not on the cluster (or it is away)
+    lag_seconds: float | None  # now minus the end of the newest landed hour; None: no hour landed yet
+
+    @property
+    def newest_hour(self) -> KafkaHour | None:
+        return self.totals.newest_hour
+
+
+@dataclass(frozen=True)
+class Measures:
+    tables: tuple[TableMeasures, ...]
+    rejected_entries: int
+    brokers_reachable: bool
+
+
+def lag_seconds(newest: KafkaHour | None, now: datetime) -> float | None:
+    """How long ago the newest landed hour ended; None when none has landed."""
+    return None if newest is None else (now - newest.end).total_seconds()
+
+
+def table_measures(table: TableSpec, totals: LandedTotals, log_ends: dict[int, int] | None, now: datetime) -> TableMeasures:
+    """The measures of a table from its totals and its topic's log ends (partition → end; None when unknown)."""
+    lags = None
+    if log_ends is not None:
+        tails = [automation.LogTail(partition, end, None) for partition, end in log_ends.items()]
+        lags = tuple(automation.landing_lag(totals.newest, tails))
+    return TableMeasures(table.database, table.table, table.topic, totals, lags, lag_seconds(totals.newest_hour, now))
+
+
+class WatchedCatalog:
+    """The catalog as the code location loads it, loaded again only when one of its files (or the archived topics
+    the lake records) changed: a scrape must not parse hundreds of schemas to find nothing new."""
+
+    def __init__(self, settings: PlatformSettings, load: Callable[[PlatformSettings], TopicCatalog] = load_platform_catalog):
+        self._settings = settings
+        self._load = load
+        self._seen: tuple | None = None
+        self._catalog: TopicCatalog | None = None
+
+    def current(self) -> TopicCatalog:
+        seen = self._fingerprint()
+        if self._catalog is None or seen != self._seen:
+            self._catalog, self._seen = self._load(self._settings), seen
+        return self._catalog
+
+    def _fingerprint(self) -> tuple:
+        """Every catalog file's path, size and modification time, and the archived topics when there is a rule."""
+        root = Path(self._settings.schema_catalog_dir)
+        files = []
+        for path in (*root.glob("*/*/*"), root / ARCHIVE_FILE):
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            files.append((str(path), stat.st_size, stat.st_mtime_ns))
+        archived = b""
+        if (root / ARCHIVE_FILE).exists():
+            try:
+                archived = LakeStorage(self._settings.lake_root).read_bytes(ARCHIVED_TOPICS_PATH) or b""
+            except OSError:
+                archived = b"unreadable"
+        return tuple(sorted(files)), archived
+
+
+class PlatformMeasures:
+    """The measures of every table of the catalog, kept up to date scrape by scrape: each scrape lists a table's
+    manifests after the newest one read, once the hour after it can have closed, and reads only those; it asks the
+    brokers for every partition's log end in batched requests, and loads the catalog again only when it changed.
+    What a listing after the newest name cannot see (an hour landed again, or landed late behind a newer one) shows
+    after `recount`, which reads every manifest again."""
+
+    def __init__(self, settings: PlatformSettings, cluster: KafkaCluster, readers: int = READERS,
+                 catalog: WatchedCatalog | None = None):
+        self._storage = LakeStorage(settings.lake_root)
+        self._cluster = cluster
+        self._catalog = catalog or WatchedCatalog(settings)
+        self._tallies: dict[tuple[str, str], ManifestTally] = {}
+        # Two pools: a table's refresh waits for its manifests' reads, which must never queue behind refreshes.
+        self._tables = ThreadPoolExecutor(readers, thread_name_prefix="metrics-tables")
+        self._reads = ThreadPoolExecutor(readers, thread_name_prefix="metrics-manifests")
+        self._lock = threading.Lock()  # scrapes one at a time (two Prometheus servers may scrape together)
+
+    def measure(self, now: datetime) -> Measures:
+        with self._lock:
+            catalog = self._catalog.current()
+            totals = list(self._tables.map(lambda table: self._refreshed(table, now), catalog.topics))
+            ends, reachable = self._log_ends(catalog.topics)
+            tables = tuple(table_measures(table, table_totals, ends.get(table.topic), now)
+                           for table, table_totals in zip(catalog.topics, totals))
+            return Measures(tables, len(catalog.broken), reachable)
+
+    def recount(self) -> None:
+        """Every manifest of every table read again, a table at a time: what an hour re-landed since it was read
+        changed shows from the next scrape on."""
+        for tally in list(self._tallies.values()):
+            tally.recount(self._reads.map)
+
+    def close(self) -> None:
+        for pool in (self._tables, self._reads):
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _refreshed(self, table: TableSpec, now: datetime) -> LandedTotals:
+        """The table's totals, its manifests listed only once the hour after its newest landed one can have closed:
+        before, no landing can have added to them (an hour lands once closed), and a scrape asks storage nothing."""
+        tally = self._tally(table)
+        newest = tally.totals.newest_hour
+        if newest is not None and now < automation.closed_by_records_from(table, newest.next()):
+            return tally.totals
+        return tally.refresh()
+
+    def _tally(self, table: TableSpec) -> ManifestTally:
+        key = (table.database, table.table)
+        if key not in self._tallies:
+            self._tallies[key] = ManifestTally(ManifestStore(self._storage, table.database, table.table))
+        return self._tallies[key]
+
+    def _log_ends(self, tables: Iterable[TableSpec]) -> tuple[dict[str, dict[int, int]], bool]:
+        """Each catalogued topic's partitions and their log ends, from one metadata request and one batched ListOffsets
+        request; nothing when the brokers are away (the lake's measures are still served)."""
+        wanted = {table.topic for table in tables}
+        try:
+            on_cluster = self._cluster.topics()
+            ends = self._cluster.log_ends({topic: on_cluster[topic] for topic in sorted(wanted & on_cluster.keys())})
+        except KafkaUnavailable as error:
+            log.warning("log ends not measured this scrape: %s", error)
+            return {}, False
+        by_topic: dict[str, dict[int, int]] = {}
+        for (topic, partition), end in sorted(ends.items()):
+            by_topic.setdefault(topic, {})[partition] = end
+        return by_topic, True
+

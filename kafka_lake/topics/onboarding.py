@@ -1,0 +1,271 @@
+"""A catalog entry written from the schema registry: `topic.yaml` and one schema file per version of the subject
+`<topic>-value`, each with its registry id, or the versions an entry lacks added to it; what `deploy/add_topic.py` runs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kafka_lake.hours import floor_hour
+from kafka_lake.kafka.schema_resolution import value_subject
+from kafka_lake.schemas.avro_types import field_type_at
+from kafka_lake.schemas.json_schema import NotTranslatable, avro_record_of
+from kafka_lake.settings import url_without_credentials
+from kafka_lake.topics.loader import CatalogError, load_catalog, load_topic
+
+# Confluent Schema Registry's error codes.
+_SUBJECT_NOT_FOUND, _VERSION_NOT_FOUND = 40401, 40402
+# The registry's schema types, and the catalog's format for each it can land.
+_FORMATS = {"AVRO": "avro", "JSON": "json"}
+
+
+class OnboardingError(ValueError):
+    """The entry cannot be written; the message names the subject (or file) and what is missing."""
+
+
+@dataclass(frozen=True)
+class RegisteredVersion:
+    """One version of a subject as the registry holds it."""
+
+    subject: str
+    version: int
+    schema_id: int
+    schema_type: str  # AVRO, JSON or PROTOBUF
+    schema: str
+    references: tuple[str, ...] = ()  # the subjects it refers to
+
+
+def registered_versions(client: Any, subject: str, url: str) -> list[RegisteredVersion]:
+    """Every version of `subject`, in order, through confluent-kafka's `SchemaRegistryClient`."""
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    where = f"the schema registry at {url_without_credentials(url)}"
+    try:
+        numbers = client.get_versions(subject)
+        registered = [client.get_version(subject, number) for number in numbers]
+    except SchemaRegistryError as error:
+        if error.error_code == _SUBJECT_NOT_FOUND:
+            raise OnboardingError(f"subject {subject} is not in {where}: no schema was registered for the topic's "
+                                  f"values (is the topic name right, and does its producer register its schemas?)") from None
+        raise OnboardingError(f"{where} refused to list subject {subject}: {error}") from None
+    except Exception as error:  # the HTTP client's connection errors, timeouts
+        raise OnboardingError(f"{where} did not answer for subject {subject}: {type(error).__name__}: {error}; "
+                              f"check SCHEMA_REGISTRY_URL") from None
+    return [RegisteredVersion(subject, r.version, r.schema_id, r.schema.schema_type or "AVRO", r.schema.schema_str or "",
+                              tuple(f"{ref.subject} version {ref.version}" for ref in r.schema.references or ()))
+            for r in registered]
+
+
+@dataclass(frozen=True)
+class CatalogVersion:
+    """A version as the catalog entry takes it: its number there, its file and the schema written into it."""
+
+    number: int
+    file: str
+    registered: RegisteredVersion
+    avro: dict
+
+    @property
+    def yaml_line(self) -> str:
+        return (f"{{version: {self.number}, file: {self.file}, registry_id: {self.registered.schema_id}}}"
+                f"  # {self.registered.subject} version {self.registered.version}")
+
+
+def catalog_format(versions: list[RegisteredVersion]) -> str:
+    """The entry's `format` for the subject's versions: one for all of them, or the reason none is."""
+    subject = versions[0].subject
+    for version in versions:
+        if version.schema_type == "PROTOBUF":
+            raise OnboardingError(
+                f"subject {subject} version {version.version} (id {version.schema_id}) is a Protobuf schema; this "
+                f"release's catalog lands Avro and JSON Schema subjects only (format avro or json): write the entry by "
+                f"hand once the catalog takes format protobuf")
+        if version.schema_type not in _FORMATS:
+            raise OnboardingError(f"subject {subject} version {version.version} (id {version.schema_id}) is a "
+                                  f"{version.schema_type} schema, which is none of Avro, JSON Schema or Protobuf")
+    kinds = {v.schema_type for v in versions}
+    if len(kinds) > 1:
+        described = ", ".join(f"version {v.version} {v.schema_type}" for v in versions)
+        raise OnboardingError(f"subject {subject} mixes schema types ({described}); one table reads one format")
+    return _FORMATS[kinds.pop()]
+
+
+def as_avro(version: RegisteredVersion, record_name: str) -> dict:
+    """The version's schema as the `.avsc` the catalog decodes it with: an Avro record as registered, or a JSON Schema
+    translated (`schemas.json_schema`)."""
+    label = f"subject {version.subject} version {version.version} (id {version.schema_id})"
+    if version.references:
+        raise OnboardingError(f"{label} refers to other subjects ({', '.join(version.references)}); a catalog schema "
+                              f"file stands alone: write it by hand with the referred types inlined")
+    try:
+        schema = json.loads(version.schema)
+    except ValueError as error:
+        raise OnboardingError(f"{label} is no JSON text: {error}") from None
+    if version.schema_type == "JSON":
+        try:
+            return avro_record_of(schema, record_name)
+        except NotTranslatable as error:
+            raise OnboardingError(f"{label} is a JSON Schema with no Avro record for it: {error}; write the .avsc by "
+                                  f"hand beside topic.yaml and add the version to schema_versions") from None
+    if not isinstance(schema, dict) or schema.get("type") != "record":
+        raise OnboardingError(f"{label} is an Avro {_kind(schema)}, not a record; a table's rows are records")
+    return schema
+
+
+@dataclass(frozen=True)
+class EntryPlan:
+    """What writing the entry changes in its folder."""
+
+    folder: Path
+    topic_yaml: str
+    added: tuple[CatalogVersion, ...]
+
+
+def new_entry(folder: Path, topic: str, versions: list[RegisteredVersion], time_field: str | None, owner: str,
+              start_hour: datetime) -> EntryPlan:
+    """The entry of a topic not in the catalog yet: every version of its subject, placed by `time_field` (None: by
+    Kafka time)."""
+    subject = value_subject(topic)
+    if (folder / "topic.yaml").exists():
+        raise OnboardingError(f"{folder / 'topic.yaml'} exists already; --update adds the versions of {subject} it lacks")
+    payload_format = catalog_format(versions)
+    added = _catalog_versions(versions, 1, folder)
+    if time_field is not None:
+        path = tuple(time_field.split("."))
+        lacking = [v for v in added if field_type_at(v.avro, path) is None]
+        if lacking:
+            fields = ", ".join(f["name"] for f in lacking[0].avro["fields"])
+            which = ", ".join(f"version {v.registered.version} (id {v.registered.schema_id})" for v in lacking)
+            raise OnboardingError(f"time field {time_field!r} is not in {which} of subject {subject}; the fields of "
+                                  f"version {lacking[0].registered.version} are: {fields}. Name another with "
+                                  f"--time-field, or place the records by Kafka time with --kafka-time")
+    placement = ("time_partitioning:\n  source: event_time\n  field: " + json.dumps(time_field) if time_field is not None
+                 else "time_partitioning:\n  source: kafka_time")
+    lines = [
+        f"# From subject {subject} of the schema registry; `python -m deploy.add_topic ... --update` adds its new versions.",
+        f"topic: {json.dumps(topic)}",
+        f"owner: {json.dumps(owner)}",
+        *([f"format: {payload_format}"] if payload_format != "avro" else []),
+        placement,
+        f"start_hour: \"{floor_hour(start_hour):%Y-%m-%dT%H:%MZ}\"",
+        "schema_versions:",
+        *(f"  - {version.yaml_line}" for version in added),
+    ]
+    return EntryPlan(folder, "\n".join(lines) + "\n", tuple(added))
+
+
+def updated_entry(folder: Path, versions: list[RegisteredVersion]) -> EntryPlan:
+    """The entry with the versions of its subject it lacks (by registry id) added after its own, the rest of its
+    `topic.yaml` as written."""
+    path = folder / "topic.yaml"
+    try:
+        text = path.read_text()
+        document = yaml.safe_load(text)
+        listed = document["schema_versions"]
+        known = {entry["registry_id"] for entry in listed}
+    except (OSError, yaml.YAMLError, TypeError, KeyError) as error:
+        raise OnboardingError(f"{path}: cannot be updated, it has no readable schema_versions ({error}); without "
+                              f"--update the entry is written anew") from None
+    subject = versions[0].subject
+    if document.get("topic") is not None and value_subject(str(document["topic"])) != subject:
+        raise OnboardingError(f"{path} lands topic {document['topic']!r}, whose subject is not {subject}")
+    format_there = document.get("format", "avro")
+    payload_format = catalog_format(versions)
+    if format_there != payload_format:
+        raise OnboardingError(f"{path} reads format {format_there}, but subject {subject} holds {payload_format} schemas")
+    lacking = [v for v in versions if v.schema_id not in known]
+    added = _catalog_versions(lacking, len(listed) + 1, folder)
+    return EntryPlan(folder, _with_versions_appended(text, document, [v.yaml_line for v in added], path), tuple(added))
+
+
+def write_entry(plan: EntryPlan, catalog_dir: Path) -> None:
+    """Writes the plan's schema files, then its `topic.yaml`, and checks the catalog loads the entry (alone, and beside
+    every other entry, as `make check-catalog` does); an entry that would not load is taken back and the error raised."""
+    plan.folder.mkdir(parents=True, exist_ok=True)
+    topic_yaml = plan.folder / "topic.yaml"
+    before = topic_yaml.read_text() if topic_yaml.exists() else None
+    written = []
+    try:
+        for version in plan.added:
+            target = plan.folder / version.file
+            target.write_text(json.dumps(version.avro, indent=2) + "\n")
+            written.append(target)
+        topic_yaml.write_text(plan.topic_yaml)
+        load_topic(topic_yaml)
+        broken = next((entry for entry in load_catalog(catalog_dir, tolerant=True).broken
+                       if Path(entry.path).resolve() == topic_yaml.resolve()), None)
+        if broken is not None:
+            raise broken.error
+    except CatalogError as error:
+        for path in written:
+            path.unlink(missing_ok=True)
+        if before is None:
+            topic_yaml.unlink(missing_ok=True)
+            if not any(plan.folder.iterdir()):
+                plan.folder.rmdir()
+        else:
+            topic_yaml.write_text(before)
+        raise OnboardingError(f"the entry would not load, so nothing was written: {error}") from None
+
+
+def _catalog_versions(versions: list[RegisteredVersion], first: int, folder: Path) -> list[CatalogVersion]:
+    found = []
+    for number, version in enumerate(versions, start=first):
+        file = f"v{number}.avsc"
+        if (folder / file).exists():
+            raise OnboardingError(f"{folder / file} exists and no version of topic.yaml names it; move it away to add "
+                                  f"subject {version.subject} version {version.version} as version {number}")
+        found.append(CatalogVersion(number, file, version, as_avro(version, _record_name(folder.name))))
+    return found
+
+
+def _record_name(table: str) -> str:
+    return "".join(part.capitalize() for part in table.split("_")) or "Record"
+
+
+def _with_versions_appended(text: str, document: dict, lines: list[str], path: Path) -> str:
+    """`topic.yaml`'s text with `lines` appended to its `schema_versions` list, every other line kept as written; a
+    list written in flow style is written anew in block style."""
+    if not lines:
+        return text
+    rows = text.splitlines(keepends=True)
+    start = next((i for i, row in enumerate(rows) if re.match(r"schema_versions\s*:", row)), None)
+    if start is None:
+        raise OnboardingError(f"{path}: schema_versions is not a top-level key written at the start of a line")
+    end = start + 1
+    while end < len(rows) and (rows[end][:1] in (" ", "\t", "-") or not rows[end].strip()):
+        end += 1
+    while end > start + 1 and not rows[end - 1].strip():
+        end -= 1  # blank lines before the next key stay where they are
+    items = [row for row in rows[start + 1:end] if row.lstrip().startswith("- ")]
+    if items:
+        indent = items[0][: len(items[0]) - len(items[0].lstrip())]
+        block = rows[start:end]
+        if not block[-1].endswith("\n"):
+            block[-1] += "\n"
+    else:  # a flow list, `schema_versions: [...]`: its entries in block style
+        indent = "  "
+        block = ["schema_versions:\n", *(f"{indent}- {json.dumps(entry)}\n" for entry in document["schema_versions"])]
+    new_text = "".join([*rows[:start], *block, *(f"{indent}- {line}\n" for line in lines), *rows[end:]])
+    expected = {**document, "schema_versions": [*document["schema_versions"], *map(_entry_of, lines)]}
+    if yaml.safe_load(new_text) != expected:
+        raise OnboardingError(f"{path}: the new versions could not be added without changing what else it says; add "
+                              f"these entries to schema_versions by hand: " + "; ".join(lines))
+    return new_text
+
+
+def _entry_of(line: str) -> dict:
+    return yaml.safe_load(line.split("  #", 1)[0])
+
+
+def _kind(schema: Any) -> str:
+    if isinstance(schema, dict):
+        return str(schema.get("type"))
+    return "union" if isinstance(schema, list) else str(schema)

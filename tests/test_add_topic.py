@@ -1,0 +1,229 @@
+"""`python -m deploy.add_topic`: a catalog entry written from the schema registry passes `check-catalog` and lands
+what its producer writes on the real broker; `--update` adds the versions it lacks and keeps the rest of the entry;
+errors name the subject and what is missing.
+
+The registry is a stand-in speaking Confluent's REST API (tests/registry_stand_in.py: no registry server installs
+here), driven through confluent-kafka's `SchemaRegistryClient`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+from deploy import add_topic, check_catalog
+from kafka_lake.hours import KafkaHour, to_millis
+from kafka_lake.topics.loader import load_topic
+from tests.conftest import REPO
+from tests.landing_fixtures import (
+    RAW_HOURS,
+    V1,
+    V2,
+    build_traffic,
+    in_this_process,
+    land,
+    landing_settings,
+    produce,
+    unique_topic_name,
+)
+from tests.registry_stand_in import RegistryStandIn
+
+HOUR = datetime(2026, 11, 1, 10, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    with RegistryStandIn(first_id=7001) as server:
+        monkeypatch.setenv("SCHEMA_REGISTRY_URL", server.url)
+        yield server
+
+
+def register(registry: RegistryStandIn, subject: str, schema, schema_type: str = "AVRO") -> int:
+    client = SchemaRegistryClient({"url": registry.url})
+    text = schema if isinstance(schema, str) else json.dumps(schema)
+    return client.register_schema(subject, Schema(text, schema_type))
+
+
+def run_add_topic(catalog, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "deploy.add_topic", "--catalog", str(catalog), *args], cwd=REPO,
+                          env=os.environ.copy(), capture_output=True, text=True, timeout=60)
+
+
+def test_an_entry_written_from_the_registry_passes_check_catalog_and_lands_its_producers_records(broker, registry, tmp_path):
+    topic_name = unique_topic_name()
+    ids = [register(registry, f"{topic_name}-value", schema) for schema in (V1, V2)]
+    catalog = tmp_path / "catalog"
+
+    done = run_add_topic(catalog, "--topic", topic_name, "--database", "e2e", "--table", "orders",
+                         "--time-field", "meta.occurred_at", "--start-hour", "2026-11-01T00:00Z")
+
+    assert done.returncode == 0, done.stderr
+    assert check_catalog.main([str(catalog)]) == 0
+    topic = load_topic(catalog / "e2e" / "orders" / "topic.yaml")
+    assert [(v.version, v.file, v.registry_id) for v in topic.schema_versions] == [(1, "v1.avsc", ids[0]),
+                                                                                  (2, "v2.avsc", ids[1])]
+    assert topic.time_field == ("meta", "occurred_at") and topic.start_hour == datetime(2026, 11, 1, tzinfo=timezone.utc)
+    # The producer frames its records with the ids the registry gave: they land as rows of their version.
+    traffic = build_traffic(topic)
+    broker.create_topic(topic_name, 3)
+    produce(broker.bootstrap_servers, traffic)
+    hours = [KafkaHour(hour) for hour in RAW_HOURS[:3]]
+    results = land(topic, hours, landing_settings(str(tmp_path / "lake"), broker.bootstrap_servers), in_this_process)
+    landed = {version: sum(r.manifest.schema_versions.get(str(version), 0) for r in results) for version in (1, 2)}
+    produced = {version: sum(1 for p in traffic.rows() if p.version == version and p.timestamp_ms < hours[-1].end_ms)
+                for version in (1, 2)}
+    assert landed == produced and all(landed.values())
+
+
+def test_update_adds_the_versions_the_entry_lacks_and_keeps_everything_else_it_says(registry, tmp_path):
+    topic_name = unique_topic_name()
+    first = register(registry, f"{topic_name}-value", V1)
+    catalog = tmp_path / "catalog"
+    assert add_topic.main(["--catalog", str(catalog), "--topic", topic_name, "--database", "e2e", "--table", "orders",
+                           "--kafka-time"]) == 0
+    topic_yaml = catalog / "e2e" / "orders" / "topic.yaml"
+    edited = topic_yaml.read_text().replace('owner: "unassigned"', "owner: team-orders  # the on-call rota") + \
+        "retention_days: 30\n"
+    topic_yaml.write_text(edited)
+    second = register(registry, f"{topic_name}-value", V2)
+
+    assert add_topic.main(["--catalog", str(catalog), "--topic", topic_name, "--database", "e2e", "--table", "orders",
+                           "--update"]) == 0
+
+    text = topic_yaml.read_text()
+    assert text.startswith(edited.split("schema_versions:")[0]), "what came before the versions is as written"
+    assert "owner: team-orders  # the on-call rota" in text and text.endswith("retention_days: 30\n")
+    topic = load_topic(topic_yaml)
+    assert [(v.file, v.registry_id) for v in topic.schema_versions] == [("v1.avsc", first), ("v2.avsc", second)]
+    assert json.loads((topic_yaml.parent / "v2.avsc").read_text()) == V2
+    assert topic.owner == "team-orders" and topic.retention_days == 30
+    assert check_catalog.main([str(catalog)]) == 0
+    before = text
+    assert add_topic.main(["--catalog", str(catalog), "--topic", topic_name, "--database", "e2e", "--table", "orders",
+                           "--update"]) == 0
+    assert topic_yaml.read_text() == before, "nothing new: nothing changes"
+
+
+def test_a_list_of_versions_written_in_flow_style_is_updated_too(registry, tmp_path):
+    topic_name = unique_topic_name()
+    first = register(registry, f"{topic_name}-value", V1)
+    folder = tmp_path / "catalog" / "e2e" / "orders"
+    folder.mkdir(parents=True)
+    (folder / "v1.avsc").write_text(json.dumps(V1))
+    (folder / "topic.yaml").write_text(
+        f"topic: {topic_name}\nowner: team-orders\ntime_partitioning: {{source: kafka_time}}\n"
+        f"start_hour: \"2026-11-01T00:00Z\"\nschema_versions: [{{version: 1, file: v1.avsc, registry_id: {first}}}]\n"
+        f"freshness_minutes: 90\n")
+    second = register(registry, f"{topic_name}-value", V2)
+
+    assert add_topic.main(["--catalog", str(tmp_path / "catalog"), "--topic", topic_name, "--database", "e2e",
+                           "--table", "orders", "--update"]) == 0
+
+    topic = load_topic(folder / "topic.yaml")
+    assert [v.registry_id for v in topic.schema_versions] == [first, second] and topic.freshness_minutes == 90
+
+
+def test_a_json_schema_subject_becomes_a_json_table_whose_framed_records_land(broker, registry, tmp_path):
+    topic_name = unique_topic_name()
+    order = {"title": "Order", "type": "object", "required": ["order_id", "occurred_at"], "properties": {
+        "order_id": {"type": "integer"}, "occurred_at": {"type": "string", "format": "date-time"},
+        "address": {"$ref": "#/definitions/address"}, "lines": {"type": "array", "items": {"type": "number"}},
+        "note": {"type": ["string", "null"]}},
+        "definitions": {"address": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+    with_channel = {**order, "properties": {**order["properties"], "channel": {"enum": ["web", "app"]}}}
+    ids = [register(registry, f"{topic_name}-value", json.dumps(schema), "JSON") for schema in (order, with_channel)]
+    catalog = tmp_path / "catalog"
+
+    assert add_topic.main(["--catalog", str(catalog), "--topic", topic_name, "--database", "e2e", "--table", "orders",
+                           "--time-field", "occurred_at", "--start-hour", "2026-11-01T00:00Z"]) == 0
+
+    assert check_catalog.main([str(catalog)]) == 0
+    topic = load_topic(catalog / "e2e" / "orders" / "topic.yaml")
+    assert topic.payload_format == "json" and [v.registry_id for v in topic.schema_versions] == ids
+    v2 = {f["name"]: f["type"] for f in topic.version(2).schema["fields"]}
+    assert v2["order_id"] == "long" and v2["note"] == ["null", "string"] and v2["channel"] == ["null", "string"]
+    assert v2["address"][1]["fields"] == [{"name": "city", "type": ["null", "string"], "default": None}]
+    broker.create_topic(topic_name, 1)
+    values = [(ids[n % 2], {"order_id": n, "occurred_at": f"2026-11-01T10:{n:02d}:00Z", "address": {"city": "Lyon"},
+                            "lines": [1.5, 2.0], "note": None, **({"channel": "web"} if n % 2 else {})})
+              for n in range(10)]
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for n, (schema_id, value) in enumerate(values):
+        producer.produce(topic_name, b"\x00" + schema_id.to_bytes(4, "big") + json.dumps(value).encode(), partition=0,
+                         timestamp=to_millis(HOUR + timedelta(minutes=n)))
+    producer.flush(30)
+    closing = {"order_id": 99, "occurred_at": "2026-11-01T11:05:00Z"}
+    producer.produce(topic_name, b"\x00" + ids[0].to_bytes(4, "big") + json.dumps(closing).encode(), partition=0,
+                     timestamp=to_millis(HOUR + timedelta(hours=1, minutes=5)))
+    producer.flush(30)
+
+    [result] = land(topic, [KafkaHour(HOUR)], landing_settings(str(tmp_path / "lake"), broker.bootstrap_servers),
+                    in_this_process)
+
+    assert result.manifest.counts.rows == 10 and result.manifest.counts.dead_letters == 0
+    assert result.manifest.schema_versions == {"1": 5, "2": 5}
+
+
+@pytest.mark.parametrize("case", ["no subject", "time field", "protobuf", "other type", "json oneOf", "avro references"])
+def test_errors_name_the_subject_and_what_is_missing_and_write_nothing(registry, tmp_path, capsys, case):
+    topic_name = unique_topic_name()
+    subject = f"{topic_name}-value"
+    time_args = ["--time-field", "occurred_at"] if case == "time field" else ["--kafka-time"]
+    if case == "time field":
+        register(registry, subject, V1)
+    elif case == "protobuf":
+        register(registry, subject, 'syntax = "proto3";\nmessage Order { int64 id = 1; }\n', "PROTOBUF")
+    elif case == "other type":
+        register(registry, subject, "<xs:schema/>", "XML")
+    elif case == "json oneOf":
+        register(registry, subject, json.dumps({"type": "object", "properties": {
+            "amount": {"oneOf": [{"type": "string"}, {"type": "number"}]}}}), "JSON")
+    elif case == "avro references":
+        register(registry, "com.example.Meta", V1)
+        client = SchemaRegistryClient({"url": registry.url})
+        from confluent_kafka.schema_registry import SchemaReference
+
+        client.register_schema(subject, Schema(json.dumps({**V1, "name": "Referring"}), "AVRO",
+                                               [SchemaReference("com.example.Meta", "com.example.Meta", 1)]))
+    catalog = tmp_path / "catalog"
+
+    code = add_topic.main(["--catalog", str(catalog), "--topic", topic_name, "--database", "e2e", "--table", "orders",
+                           *time_args])
+
+    error = capsys.readouterr().err
+    assert code == 1 and f"subject {subject}" in error
+    expected = {
+        "no subject": "is not in the schema registry at http://127.0.0.1:",
+        "time field": "time field 'occurred_at' is not in version 1 (id 7001) of subject",
+        "protobuf": "is a Protobuf schema",
+        "other type": "is a XML schema, which is none of Avro, JSON Schema or Protobuf",
+        "json oneOf": "properties.amount uses oneOf",
+        "avro references": "refers to other subjects (com.example.Meta version 1)",
+    }[case]
+    assert expected in error
+    assert not (catalog / "e2e" / "orders").exists()
+
+
+def test_an_entry_that_would_not_load_is_not_written(registry, tmp_path, capsys):
+    """A registry id another entry of the catalog uses with another schema: the catalog would reject both entries."""
+    topic_name = unique_topic_name()
+    [schema_id] = [register(registry, f"{topic_name}-value", V1)]
+    other = tmp_path / "catalog" / "e2e" / "others"
+    other.mkdir(parents=True)
+    (other / "v1.avsc").write_text(json.dumps({**V1, "name": "Other"}))
+    (other / "topic.yaml").write_text(f"topic: e2e.others\nowner: t\ntime_partitioning: {{source: kafka_time}}\n"
+                                      f"start_hour: \"2026-11-01T00:00Z\"\nschema_versions:\n"
+                                      f"  - {{version: 1, file: v1.avsc, registry_id: {schema_id}}}\n")
+
+    code = add_topic.main(["--catalog", str(tmp_path / "catalog"), "--topic", topic_name, "--database", "e2e",
+                           "--table", "orders", "--kafka-time"])
+
+    assert code == 1 and f"registry_id {schema_id}" in capsys.readouterr().err
+    assert not (tmp_path / "catalog" / "e2e" / "orders").exists()

@@ -1,0 +1,376 @@
+"""`python -m deploy.metrics`: what a scrape serves equals what was produced and landed, read from the manifests of a
+real lake (local and on the S3 server) and the log ends of the real broker; a scrape reads only the manifests new since
+the one before; the image runs the server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from deploy.metrics import METRICS, serve
+from dev_services.ports import LOOPBACK, free_port
+from kafka_lake.hours import KafkaHour
+from kafka_lake.kafka.cluster import KafkaCluster
+from kafka_lake.kafka.log import consumer_config
+from kafka_lake.lake import layout
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.metrics import PlatformMeasures
+from kafka_lake.settings import PlatformSettings
+from tests.conftest import REPO
+from tests.landing_fixtures import RAW_HOURS, Traffic, in_this_process, land, landing_settings, topic_with_traffic
+from tests.test_deployment import dockerfile_instruction
+
+NOW = datetime(2026, 11, 1, 16, 25, tzinfo=timezone.utc)
+
+
+def platform_settings(catalog, lake_root: str, broker) -> PlatformSettings:
+    return PlatformSettings(kafka_bootstrap_servers=broker.bootstrap_servers, schema_catalog_dir=str(catalog),
+                            lake_root=lake_root)
+
+
+@contextlib.contextmanager
+def metrics_server(settings: PlatformSettings, clock=lambda: NOW):
+    measures = PlatformMeasures(settings, KafkaCluster(consumer_config(settings.kafka_bootstrap_servers)))
+    server = serve(measures, LOOPBACK, 0, clock)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://{LOOPBACK}:{server.server_port}", measures
+    finally:
+        server.shutdown()
+        server.server_close()
+        measures.close()
+
+
+def scrape(url: str) -> dict[tuple[str, frozenset], float]:
+    """Every sample of `/metrics`: (name, labels) → value."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=60) as response:
+        text = response.read().decode()
+    return {(sample.name, frozenset(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def table_labels(topic) -> frozenset:
+    return frozenset({"database": topic.database, "table": topic.table}.items())
+
+
+def produced_in(traffic: Traffic, hours: list[KafkaHour]) -> Counter:
+    """What the records of the Kafka hours became: rows, dead letters and tombstones, as produced."""
+    counts: Counter = Counter()
+    for item in traffic.produced:
+        if any(hour.start_ms <= item.timestamp_ms < hour.end_ms for hour in hours):
+            counts["row" if item.kind == "row" else "tombstone" if item.kind == "tombstone" else "dead"] += 1
+    return counts
+
+
+def waiting_after(traffic: Traffic, hour: KafkaHour) -> dict[int, int]:
+    """Per partition, the records produced after the hour: the offsets past its end."""
+    waiting: Counter = Counter({p.partition: 0 for p in traffic.produced})
+    waiting.update(p.partition for p in traffic.produced if p.timestamp_ms >= hour.end_ms)
+    return dict(waiting)
+
+
+@pytest.fixture
+def landed_two_hours(broker, tmp_path, lake_root):
+    """Given a topic with records over four Kafka hours, of which the first two are landed."""
+    topic, traffic = topic_with_traffic(broker, tmp_path / "catalog")
+    landing = landing_settings(lake_root, broker.bootstrap_servers)
+    hours = [KafkaHour(hour) for hour in RAW_HOURS[:2]]
+    land(topic, hours, landing, in_this_process)
+    return topic, traffic, hours, landing, platform_settings(tmp_path / "catalog", lake_root, broker)
+
+
+def test_a_scrape_serves_the_totals_of_the_landed_hours_and_the_lag_behind_the_log_ends(landed_two_hours):
+    topic, traffic, hours, _, settings = landed_two_hours
+    produced = produced_in(traffic, hours)
+    newest = hours[-1]
+
+    with metrics_server(settings) as (url, _):
+        samples = scrape(url)
+
+    table = table_labels(topic)
+    assert samples["kafka_lake_landed_rows", table] == produced["row"] > 0
+    assert samples["kafka_lake_dead_letters", table] == produced["dead"] > 0
+    assert samples["kafka_lake_landed_hours", table] == 2
+    assert samples["kafka_lake_newest_landed_hour_timestamp_seconds", table] == newest.start.timestamp()
+    assert samples["kafka_lake_lag_seconds", table] == (NOW - newest.end).total_seconds()
+    lags = {dict(labels)["partition"]: value for (name, labels), value in samples.items()
+            if name == "kafka_lake_lag_records" and dict(labels)["topic"] == topic.topic}
+    assert lags == {str(partition): count for partition, count in waiting_after(traffic, newest).items()}
+    assert all(lags.values())
+    assert samples["kafka_lake_catalog_rejected_entries", frozenset()] == 0
+    assert samples["kafka_lake_brokers_up", frozenset()] == 1
+
+
+def test_each_scrape_reads_only_the_manifests_landed_since_the_one_before(landed_two_hours, monkeypatch):
+    """Given two scrapes with nothing landed between them, the second reads no manifest; once a third hour lands,
+    the next scrape reads that hour's manifest alone and its totals hold all three hours."""
+    topic, traffic, hours, landing, settings = landed_two_hours
+    manifests_read: list[str] = []
+    read_bytes = LakeStorage.read_bytes
+
+    def counting(storage, relative):
+        if relative.startswith(layout.MANIFESTS_PREFIX):
+            manifests_read.append(relative)
+        return read_bytes(storage, relative)
+
+    monkeypatch.setattr(LakeStorage, "read_bytes", counting)
+    with metrics_server(settings) as (url, _):
+        scrape(url)
+        assert len(manifests_read) == 2
+        manifests_read.clear()
+        scrape(url)
+        assert manifests_read == []
+
+        third = KafkaHour(RAW_HOURS[2])
+        land(topic, [third], landing, in_this_process)
+        manifests_read.clear()
+        samples = scrape(url)
+
+    assert manifests_read == [layout.manifest_path(topic.database, topic.table, third)]
+    assert samples["kafka_lake_landed_rows", table_labels(topic)] == produced_in(traffic, [*hours, third])["row"]
+    assert samples["kafka_lake_landed_hours", table_labels(topic)] == 3
+
+
+def test_a_table_whose_next_hour_cannot_have_closed_is_not_listed_until_it_can(landed_two_hours, monkeypatch):
+    """An hour lands once closed, at the earliest `record_grace_minutes` after its end: before that moment for the hour
+    after the newest landed one, a scrape asks storage nothing about the table; from it on, the landed hour shows."""
+    topic, _, _, landing, settings = landed_two_hours
+    listed: list[str] = []
+    list_names = LakeStorage.list_names
+
+    def counting(storage, directory, *args, **kwargs):
+        listed.append(directory)
+        return list_names(storage, directory, *args, **kwargs)
+
+    monkeypatch.setattr(LakeStorage, "list_names", counting)
+    third = KafkaHour(RAW_HOURS[2])
+    closable = third.end + timedelta(minutes=topic.record_grace_minutes)
+    moments = iter([NOW, closable - timedelta(seconds=1), closable])
+    with metrics_server(settings, clock=lambda: next(moments)) as (url, _):
+        scrape(url)  # the first reads every landed hour, up to the second
+        land(topic, [third], landing, in_this_process)
+        listed.clear()
+        early = scrape(url)
+        assert listed == []
+        due = scrape(url)
+
+    assert listed == [layout.manifest_prefix(topic.database, topic.table)]
+    assert early["kafka_lake_landed_hours", table_labels(topic)] == 2
+    assert due["kafka_lake_landed_hours", table_labels(topic)] == 3
+
+
+def test_a_recount_shows_an_hour_relanded_with_other_counts(broker, tmp_path):
+    """Given an hour landed while the catalog lacked version 2 (its records dead letters), then landed again with
+    it: the scrape after a recount shows them as rows, as the manifest now says."""
+    topic, traffic = topic_with_traffic(broker, tmp_path / "catalog")
+    lake_root = str(tmp_path / "lake")
+    landing = landing_settings(lake_root, broker.bootstrap_servers)
+    hour = KafkaHour(RAW_HOURS[1])  # holds records of both versions
+    without_v2 = topic.model_copy(update={"schema_versions": topic.schema_versions[:1]})
+    land(without_v2, [hour], landing, in_this_process)
+    produced = produced_in(traffic, [hour])
+
+    with metrics_server(platform_settings(tmp_path / "catalog", lake_root, broker)) as (url, measures):
+        before = scrape(url)
+        land(topic, [hour], landing, in_this_process)
+        measures.recount()
+        after = scrape(url)
+
+    table = table_labels(topic)
+    assert before["kafka_lake_landed_rows", table] < produced["row"]
+    assert before["kafka_lake_dead_letters", table] > produced["dead"]
+    assert after["kafka_lake_landed_rows", table] == produced["row"]
+    assert after["kafka_lake_dead_letters", table] == produced["dead"]
+
+
+def test_rejected_catalog_entries_are_counted_at_each_scrape_and_healthz_answers_ok(broker, tmp_path):
+    topic, _ = topic_with_traffic(broker, tmp_path / "catalog")
+    settings = platform_settings(tmp_path / "catalog", str(tmp_path / "lake"), broker)
+    broken = tmp_path / "catalog" / "e2e" / "broken"
+
+    with metrics_server(settings) as (url, _):
+        assert scrape(url)["kafka_lake_catalog_rejected_entries", frozenset()] == 0
+        broken.mkdir()
+        (broken / "topic.yaml").write_text("topic: e2e.broken\nowner: team-test\n")
+        rejected = scrape(url)
+        with urllib.request.urlopen(f"{url}/healthz", timeout=10) as response:
+            health = (response.status, response.read())
+        with pytest.raises(urllib.error.HTTPError) as elsewhere:
+            urllib.request.urlopen(f"{url}/other", timeout=10)
+
+    assert rejected["kafka_lake_catalog_rejected_entries", frozenset()] == 1
+    assert rejected["kafka_lake_landed_hours", table_labels(topic)] == 0  # never landed: no hour, no lag in seconds
+    assert ("kafka_lake_lag_seconds", table_labels(topic)) not in rejected
+    assert health == (200, b"ok\n")
+    assert elsewhere.value.code == 404
+
+
+def test_every_metric_of_the_contract_is_served_with_its_labels(landed_two_hours):
+    _, _, _, _, settings = landed_two_hours
+    with metrics_server(settings) as (url, _):
+        samples = scrape(url)
+
+    served = {name: set(dict(labels)) for name, labels in samples}
+    contract = {
+        "kafka_lake_lag_records": {"database", "table", "topic", "partition"},
+        "kafka_lake_lag_seconds": {"database", "table"},
+        "kafka_lake_landed_rows": {"database", "table"},
+        "kafka_lake_dead_letters": {"database", "table"},
+        "kafka_lake_newest_landed_hour_timestamp_seconds": {"database", "table"},
+        "kafka_lake_catalog_rejected_entries": set(),
+    }
+    assert {name: served.get(name) for name in contract} == contract
+    assert set(served) == set(METRICS)
+
+
+def test_the_image_runs_the_metrics_server_beside_the_daemon(broker, tmp_path):
+    """The Dockerfile's ENTRYPOINT with `python -m deploy.metrics --port P` (no Docker engine runs here: the
+    entrypoint runs on this machine, as tests/test_deployment.py does): /healthz answers, /metrics serves the catalog,
+    and no Dagster instance is rendered for it (it needs none)."""
+    topic_with_traffic(broker, tmp_path / "catalog")
+    port = free_port()
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster_home"), "SCHEMA_CATALOG_DIR": str(tmp_path / "catalog"),
+           "LAKE_ROOT": str(tmp_path / "lake"), "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
+           "PATH": f"{REPO / '.venv' / 'bin'}:{os.environ['PATH']}"}
+    (tmp_path / "dagster_home").mkdir()
+    command = [*dockerfile_instruction("ENTRYPOINT"), "python", "-m", "deploy.metrics", "--port", str(port),
+               "--host", LOOPBACK]
+    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://{LOOPBACK}:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/healthz", timeout=5) as response:
+                    assert response.read() == b"ok\n"
+                    break
+            except (urllib.error.URLError, ConnectionError):
+                assert process.poll() is None, process.stdout.read().decode() if process.stdout else ""
+                assert time.monotonic() < deadline, "the metrics server did not answer within 60 s"
+                time.sleep(0.3)
+        samples = scrape(url)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+    assert samples["kafka_lake_landed_hours", frozenset({"database": "e2e", "table": "orders"}.items())] == 0
+    assert process.returncode == 0, "SIGTERM ends the server cleanly"
+    assert not (tmp_path / "dagster_home" / "dagster.yaml").exists()
+
+
+def test_lag_seconds_is_measured_against_the_clock_of_each_scrape(landed_two_hours):
+    _, _, hours, _, settings = landed_two_hours
+    moments = iter([NOW, NOW + timedelta(minutes=30)])
+    with metrics_server(settings, clock=lambda: next(moments)) as (url, _):
+        first, second = scrape(url), scrape(url)
+
+    lag = {name: value for (name, _), value in first.items() if name == "kafka_lake_lag_seconds"}
+    later = {name: value for (name, _), value in second.items() if name == "kafka_lake_lag_seconds"}
+    assert later["kafka_lake_lag_seconds"] - lag["kafka_lake_lag_seconds"] == 1800
+    assert lag["kafka_lake_lag_seconds"] == (NOW - hours[-1].end).total_seconds()
+
+
+# --- The dashboard and the alert rules shipped in deploy/ -------------------------------------------------------
+
+METRIC_NAME = re.compile(r"\bkafka_lake_[a-z_]+\b")
+GROUPING = re.compile(r"\b(?:by|without)\s*\(([^)]*)\)")
+MATCHERS = re.compile(r"\{([^{}]*)\}")
+TEMPLATE_LABEL = re.compile(r"\{\{\s*\$labels\.([A-Za-z_]+)\s*\}\}|\{\{([A-Za-z_]+)\}\}")
+
+
+def dashboard_queries(node) -> list[tuple[str, str]]:
+    """(expr, legend) of every panel target and every templating query of a Grafana dashboard."""
+    found = []
+    if isinstance(node, dict):
+        if "expr" in node:
+            found.append((node["expr"], node.get("legendFormat", "")))
+        elif isinstance(node.get("query"), str) and "kafka_lake_" in node["query"]:
+            found.append((node["query"], ""))
+        for value in node.values():
+            found += dashboard_queries(value)
+    elif isinstance(node, list):
+        for value in node:
+            found += dashboard_queries(value)
+    return found
+
+
+def check_query(expr: str, shown: str, served: dict[str, set[str]]) -> list[str]:
+    """What is wrong with a query against what a scrape serves: a metric it does not serve, a label its metrics do not
+    carry (in a matcher or a grouping), or a label the text shown names that the query's result does not carry."""
+    names = METRIC_NAME.findall(expr)
+    if not names:
+        return [f"{expr}: names no kafka_lake_ metric"]
+    problems = [f"{expr}: {name} is not served" for name in names if name not in served]
+    labels = set().union(*(served.get(name, set()) for name in names))
+    grouped = [set(map(str.strip, group.split(","))) - {""} for group in GROUPING.findall(expr)]
+    matched = {re.split(r"[=!~]", part, maxsplit=1)[0].strip() for body in MATCHERS.findall(expr)
+               for part in body.split(",") if part.strip()}
+    problems += [f"{expr}: label {label} is on none of {names}" for label in set().union(*grouped, matched) - labels]
+    result = grouped[-1] if grouped else labels
+    wanted = {a or b for a, b in TEMPLATE_LABEL.findall(shown)}
+    problems += [f"{expr}: {shown!r} shows label {label}, which its result does not carry" for label in wanted - result]
+    return problems
+
+
+@pytest.fixture
+def served(landed_two_hours) -> dict[str, set[str]]:
+    """Each metric a real scrape serves, with its labels."""
+    *_, settings = landed_two_hours
+    with metrics_server(settings) as (url, _):
+        samples = scrape(url)
+    found: dict[str, set[str]] = {}
+    for name, labels in samples:
+        found.setdefault(name, set()).update(dict(labels))
+    return found
+
+
+def test_the_grafana_dashboard_queries_only_metrics_and_labels_a_scrape_serves(served):
+    dashboard = json.loads((REPO / "deploy" / "grafana-dashboard.json").read_text())
+
+    queries = dashboard_queries(dashboard)
+
+    assert len(queries) >= 10
+    assert [problem for expr, legend in queries for problem in check_query(expr, legend, served)] == []
+    ids = [panel["id"] for panel in dashboard["panels"]]
+    assert len(ids) == len(set(ids)) and all(panel["targets"] for panel in dashboard["panels"])
+    variables = {variable["name"] for variable in dashboard["templating"]["list"]}
+    used = set(re.findall(r"\$([a-z_]+)", json.dumps(dashboard["panels"])))
+    assert used <= variables, used - variables
+    assert {"kafka_lake_lag_records", "kafka_lake_lag_seconds", "kafka_lake_landed_rows", "kafka_lake_dead_letters",
+            "kafka_lake_catalog_rejected_entries"} <= {name for expr, _ in queries for name in METRIC_NAME.findall(expr)}
+
+
+def test_the_prometheus_alert_rules_name_only_metrics_and_labels_a_scrape_serves(served):
+    rules = yaml.safe_load((REPO / "deploy" / "prometheus-alerts.yaml").read_text())
+
+    [group] = rules["groups"]
+
+    alerts = {rule["alert"]: rule for rule in group["rules"]}
+    assert {"KafkaLakeLagRecordsHigh", "KafkaLakeNoHourLanded", "KafkaLakeCatalogEntriesRejected"} <= set(alerts)
+    assert len(alerts) == len(group["rules"])
+    problems = []
+    for rule in group["rules"]:
+        assert set(rule) == {"alert", "expr", "for", "labels", "annotations"}, rule["alert"]
+        assert rule["labels"]["severity"] in ("warning", "critical") and rule["annotations"]["summary"]
+        problems += check_query(rule["expr"], " ".join(rule["annotations"].values()), served)
+    assert problems == []
