@@ -23,12 +23,13 @@ from hypothesis import strategies as st
 
 from kafka_lake.decoding.batch_decoder import BatchDecoder
 from kafka_lake.decoding.decoded_batch import DEAD_LETTER_SCHEMA, DecodedBatch, Placement
+from kafka_lake.decoding.formats import schemas_for
 from kafka_lake.decoding.pii import MissingPiiKey, Pseudonymizer
 from kafka_lake.event_time import parse_event_time
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka.framing import encode_confluent
 from kafka_lake.kafka.records import KAFKA_COLUMNS, KafkaRecord
-from kafka_lake.kafka.schema_resolution import CatalogSchemas, RegistrySchemas, SchemaRegistryUnavailable, schemas_for
+from kafka_lake.kafka.schema_resolution import CatalogSchemas, RegistrySchemas, SchemaRegistryUnavailable
 from kafka_lake.lake import layout
 from kafka_lake.schemas.arrow_mapping import MAX_JSON_DEPTH, arrow_mapping_for, arrow_schema_for, column_comment
 from kafka_lake.table_spec import TableSpec
