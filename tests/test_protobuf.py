@@ -10,10 +10,8 @@ import datetime as dt
 import json
 import shutil
 import struct
-import threading
 from decimal import Decimal
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
 import pytest
@@ -26,7 +24,8 @@ from kafka_lake.kafka.records import KafkaRecord
 from kafka_lake.kafka.schema_resolution import CatalogSchemas
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.topics.loader import CatalogError, load_catalog, load_topic
-from tests.test_decoding import KAFKA_MS, PII_KEY, RegistryStandIn, _RegistryHandler, dead_letter_rows, hmac_hex
+from tests.registry_stand_in import Registered, RegistryStandIn
+from tests.test_decoding import KAFKA_MS, PII_KEY, dead_letter_rows, hmac_hex
 
 UTC = dt.timezone.utc
 ZOO_FILES = Path(__file__).resolve().parent / "protobuf_zoo"
@@ -430,34 +429,6 @@ def test_given_a_route_by_an_enum_field_when_decoded_then_its_symbol_routes(tmp_
 # --- the schema registry's PROTOBUF schemas -----------------------------------------------------------------------------
 
 
-class ProtobufRegistryStandIn(RegistryStandIn):
-    """Stands in for Confluent Schema Registry, which cannot run here: `GET /schemas/ids/{id}` answering a PROTOBUF
-    schema with its references (the whole answer, as given), and `GET /subjects/{subject}/versions/{version}` for
-    what they reference."""
-
-    def __init__(self, schemas: dict[int, dict], subjects: dict[tuple[str, int], dict]):
-        super().__init__(schemas)
-        self.RequestHandlerClass = _ProtobufRegistryHandler
-        self.subjects = subjects
-
-
-class _ProtobufRegistryHandler(_RegistryHandler):
-    server: ProtobufRegistryStandIn
-
-    def do_GET(self) -> None:
-        parts = [unquote(part) for part in urlsplit(self.path).path.strip("/").split("/")]
-        found = None
-        if parts[:2] == ["schemas", "ids"] and parts[2].isdigit():
-            found = self.server.schemas.get(int(parts[2]))
-        elif parts[0] == "subjects" and len(parts) == 4 and parts[3].isdigit():
-            subject = self.server.subjects.get((parts[1], int(parts[3])))
-            found = subject and {"subject": parts[1], "version": int(parts[3]), "id": 1, **subject}
-        if found:
-            self._answer(200, found)
-        else:
-            self._answer(404, {"error_code": 40403, "message": "Schema not found"})
-
-
 def test_given_a_registry_when_ids_resolve_then_protobuf_schemas_match_by_their_compiled_form(tmp_path):
     common = 'syntax = "proto3";\npackage acme.common;\nmessage Money { string currency = 1; int64 units = 2; }'
     v1 = ORDERS_V1.replace('import "google/protobuf/timestamp.proto";',
@@ -465,25 +436,19 @@ def test_given_a_registry_when_ids_resolve_then_protobuf_schemas_match_by_their_
         "int64 cents = 4;", "acme.common.Money total = 4;")
     topic = protobuf_topic(tmp_path, {"v1.proto": v1, "common.proto": common},
                            [{"version": 1, "file": "v1.proto", "message": "acme.orders.Order", "registry_id": 3001}])
-    reference = [{"name": "common.proto", "subject": "common", "version": 1}]
+    reference = (json.dumps({"name": "common.proto", "subject": "common", "version": 1}, sort_keys=True),)
     reformatted = "// registered by the producer\n" + v1.replace("\n", "\n\n")
-    server = ProtobufRegistryStandIn(
-        {77: {"schema": reformatted, "schemaType": "PROTOBUF", "references": reference},
-         78: {"schema": v1.replace("string customer = 3;", "string buyer = 3;"), "schemaType": "PROTOBUF",
-              "references": reference},
-         79: {"schema": json.dumps({"type": "record", "name": "A", "fields": []})}},
-        {("common", 1): {"schema": common, "schemaType": "PROTOBUF"}})
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with RegistryStandIn() as server:  # Confluent Schema Registry cannot run here: a stand-in speaking its REST API
+        server.register("common", Registered(common, "PROTOBUF"))
+        server.by_id[77] = Registered(reformatted, "PROTOBUF", reference)
+        server.by_id[78] = Registered(v1.replace("string customer = 3;", "string buyer = 3;"), "PROTOBUF", reference)
+        server.by_id[79] = Registered(json.dumps({"type": "record", "name": "A", "fields": []}), "AVRO")
         schemas = payload_format(topic).schemas(topic, server.url)
         message = order_with_total(topic)
         decoder = BatchDecoder(topic, schemas, PII_KEY)
 
         batch = decoder.decode(records([encode_protobuf(77, [0], message), encode_protobuf(78, [0], message),
                                         encode_protobuf(79, [0], message), encode_protobuf(80, [0], message)]))
-    finally:
-        server.shutdown()
-        server.server_close()
 
     assert [row["id"] for row in rows(batch)] == ["o-1"]
     errors = sorted(row["error"] for row in dead_letter_rows(batch))
