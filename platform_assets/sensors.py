@@ -32,7 +32,7 @@ from kafka_lake.catalog import TopicCatalog, TopicSpec
 from kafka_lake.cluster import KafkaCluster
 from kafka_lake.hours import KafkaHour
 from kafka_lake.manifests import ManifestStore
-from platform_assets.assets import HOURS_PER_BACKFILL_RUN
+from platform_assets.assets import HOURS_PER_BACKFILL_RUN, landing_groups
 from platform_assets.catalog_health import rejected_entries_sensor
 from platform_assets.checks import (
     FRESHNESS,
@@ -42,7 +42,16 @@ from platform_assets.checks import (
     landed_hours,
     landed_in_freshness_window,
 )
-from platform_assets.jobs import compaction_job, landing_job, registration_job
+from platform_assets.jobs import (
+    ASSET_TAG,
+    LayerRun,
+    compaction_job,
+    compaction_run,
+    landing_job,
+    landing_run,
+    registration_job,
+    registration_run,
+)
 from platform_assets.keys import asset_key, raw_key
 from resources import AlertWebhookResource, KafkaResource, LakeStorageResource
 
@@ -78,7 +87,7 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True):
         "after H+1 + record_grace_minutes, or the clock passed H+1 + close_grace_minutes (quiet partitions). "
         "Each tick logs, per topic, which hour it judged and why.",
         minimum_interval_seconds=60,
-        jobs=[landing_job(topic) for topic in topics],
+        jobs=[landing_job(topics)],
         default_status=_status(running),
     )
     def land_closed_hours(context: SensorEvaluationContext, kafka: KafkaResource):
@@ -113,11 +122,12 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True):
                 if automation.is_closed(topic, hour, now, tails.get(topic.topic)):
                     closed[name].append(hour)
                     pending[name] = hour.next()
-        requests, judged = [], []
+        requests = [request for group in landing_groups(topics)
+                    for request in landing_requests({table: closed[_cursor_key(table)] for table in group})]
+        judged = []
         for topic in topics:
             name = _cursor_key(topic)
             hours = closed[name]
-            requests += runs_for_hours(landing_job(topic).name, hours)
             if hours:
                 cursor[name] = hours[-1].next().partition_key
             line = _landing_judgement(topic, starts[name], hours, pending[name], now,
@@ -130,6 +140,19 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True):
         return SensorResult(run_requests=requests, cursor=json.dumps(cursor, sort_keys=True))
 
     return land_closed_hours
+
+
+def landing_requests(closed: dict[TopicSpec, list[KafkaHour]]) -> list[RunRequest]:
+    """The runs landing the closed hours of the tables one asset lands (those of one Kafka topic): the tables that
+    need an hour land it in one run, which reads the topic once for all of them."""
+    by_hour: dict[KafkaHour, list[TopicSpec]] = {}
+    for table, hours in closed.items():
+        for hour in hours:
+            by_hour.setdefault(hour, []).append(table)
+    by_tables: dict[tuple[TopicSpec, ...], list[KafkaHour]] = {}
+    for hour, tables in by_hour.items():
+        by_tables.setdefault(tuple(tables), []).append(hour)
+    return [request for tables, hours in by_tables.items() for request in runs_for_hours(landing_run(tables), hours)]
 
 
 def _landing_judgement(topic: TopicSpec, start: str, requested: list[KafkaHour], pending: KafkaHour, now: datetime,
@@ -161,7 +184,7 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True):
         description="Follows every raw landing with compaction of the hours it made due, and every compaction "
         "with the hour's registration in the table catalog.",
         minimum_interval_seconds=30,
-        jobs=[job for t in catalog.topics for job in (compaction_job(t), registration_job(t))],
+        jobs=[compaction_job(catalog.topics), registration_job(catalog.topics)],
         default_status=_status(running),
     )
     def compact_and_register(context: SensorEvaluationContext, lake: LakeStorageResource):
@@ -195,11 +218,13 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True):
             elif event.asset_key in by_compacted:
                 to_register.setdefault(by_compacted[event.asset_key], set()).add(hour)
         requests = []
-        for job, wanted in ((compaction_job, to_compact), (registration_job, to_register)):
+        for layer_run, wanted in ((compaction_run, to_compact), (registration_run, to_register)):
             for topic, hours in wanted.items():
+                run = layer_run(topic)
                 # The event's id in the run key: late data may ask for the same hour again later.
-                requests += runs_for_hours(job(topic).name, hours, f":{events[-1].storage_id}")
-                context.log.info(f"{topic.topic}: {job(topic).name} requested for {', '.join(map(str, sorted(hours)))}")
+                requests += runs_for_hours(run, hours, f":{events[-1].storage_id}")
+                context.log.info(f"{topic.topic}: {run.job_name} of {run.tags[ASSET_TAG]} requested for "
+                                 f"{', '.join(map(str, sorted(hours)))}")
         if not requests:
             context.log.info(f"{len(events)} new materialization(s), none made an hour due")
         return SensorResult(run_requests=requests, cursor=str(events[-1].storage_id))
@@ -207,17 +232,18 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True):
     return compact_and_register
 
 
-def runs_for_hours(job_name: str, hours, run_key_suffix: str = "") -> list[RunRequest]:
-    """One run of `job_name` per stretch of consecutive hours (a day at most): a sensor catching up, or a
+def runs_for_hours(layer_run: LayerRun, hours, run_key_suffix: str = "") -> list[RunRequest]:
+    """One run of `layer_run` per stretch of consecutive hours (a day at most): a sensor catching up, or a
     backfill's landings followed by compaction, starts one Spark application per day."""
     requests = []
     for run in automation.consecutive_runs(hours, HOURS_PER_BACKFILL_RUN):
         first, last = run[0], run[-1]
-        run_key = f"{job_name}:{first}{'..' + str(last) if len(run) > 1 else ''}{run_key_suffix}"
+        run_key = (f"{layer_run.job_name}:{layer_run.tags[ASSET_TAG]}:{first}{'..' + str(last) if len(run) > 1 else ''}"
+                   f"{run_key_suffix}")
         if len(run) == 1:
-            requests.append(RunRequest(run_key=run_key, job_name=job_name, partition_key=first.partition_key))
+            requests.append(layer_run.request(run_key, partition_key=first.partition_key))
         else:
-            requests.append(RunRequest(run_key=run_key, job_name=job_name, tags={
+            requests.append(layer_run.request(run_key, tags={
                 PARTITION_RANGE_START: first.partition_key, PARTITION_RANGE_END: last.partition_key,
             }))
     return requests

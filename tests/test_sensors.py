@@ -118,9 +118,38 @@ def test_each_tick_logs_per_topic_what_it_requested_and_why_the_next_hour_waits(
     assert [r.partition_key for r in result.run_requests] == [H.partition_key]
 
 
+def hours_of(request):
+    return request.partition_key or (request.tags["dagster/asset_partition_range_start"],
+                                     request.tags["dagster/asset_partition_range_end"])
+
+
+def landed_by(request) -> tuple[str, ...]:
+    """The raw tables a landing run request selects."""
+    return tuple(key.to_user_string() for key in request.asset_selection if key.path[0] == "raw")
+
+
+def test_the_tables_of_one_topic_land_an_hour_they_all_need_in_one_run(broker, topic, instance, clock):
+    """Given two tables landing one Kafka topic (a copy placed by Kafka time) from the same hour; when the sensor
+    ticks, then one run of the `landing` job lands both (it reads the topic once), tagged with the topic, the
+    tables and the layer, with both tables' landing checks and not freshness."""
+    copy = replace(topic, database="copies", table="orders", time_source="kafka_time", time_field=None)
+    sensor = sensors.landing_sensor(TopicCatalog((topic, copy)))
+    clock(H.end + timedelta(minutes=12))
+    cursor = json.dumps({f"{topic.topic} {topic.name}": H.partition_key, f"{copy.topic} {copy.name}": H.partition_key})
+
+    [request] = tick(sensor, instance, cursor, kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers)).run_requests
+
+    assert (request.job_name, request.partition_key) == ("landing", H.partition_key)
+    assert set(request.asset_selection) == {raw_key(topic), raw_key(copy), asset_key("dead_letters", topic),
+                                            asset_key("dead_letters", copy)}
+    assert {key.asset_key for key in request.asset_check_keys} == {raw_key(topic), raw_key(copy)}
+    assert "freshness" not in {key.name for key in request.asset_check_keys}, "freshness is topic_health's"
+    assert request.tags == {"layer": "raw", "topic": topic.topic, "asset": "raw/e2e/orders, raw/copies/orders"}
+
+
 def test_tables_of_one_topic_are_each_requested_from_where_they_left_off(broker, topic, instance, clock):
-    """Given two tables landing one Kafka topic (a copy placed by Kafka time), one landed an hour further than the
-    other; when the sensor ticks, then each table's job is requested from its own next hour."""
+    """Given two tables landing one Kafka topic, one landed an hour further than the other; when the sensor ticks,
+    then each is requested from its own next hour, and the hour both need lands both in one run."""
     copy = replace(topic, database="copies", table="orders", time_source="kafka_time", time_field=None)
     sensor = sensors.landing_sensor(TopicCatalog((topic, copy)))
     clock(H.next().end + timedelta(minutes=12))  # H and H+1 closed by the clock
@@ -128,12 +157,9 @@ def test_tables_of_one_topic_are_each_requested_from_where_they_left_off(broker,
 
     result = tick(sensor, instance, cursor, kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers))
 
-    def hours_of(request):
-        return request.partition_key or (request.tags["dagster/asset_partition_range_start"],
-                                         request.tags["dagster/asset_partition_range_end"])
-    requested = sorted((r.job_name, hours_of(r)) for r in result.run_requests)
-    assert requested == [("landing__copies__orders", H.next().partition_key),
-                         ("landing__e2e__orders", (H.partition_key, H.next().partition_key))]
+    requested = sorted((landed_by(r), hours_of(r)) for r in result.run_requests)
+    assert requested == [(("raw/e2e/orders",), H.partition_key),
+                         (("raw/e2e/orders", "raw/copies/orders"), H.next().partition_key)]
 
 
 def test_a_closed_hour_is_requested_once_every_partition_shows_a_record_after_it(broker, topic, instance, clock):
@@ -153,7 +179,9 @@ def test_a_closed_hour_is_requested_once_every_partition_shows_a_record_after_it
     produce_at(broker, topic.topic, 1, H.end + timedelta(minutes=4))
     closed = tick(sensor, instance, cursor, kafka=kafka)
     assert [r.partition_key for r in closed.run_requests] == [H.partition_key]
-    assert closed.run_requests[0].job_name == f"landing__{topic.database}__{topic.table}", "runs under the topic's landing job"
+    assert closed.run_requests[0].job_name == "landing", "runs under the landing job"
+    assert closed.run_requests[0].asset_selection == [raw_key(topic), asset_key("dead_letters", topic)]
+    assert closed.run_requests[0].tags == {"layer": "raw", "topic": topic.topic, "asset": f"raw/{topic.name}"}
     assert json.loads(closed.cursor)[topic.topic] == H.next().partition_key
 
     again = tick(sensor, instance, closed.cursor, kafka=kafka)
@@ -204,15 +232,16 @@ def partition_keys(request) -> list[str]:
     return [KafkaHour(first.start + timedelta(hours=n)).partition_key for n in range(int((last.start - first.start) / timedelta(hours=1)) + 1)]
 
 
-def requested(result: SensorResult) -> set[tuple[str, str]]:
-    return {(r.job_name, hour) for r in result.run_requests for hour in partition_keys(r)}
+def requested(result: SensorResult) -> set[tuple[str, str, str]]:
+    """(job, the asset it selects, hour) of each hour requested."""
+    return {(r.job_name, r.tags["asset"], hour) for r in result.run_requests for hour in partition_keys(r)}
 
 
 def test_landings_make_compaction_and_then_registration_follow_late_data_included(topic, instance, tmp_path):
     storage = LakeStorage(str(tmp_path / "lake"))
     lake = LakeStorageResource(root=str(tmp_path / "lake"))
     sensor = sensors.follow_up_sensor(TopicCatalog((topic,)))
-    compacted = f"compaction__{topic.database}__{topic.table}"
+    compacted = ("compaction", f"compacted/{topic.name}")
     start = tick(sensor, instance, lake=lake)
     assert not start.run_requests
 
@@ -222,19 +251,19 @@ def test_landings_make_compaction_and_then_registration_follow_late_data_include
 
     land(instance, storage, topic, H.next())
     second = tick(sensor, instance, first.cursor, lake=lake)
-    assert requested(second) == {(compacted, H.partition_key)}
+    assert requested(second) == {(*compacted, H.partition_key)}
 
     instance.report_runless_asset_event(AssetMaterialization(asset_key("compacted", topic), partition=H.partition_key))
     third = tick(sensor, instance, second.cursor, lake=lake)
-    assert requested(third) == {(f"registration__{topic.database}__{topic.table}", H.partition_key)}
+    assert requested(third) == {("registration", f"catalog/{topic.name}", H.partition_key)}
 
     later = KafkaHour(H.start + timedelta(hours=5))
     for hour in (KafkaHour(H.start + timedelta(hours=n)) for n in (2, 3, 4)):
         write_manifest(storage, topic, hour, hour)
     land(instance, storage, topic, later, placement=H)  # late events of H, landed hours later
     fourth = tick(sensor, instance, third.cursor, lake=lake)
-    assert (compacted, H.partition_key) in requested(fourth), "late data makes H due again"
-    assert (compacted, KafkaHour(later.start - timedelta(hours=1)).partition_key) in requested(fourth)
+    assert (*compacted, H.partition_key) in requested(fourth), "late data makes H due again"
+    assert (*compacted, KafkaHour(later.start - timedelta(hours=1)).partition_key) in requested(fourth)
 
 
 def test_freshness_fails_with_how_late_alerts_and_recovers(broker, topic, instance, clock, webhook, tmp_path):
