@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable
 from datetime import datetime
 
-from kafka_lake.catalog import TopicCatalog
+from kafka_lake.catalog import TopicCatalog, whole_catalog_topics
 from kafka_lake.layout import ARCHIVED_TOPICS_PATH
 from kafka_lake.storage import LakeStorage
 
@@ -52,9 +52,10 @@ class ArchivedTopics:
 
 
 def topics_to_archive(cluster_topics: Iterable[str], catalog: TopicCatalog) -> list[str]:
-    """Topics on the cluster that the archive rule takes and that no table lands yet."""
-    if catalog.archive is None:
+    """Topics on the cluster that the archive rule takes and that no table of the whole catalog lands yet; none in a
+    slice of the catalog that does not hold the archive's database (that slice archives)."""
+    if catalog.archive is None or not catalog.holds_database(catalog.archive.database):
         return []
-    landed = set(catalog.kafka_topics)
-    return sorted(t for t in cluster_topics if t not in landed and catalog.archive.matches(t))
+    taken = whole_catalog_topics(catalog)
+    return sorted(t for t in cluster_topics if t not in taken and catalog.archive.matches(t))
 

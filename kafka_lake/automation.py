@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from kafka_lake.catalog import TopicCatalog, TopicSpec, is_internal_topic
+from kafka_lake.catalog import TopicCatalog, TopicSpec, is_internal_topic, whole_catalog_topics
 from kafka_lake.compaction import missing_raw_hours, raw_hours_that_feed
 from kafka_lake.hours import ONE_HOUR, KafkaHour, floor_hour, to_millis
 from kafka_lake.manifests import HourManifest
@@ -215,8 +215,8 @@ def landing_lag(newest: HourManifest | None, tails: Iterable[LogTail]) -> list[P
 # --- Topics the catalog does not know ---------------------------------------------------------
 
 def topics_missing_from_catalog(cluster_topics: Iterable[str], catalog: TopicCatalog) -> list[str]:
-    """Topics on the cluster that no table lands and the archive rule does not take (it archives them by itself);
-    Kafka's and tools' internal topics aside."""
-    landed, archive = set(catalog.kafka_topics), catalog.archive
+    """Topics on the cluster that no table of the whole catalog lands (`catalog` may be a slice of it) and the archive
+    rule does not take (it archives them by itself); Kafka's and tools' internal topics aside."""
+    landed, archive = whole_catalog_topics(catalog), catalog.archive
     return sorted(t for t in cluster_topics
                   if t not in landed and not is_internal_topic(t) and not (archive is not None and archive.matches(t)))

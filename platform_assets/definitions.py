@@ -87,7 +87,7 @@ def load_platform_catalog(settings: PlatformSettings) -> TopicCatalog:
         except (OSError, ValueError) as error:  # the lake away: every catalogued table still loads
             log.error("the archived topics could not be read, so their tables are not loaded this time: %s", error)
     return load_catalog(settings.schema_catalog_dir, tolerant=True, table_format=settings.table_format,
-                        archived_topics=archived)
+                        archived_topics=archived, databases=settings.schema_catalog_databases)
 
 
 defs = load_definitions()
