@@ -29,7 +29,7 @@ from dagster import (
 from kafka_lake import automation
 from kafka_lake.archive import ArchivedTopics, topics_to_archive
 from kafka_lake.catalog import TopicCatalog, TopicSpec
-from kafka_lake.cluster import KafkaCluster
+from kafka_lake.cluster import ClusterTails, KafkaCluster
 from kafka_lake.hours import KafkaHour
 from kafka_lake.manifests import ManifestStore
 from platform_assets.assets import HOURS_PER_BACKFILL_RUN, landing_groups
@@ -57,6 +57,9 @@ from resources import AlertWebhookResource, KafkaResource, LakeStorageResource
 
 # Dagster's run tags for a run over a range of partitions (what the UI's backfills set).
 PARTITION_RANGE_START, PARTITION_RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
+# The landing sensor's cursor entry naming the topics the broker did not answer for in the last tick (no Kafka topic
+# name holds parentheses, so it never meets a topic's own entry).
+UNREAD = "(unread last tick)"
 # Follow-up work found in one tick: more waits for the next tick rather than flooding the queue.
 MAX_EVENTS_PER_TICK = 500
 
@@ -112,16 +115,19 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True):
             pending[name] = hours[-1].next() if hours else first
             if len(hours) < automation.MAX_HOURS_PER_TICK and automation.needs_log_tails(topic, pending[name], now):
                 awaiting_records[name] = (topic, pending[name])
-        tails: dict = {}
+        tails = ClusterTails()
         if awaiting_records:
             cluster = KafkaCluster(kafka.consumer_config())
             on_cluster = cluster.topics()
-            wanted = {topic.topic for topic, _ in awaiting_records.values()}
+            # The topics the broker did not answer for last tick are asked first: each is judged within a tick or two.
+            wanted = sorted({topic.topic for topic, _ in awaiting_records.values()},
+                            key=lambda kafka_topic: (kafka_topic not in cursor.get(UNREAD, []), kafka_topic))
             tails = cluster.log_tails({kafka_topic: on_cluster[kafka_topic] for kafka_topic in wanted if kafka_topic in on_cluster})
             for name, (topic, hour) in awaiting_records.items():
-                if automation.is_closed(topic, hour, now, tails.get(topic.topic)):
+                if topic.topic not in tails.unread and automation.is_closed(topic, hour, now, tails.get(topic.topic)):
                     closed[name].append(hour)
                     pending[name] = hour.next()
+        cursor[UNREAD] = sorted(tails.unread)
         requests = [request for group in landing_groups(topics)
                     for request in landing_requests({table: closed[_cursor_key(table)] for table in group})]
         judged = []
@@ -131,7 +137,8 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True):
             if hours:
                 cursor[name] = hours[-1].next().partition_key
             line = _landing_judgement(topic, starts[name], hours, pending[name], now,
-                                      tails.get(topic.topic) if name in awaiting_records else None, name != topic.topic)
+                                      tails.get(topic.topic) if name in awaiting_records else None, name != topic.topic,
+                                      tails.unread.get(topic.topic) if name in awaiting_records else None)
             context.log.info(line)
             judged.append(line)
         if not requests:
@@ -156,12 +163,14 @@ def landing_requests(closed: dict[TopicSpec, list[KafkaHour]]) -> list[RunReques
 
 
 def _landing_judgement(topic: TopicSpec, start: str, requested: list[KafkaHour], pending: KafkaHour, now: datetime,
-                       tails, shared: bool = False) -> str:
-    """One line per topic and tick: what was requested, and why the next hour was not."""
+                       tails, shared: bool = False, unread: str | None = None) -> str:
+    """One line per topic and tick: what was requested, and why the next hour was not (or was not judged)."""
     done = (f"requested {requested[0]}{' to ' + str(requested[-1]) if len(requested) > 1 else ''} (closed)"
             if requested else "requested nothing")
     if len(requested) >= automation.MAX_HOURS_PER_TICK:
         why = f"caught up {len(requested)} hours; {pending} and later next tick"
+    elif unread is not None:
+        why = f"{pending} not judged this tick, judged first next tick: {unread}"
     else:
         why = f"{pending} not closed: {automation.why_open(topic, pending, now, tails)}"
     who = f"{topic.topic} into {topic.name}" if shared else topic.topic
@@ -276,7 +285,9 @@ def health_sensor(catalog: TopicCatalog, running: bool = True):
         storage = lake.storage()
         cluster = KafkaCluster(kafka.consumer_config())
         on_cluster = cluster.topics()
-        tails = cluster.log_tails({t.topic: on_cluster[t.topic] for t in topics if t.topic in on_cluster})
+        unread_before = state.get(UNREAD, [])
+        wanted = sorted({t.topic for t in topics if t.topic in on_cluster}, key=lambda name: (name not in unread_before, name))
+        tails = cluster.log_tails({name: on_cluster[name] for name in wanted})
         shown = shown_freshness(context.instance, [t for t in topics if t.freshness_minutes is not None])
         events = []
         for topic in topics:
@@ -295,6 +306,10 @@ def health_sensor(catalog: TopicCatalog, running: bool = True):
             if topic.topic in tails:
                 manifest = ManifestStore(storage, topic.database, topic.table).read(newest) if newest else None
                 events.append(lag_observation(topic, automation.landing_lag(manifest, tails[topic.topic]), newest))
+            elif topic.topic in tails.unread:
+                context.log.info(f"{topic.topic}: lag not observed this tick, observed first next tick: "
+                                 f"{tails.unread[topic.topic]}")
+        state[UNREAD] = sorted(tails.unread)
         return SensorResult(asset_events=events, cursor=json.dumps(state, sort_keys=True))
 
     return topic_health

@@ -188,6 +188,50 @@ def test_a_closed_hour_is_requested_once_every_partition_shows_a_record_after_it
     assert not again.run_requests, "an hour is requested once"
 
 
+def test_the_cluster_reads_tails_in_batches_and_a_failed_answer_costs_only_its_topic(broker, topic):
+    """Given three topics asked about in batches of one topic, one of them naming a partition the broker does not
+    have; then the other two have their tails, and the third is named with why, rather than failing the read."""
+    others = [unique_topic_name() for _ in range(2)]
+    for name in others:
+        broker.create_topic(name, 2)
+        produce_at(broker, name, 1, H.end + timedelta(minutes=3))
+    cluster = KafkaCluster(KafkaResource(bootstrap_servers=broker.bootstrap_servers).consumer_config())
+
+    read = cluster.log_tails({others[0]: [0, 1], topic.topic: [0, 1, 7], others[1]: [0, 1]}, batch_partitions=2)
+
+    assert sorted(read.tails) == sorted(others)
+    assert [t.last_timestamp_ms for t in read[others[0]]] == [None, to_millis(H.end + timedelta(minutes=3))]
+    assert list(read.unread) == [topic.topic] and "log end of partition(s) 7" in read.unread[topic.topic]
+
+
+def test_topics_the_broker_did_not_answer_for_within_the_tick_are_named_and_judged_first_next_tick(
+        broker, topic, instance, clock, caplog, monkeypatch):
+    """Given a tick whose time for the broker is spent before the topic is asked (its budget none); then the tick
+    says the topic's hour was not judged and why, requests nothing for it and keeps its hour; the next tick, with
+    time for the broker, asks about it first and lands the hour."""
+    from kafka_lake import cluster
+
+    sensor = sensors.landing_sensor(TopicCatalog((topic,)))
+    kafka = KafkaResource(bootstrap_servers=broker.bootstrap_servers)
+    for partition in (0, 1):
+        produce_at(broker, topic.topic, partition, H.end + timedelta(minutes=3))
+    clock(H.end + timedelta(minutes=5))  # closing H asks the broker
+    monkeypatch.setattr(cluster, "TICK_BUDGET_S", 0.0)
+
+    skipped = tick(sensor, instance, json.dumps({topic.topic: H.partition_key}), kafka=kafka)
+
+    assert not skipped.run_requests
+    assert (f"{topic.topic}: requested nothing; {H} not judged this tick, judged first next tick: not asked this tick: "
+            f"the broker's 0s of the tick went to 0 other topic(s)") in skipped.skip_reason.skip_message
+    assert json.loads(skipped.cursor)[topic.topic] == H.partition_key, "the hour waits for its judgement"
+    assert json.loads(skipped.cursor)[sensors.UNREAD] == [topic.topic]
+
+    monkeypatch.setattr(cluster, "TICK_BUDGET_S", 20.0)
+    landed = tick(sensor, instance, skipped.cursor, kafka=kafka)
+    assert [r.partition_key for r in landed.run_requests] == [H.partition_key]
+    assert json.loads(landed.cursor)[sensors.UNREAD] == []
+
+
 def test_quiet_partitions_close_the_hour_when_the_idle_timeout_passes(broker, topic, instance, clock):
     sensor = sensors.landing_sensor(TopicCatalog((topic,)))
     kafka = KafkaResource(bootstrap_servers=broker.bootstrap_servers)
