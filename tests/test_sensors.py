@@ -336,6 +336,32 @@ def test_freshness_fails_with_how_late_alerts_and_recovers(broker, topic, instan
     assert webhook[-1]["text"].startswith("[RECOVERED] freshness of " + topic.topic)
 
 
+def test_topic_health_judges_what_its_tick_allows_names_the_rest_and_judges_them_first_next_tick(
+        broker, topic, instance, clock, tmp_path, caplog, monkeypatch):
+    """Given a tick of `topic_health` whose time is spent before it reaches the topic (its budget none); then the
+    tick records nothing for it, says so for that topic and keeps it for the next tick, which judges it."""
+    sensor = sensors.health_sensor(TopicCatalog((topic,)))
+    resources = dict(kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers),
+                     lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=alerts_resource())
+    instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=H.previous().partition_key))
+    clock(H.end + timedelta(minutes=75))
+    monkeypatch.setattr(sensors, "HEALTH_TICK_BUDGET_S", 0.0)
+
+    context = build_sensor_context(instance=instance, resources=resources)
+    context.log.addHandler(caplog.handler)
+    with caplog.at_level("INFO"):
+        skipped = sensor(context)
+
+    assert not skipped.asset_events
+    assert f"{topic.topic}: not judged this tick, judged first next tick: the tick's 0s went to other topics" in caplog.text
+    assert json.loads(skipped.cursor)[sensors.UNREAD] == [topic.topic]
+
+    monkeypatch.setattr(sensors, "HEALTH_TICK_BUDGET_S", 40.0)
+    judged = tick(sensor, instance, skipped.cursor, **resources)
+    assert {type(e).__name__ for e in judged.asset_events} == {"AssetCheckEvaluation", "AssetObservation"}
+    assert json.loads(judged.cursor)[sensors.UNREAD] == []
+
+
 def test_lag_is_observed_per_partition_in_records_and_time(broker, topic, instance, clock, tmp_path):
     storage = LakeStorage(str(tmp_path / "lake"))
     for minute in (10, 20, 30):
