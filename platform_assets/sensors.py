@@ -61,6 +61,9 @@ PARTITION_RANGE_START, PARTITION_RANGE_END = "dagster/asset_partition_range_star
 # The landing sensor's cursor entry naming the topics the broker did not answer for in the last tick (no Kafka topic
 # name holds parentheses, so it never meets a topic's own entry).
 UNREAD = "(unread last tick)"
+# A sensor new to a topic asks the instance for its newest landed hour, a query each: a new sensor over thousands of
+# topics spends this much of a tick on them, and looks up the rest in the next ticks.
+NEW_TOPICS_BUDGET_S = 15.0
 # What `topic_health` does in one tick, well inside Dagster's tick timeout (60 s): each topic's freshness and lag cost a
 # few reads of the instance and the lake, so a catalog of thousands is judged over several ticks, none skipped twice.
 HEALTH_TICK_BUDGET_S = 40.0
@@ -105,11 +108,18 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True):
         starts: dict[str, str] = {}
         pending: dict[str, KafkaHour] = {}
         awaiting_records: dict[str, tuple[TopicSpec, KafkaHour]] = {}
+        not_looked_up: list[TopicSpec] = []
+        looked_up = 0
+        lookups_end = time.monotonic() + NEW_TOPICS_BUDGET_S
         for topic in topics:
             name = _cursor_key(topic)
             if name in cursor:
                 first, starts[name] = KafkaHour.from_partition_key(cursor[name]), "where the last tick left off"
+            elif time.monotonic() >= lookups_end:
+                not_looked_up.append(topic)  # not in the cursor: looked up by the next tick
+                continue
             else:
+                looked_up += 1
                 newest = newest_landed_hour(context, topic)
                 first = automation.first_hour_to_land(topic, newest, now)
                 starts[name] = f"after the newest landed hour {newest}" if newest else "a new topic: the hour before now"
@@ -133,10 +143,18 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True):
                     pending[name] = hour.next()
         cursor[UNREAD] = sorted(tails.unread)
         requests = [request for group in landing_groups(topics)
-                    for request in landing_requests({table: closed[_cursor_key(table)] for table in group})]
+                    for request in landing_requests({table: closed.get(_cursor_key(table), []) for table in group})]
         judged = []
+        for topic in not_looked_up:
+            line = (f"{_who(topic, _cursor_key(topic) != topic.topic)}: not judged this tick, judged next tick: its newest "
+                    f"landed hour is asked of the instance first (this tick's {NEW_TOPICS_BUDGET_S:.0f}s for topics new to "
+                    f"the sensor went to {looked_up} others)")
+            context.log.info(line)
+            judged.append(line)
         for topic in topics:
             name = _cursor_key(topic)
+            if name not in closed:
+                continue
             hours = closed[name]
             if hours:
                 cursor[name] = hours[-1].next().partition_key
@@ -177,8 +195,11 @@ def _landing_judgement(topic: TopicSpec, start: str, requested: list[KafkaHour],
         why = f"{pending} not judged this tick, judged first next tick: {unread}"
     else:
         why = f"{pending} not closed: {automation.why_open(topic, pending, now, tails)}"
-    who = f"{topic.topic} into {topic.name}" if shared else topic.topic
-    return f"{who}: {done}; {why} (started {start})"
+    return f"{_who(topic, shared)}: {done}; {why} (started {start})"
+
+
+def _who(topic: TopicSpec, shared: bool) -> str:
+    return f"{topic.topic} into {topic.name}" if shared else topic.topic
 
 
 def _shortened(text: str, limit: int = 2000) -> str:

@@ -253,6 +253,25 @@ def test_a_new_topic_starts_after_its_newest_landed_hour(broker, topic, instance
     assert [r.partition_key for r in result.run_requests] == [H.next().partition_key]
 
 
+def test_a_new_sensor_looks_up_the_newest_landed_hours_it_has_time_for_and_the_rest_next_tick(broker, topic, instance, clock,
+                                                                                               monkeypatch):
+    """Given a sensor new to the topic whose tick has no time left for asking the instance about new topics; then the
+    tick says so for the topic and leaves it out of its cursor; the next tick looks it up and lands from there."""
+    instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=H.partition_key))
+    clock(H.end + timedelta(hours=1, minutes=11))
+    sensor = sensors.landing_sensor(TopicCatalog((topic,)))
+    kafka = KafkaResource(bootstrap_servers=broker.bootstrap_servers)
+    monkeypatch.setattr(sensors, "NEW_TOPICS_BUDGET_S", 0.0)
+
+    waiting = tick(sensor, instance, kafka=kafka)
+
+    assert not waiting.run_requests and topic.topic not in json.loads(waiting.cursor)
+    assert (f"{topic.topic}: not judged this tick, judged next tick: its newest landed hour is asked of the instance "
+            f"first") in waiting.skip_reason.skip_message
+    monkeypatch.setattr(sensors, "NEW_TOPICS_BUDGET_S", 15.0)
+    assert [r.partition_key for r in tick(sensor, instance, waiting.cursor, kafka=kafka).run_requests] == [H.next().partition_key]
+
+
 def write_manifest(storage: LakeStorage, topic, hour: KafkaHour, placement: KafkaHour) -> None:
     path = (f"{topic.database}/{topic.table}/schema_version=1/date={placement.start:%Y-%m-%d}/"
             f"hour={placement.start:%H}/{topic.topic}+0+{hour.start_ms}.parquet")
