@@ -70,6 +70,7 @@ def test_without_dagster_pg_the_instance_keeps_runs_in_sqlite_with_the_limits_of
         concurrency.run_queue_config.tag_concurrency_limits
     assert instance.run_retries_enabled and instance.run_retries_max_retries >= 1
     assert not instance.telemetry_enabled
+    assert instance.code_server_process_startup_timeout >= 600, "a large catalog's code server has minutes to load"
 
 
 def test_a_partly_set_dagster_pg_is_refused_naming_the_missing_variables():
