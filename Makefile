@@ -10,7 +10,7 @@ export PYTHONUNBUFFERED := 1
 # Spark binds the driver to loopback unless told otherwise: local runs never leave the machine.
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: setup check-java instance check-test-tools check-catalog demo lint test test-fast test-faults ui broker stop clean bench bench-sensors bench-table-formats bench-history bench-compaction bench-json bench-metrics
+.PHONY: setup check-java instance check-test-tools check-catalog demo lint test test-fast test-faults ui broker stop clean bench bench-sensors bench-catalog bench-table-formats bench-history bench-compaction bench-json bench-metrics
 
 setup: $(STAMP) check-java instance
 
@@ -89,6 +89,12 @@ bench-sensors: setup
 LAKE ?= local
 bench-metrics: setup
 	$(PY) -m bench.metrics_scrape --topics 500 --partitions 32 --hours 24 --lake $(LAKE)
+# What a catalog of many topics costs (bench/RESULTS.md): the code location's load CPU and RSS, one tick of each
+# sensor, the asset catalog's GraphQL answer, and one topic's pages in Chromium, at 100, 500 and 2,000 topics (and the
+# pages at 5), with the growth ratios. 30 to 40 minutes here; `make bench-catalog TOPICS="100 500"` for a quicker run.
+TOPICS ?= 100 500 2000
+bench-catalog: setup check-test-tools
+	$(PY) -m bench.catalog_scale --topics $(TOPICS)
 
 # Landing, compacting and registering one hour on a table with a year of hourly history against an empty table:
 # seconds and S3 requests by kind per stage (bench/RESULTS.md). `make bench-history HOURS=1000` for a quick run.

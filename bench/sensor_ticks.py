@@ -53,11 +53,16 @@ def create_topics(broker: TansuBroker, names: list[str], partitions: int) -> Non
 
 
 def produce_closing_records(broker: TansuBroker, names: list[str], partitions: int, stamped: datetime) -> None:
+    """One record a partition; every one delivered before the ticks are timed (thousands of partitions take minutes)."""
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 20})
     for name in names:
         for p in range(partitions):
             producer.produce(name, value=b"\x00", partition=p, timestamp=to_millis(stamped))
-    producer.flush(120)
+            producer.poll(0)
+    deadline = time.monotonic() + 900
+    while producer.flush(10) and time.monotonic() < deadline:
+        pass
+    assert not len(producer), f"{len(producer)} closing record(s) not delivered in 15 minutes"
 
 
 def timed(action, repeat: int = 3) -> float:

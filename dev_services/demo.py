@@ -5,6 +5,7 @@ of every catalog topic through Dagster on Spark, and reads the lake back: by tab
 Hive metastore, or with `TABLE_FORMAT=iceberg` (`make demo TABLE_FORMAT=iceberg`) the Iceberg tables with DuckDB.
 """
 
+
 from __future__ import annotations
 
 import logging
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import yaml
+
+from kafka_lake.upkeep.compaction import missing_raw_hours
 
 if TYPE_CHECKING:
     from kafka_lake.table_spec import TableSpec
@@ -124,27 +127,31 @@ def write_demo_env(path: Path, settings: dict[str, str]) -> None:
 
 
 class _Demo:
-    """Runs the platform's jobs through Dagster, as a sensor would: each run is found under its layer's job."""
+    """Runs the platform's jobs through Dagster, as a sensor would: each run is found under its layer's job and its
+    topic's tags."""
 
     def __init__(self, instance, definitions):
         self.instance, self.definitions = instance, definitions
 
-    def _run(self, job_name, asset_key, partition_key=None, tags=None, only_asset=False):
-        job = self.definitions.resolve_job_def(job_name)
+    def _run(self, layer_run, asset_key, partition_key=None, tags=None):
+        """One run of the layer's job selecting what `layer_run` selects, tagged as a sensor's run would be."""
+        job = self.definitions.resolve_job_def(layer_run.job_name).get_subset(
+            asset_selection=set(layer_run.assets),
+            asset_check_selection=set(layer_run.checks) if layer_run.checks is not None else None)
         result = job.execute_in_process(partition_key=partition_key, instance=self.instance, run_config=QUIET_RUN,
-                                        tags=tags, raise_on_error=True, asset_selection=[asset_key] if only_asset else None)
+                                        tags={**layer_run.tags, **(tags or {})}, raise_on_error=True)
         checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations() if c.asset_key == asset_key}
         materializations = [e.materialization for e in result.get_asset_materialization_events() if e.asset_key == asset_key]
         return materializations, checks
 
     def land(self, topic, hour):
         from kafka_lake.hours import KafkaHour
-        from platform_assets.jobs import landing_job
+        from platform_assets.jobs import landing_run
         from platform_assets.keys import raw_key
 
         key = KafkaHour(hour).partition_key
         print(f"Landing raw/{topic.name} {key} …", flush=True)
-        [raw], checks = self._run(landing_job(topic).name, raw_key(topic), key)
+        [raw], checks = self._run(landing_run((topic,)), raw_key(topic), key)
         return topic, key, raw.metadata, checks
 
     def compact_due_hours(self, topic, lake_root):
@@ -152,8 +159,7 @@ class _Demo:
         from kafka_lake.lake.manifests import ManifestStore
         from kafka_lake.lake.storage import LakeStorage
         from kafka_lake.lake.table_state import storage_partitions
-        from kafka_lake.upkeep.compaction import missing_raw_hours
-        from platform_assets.jobs import compaction_job
+        from platform_assets.jobs import compaction_run
         from platform_assets.keys import asset_key
 
         storage = LakeStorage(lake_root)
@@ -164,16 +170,16 @@ class _Demo:
         for hour in due:
             key = KafkaHour(hour).partition_key
             print(f"Compacting compacted/{topic.name} {key} …", flush=True)
-            [materialization], checks = self._run(compaction_job(topic).name, asset_key("compacted", topic), key)
+            [materialization], checks = self._run(compaction_run(topic), asset_key("compacted", topic), key)
             rows.append((key, materialization.metadata, checks))
         return topic, rows, len(hours) - len(due)
 
     def retain(self, topic):
-        from platform_assets.jobs import RETENTION_JOB
+        from platform_assets.jobs import retention_run
         from platform_assets.keys import asset_key
 
         print(f"Applying retention to retention/{topic.name} …", flush=True)
-        [materialization], checks = self._run(RETENTION_JOB, asset_key("retention", topic), only_asset=True)
+        [materialization], checks = self._run(retention_run(topic), asset_key("retention", topic))
         return topic, materialization.metadata, checks
 
     def register(self, topic, lake_root):
@@ -182,13 +188,13 @@ class _Demo:
         from kafka_lake.hours import KafkaHour
         from kafka_lake.lake.storage import LakeStorage
         from kafka_lake.lake.table_state import storage_partitions
-        from platform_assets.jobs import registration_job
+        from platform_assets.jobs import registration_run
         from platform_assets.keys import asset_key
 
         hours = sorted({p.hour for p in storage_partitions(LakeStorage(lake_root), topic.database, topic.table)})
         first, last = KafkaHour(hours[0]).partition_key, KafkaHour(hours[-1]).partition_key
         print(f"Registering catalog/{topic.name} {first} … {last} in one run …", flush=True)
-        materializations, checks = self._run(registration_job(topic).name, asset_key("catalog", topic), tags={
+        materializations, checks = self._run(registration_run(topic), asset_key("catalog", topic), tags={
             ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: last})
         return topic, materializations[-1].metadata, checks  # one run, the same metadata for every hour
 

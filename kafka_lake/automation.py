@@ -4,6 +4,7 @@ makes due for compaction, how fresh a topic is and how far its landing lags behi
 Plain functions of what the broker, the manifests and the clock say; the sensors only gather those.
 """
 
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -14,7 +15,7 @@ from kafka_lake.hours import ONE_HOUR, KafkaHour, floor_hour, to_millis
 from kafka_lake.kafka.cluster import LogTail
 from kafka_lake.lake.manifests import HourManifest
 from kafka_lake.table_spec import TableSpec
-from kafka_lake.topics.loader import TopicCatalog, is_internal_topic
+from kafka_lake.topics.loader import TopicCatalog, is_internal_topic, whole_catalog_topics
 from kafka_lake.upkeep.compaction import missing_raw_hours, raw_hours_that_feed
 
 # A sensor that was off for days catches up a day at a time: older hours are a backfill, a person's call.
@@ -216,8 +217,8 @@ def landing_lag(newest: HourManifest | None, tails: Iterable[LogTail]) -> list[P
 # --- Topics the catalog does not know ---------------------------------------------------------
 
 def topics_missing_from_catalog(cluster_topics: Iterable[str], catalog: TopicCatalog) -> list[str]:
-    """Topics on the cluster that no table lands and the archive rule does not take (it archives them by itself);
-    Kafka's and tools' internal topics aside."""
-    landed, archive = set(catalog.kafka_topics), catalog.archive
+    """Topics on the cluster that no table of the whole catalog lands (`catalog` may be a slice of it) and the archive
+    rule does not take (it archives them by itself); Kafka's and tools' internal topics aside."""
+    landed, archive = whole_catalog_topics(catalog), catalog.archive
     return sorted(t for t in cluster_topics
                   if t not in landed and not is_internal_topic(t) and not (archive is not None and archive.matches(t)))

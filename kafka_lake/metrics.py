@@ -163,9 +163,14 @@ class PlatformMeasures:
         wanted = {table.topic for table in tables}
         try:
             on_cluster = self._cluster.topics()
-            ends = self._cluster.log_ends({topic: on_cluster[topic] for topic in sorted(wanted & on_cluster.keys())})
+            ends, unanswered = self._cluster.log_ends(
+                {topic: on_cluster[topic] for topic in sorted(wanted & on_cluster.keys())})
         except KafkaUnavailable as error:
             log.warning("log ends not measured this scrape: %s", error)
+            return {}, False
+        for topic, why in sorted(unanswered.items()):
+            log.warning("log ends of %s not measured this scrape: %s", topic, why)
+        if unanswered and not ends:
             return {}, False
         by_topic: dict[str, dict[int, int]] = {}
         for (topic, partition), end in sorted(ends.items()):

@@ -28,6 +28,8 @@ class PlatformSettings:
     kafka_client_properties: dict = field(default_factory=dict, repr=False)
     schema_registry_url: str | None = field(default=None, repr=False)  # may carry user:password@
     schema_catalog_dir: str = "schema_catalog"
+    # The slice of the catalog this code location serves: database names or shell-style patterns; empty: all of it.
+    schema_catalog_databases: tuple[str, ...] = ()
     lake_root: str = ".lake/warehouse"
     table_catalog: str = "hive"
     hive_metastore_uri: str | None = None  # unset: the embedded Derby metastore under .lake/
@@ -56,6 +58,8 @@ class PlatformSettings:
             kafka_client_properties=kafka_client_properties(env),
             schema_registry_url=env.get("SCHEMA_REGISTRY_URL") or None,
             schema_catalog_dir=env.get("SCHEMA_CATALOG_DIR") or defaults.schema_catalog_dir,
+            schema_catalog_databases=tuple(name.strip() for name in (env.get("SCHEMA_CATALOG_DATABASES") or "").split(",")
+                                           if name.strip()),
             lake_root=env.get("LAKE_ROOT") or defaults.lake_root,
             table_catalog=_one_of(env.get("TABLE_CATALOG"), "TABLE_CATALOG", TABLE_CATALOGS, defaults.table_catalog),
             hive_metastore_uri=env.get("HIVE_METASTORE_URI") or None,

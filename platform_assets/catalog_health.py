@@ -41,6 +41,7 @@ def rejected_entries_metadata(catalog: TopicCatalog) -> dict:
     """The code location's own metadata: how many entries loaded and which were rejected, why."""
     return {
         "catalog_directory": catalog.directory,
+        "catalog_databases": ", ".join(catalog.databases) or "all (SCHEMA_CATALOG_DATABASES unset)",
         "topics_loaded": len(catalog.topics),
         "catalog_entries_rejected": len(catalog.broken),
         **({"catalog_errors": MetadataValue.md("\n".join(f"- `{entry.path}`: {entry.error}" for entry in catalog.broken))}

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from dagster import (
     AssetCheckEvaluation,
     AssetCheckExecutionContext,
+    AssetCheckKey,
     AssetCheckResult,
     AssetCheckSeverity,
     AssetCheckSpec,
@@ -93,6 +94,11 @@ def checks_of(topic: TableSpec) -> list[LandingCheck]:
         lambda topic: "The table's current snapshot holds exactly the hour's landed files, its commit recorded in the "
                       "snapshot summary.",
         lambda landed: landed.tables.landed_hour_check(landed.topic, landed.manifest))]
+
+
+def raw_check_keys(topic: TableSpec) -> list[AssetCheckKey]:
+    """The checks a landing of `topic` evaluates on each hour it lands (freshness is `topic_health`'s)."""
+    return [AssetCheckKey(raw_key(topic), check.name) for check in checks_of(topic)]
 
 
 def raw_check_specs(topic: TableSpec) -> list[AssetCheckSpec]:

@@ -14,7 +14,7 @@ from platform_assets.catalog_assets import catalog_asset
 from platform_assets.catalog_health import rejected_entries_metadata, rejected_entry_spec
 from platform_assets.checks import freshness_check
 from platform_assets.compaction_assets import compacted_asset
-from platform_assets.jobs import retention_job, topic_jobs
+from platform_assets.jobs import layer_jobs, retention_job
 from platform_assets.retention_assets import retention_asset
 from platform_assets.sensors import platform_sensors
 from resources import (
@@ -40,7 +40,7 @@ def build_definitions(catalog: TopicCatalog, settings: PlatformSettings) -> Defi
             for factory in (compacted_asset, catalog_asset, retention_asset)
         ] + [rejected_entry_spec(entry) for entry in catalog.broken],
         asset_checks=[freshness_check(topic) for topic in catalog.topics if topic.freshness_minutes is not None],
-        jobs=[job for topic in catalog.topics for job in topic_jobs(topic)],
+        jobs=layer_jobs(catalog.topics),
         sensors=platform_sensors(catalog, running=settings.automation),
         schedules=[retention_schedule(running=settings.automation)],
         resources=platform_resources(settings),

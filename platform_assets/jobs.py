@@ -1,65 +1,138 @@
-"""Named jobs, one per layer of each topic (and one retention job for all): the runs of the landing,
-compaction and registration of a topic are found under its job's name, and the sensors request those jobs.
+"""Named jobs, one per layer for every topic: `landing`, `compaction`, `registration` and `retention`. A sensor's run
+selects the assets of one topic (`RunRequest.asset_selection`) and carries its `layer`, `topic` and `asset` tags.
 
-A topic's hours are its own partitions (each topic starts at its `start_hour`), so a partitioned job holds
-one topic: `landing__<db>__<table>`, `compaction__…`, `registration__…`.
+A job per topic and layer cost the code location's load the square of the catalog (Dagster resolves each job
+against the whole asset graph); four jobs cost it a few passes over the graph, however many topics there are.
 """
 
-from dagster import AssetCheckKey, AssetSelection, define_asset_job
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from dagster import AssetCheckKey, AssetKey, AssetSelection, RunRequest
+from dagster._core.definitions.assets.job.asset_job import build_asset_job, get_asset_graph_for_job
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
-from kafka_lake.table_spec import TableSpec
-from platform_assets.checks import LANDING_CHECKS
+from kafka_lake.topics.loader import TableSpec
+from platform_assets.checks import raw_check_keys
 from platform_assets.keys import asset_key, dead_letters_key, raw_key
 
-RETENTION_JOB = "retention"
-# The Definitions and the sensors that request a job must hold the same job object. A job is made of the
-# topic's keys and its Kafka topic's name, so one object per (job name, Kafka topic).
-_JOBS: dict[tuple[str, str], UnresolvedAssetJobDefinition] = {}
+LANDING_JOB, COMPACTION_JOB, REGISTRATION_JOB, RETENTION_JOB = "landing", "compaction", "registration", "retention"
+# The run tags operators find a topic's runs by (the UI's run filter, `dagster run list`).
+LAYER_TAG, TOPIC_TAG, ASSET_TAG = "layer", "topic", "asset"
 
 
-def _once(name: str, topic: str, make) -> UnresolvedAssetJobDefinition:
-    if (name, topic) not in _JOBS:
-        _JOBS[name, topic] = make()
-    return _JOBS[name, topic]
+class LayerJob(UnresolvedAssetJobDefinition):
+    """An asset job over one layer of every topic. Each topic's hours are its own partitions (from its `start_hour`),
+    which `define_asset_job` refuses in one job; a run selects one topic's assets and Dagster takes the partitions
+    from them, as it does for the UI's own asset job. Where every topic starts at the same hour the job is
+    partitioned by it, with a *Partitions* tab of its own."""
+
+    def resolve(self, asset_graph, default_executor_def=None, resource_defs=None):
+        return build_asset_job(
+            self.name,
+            asset_graph=get_asset_graph_for_job(asset_graph, self.selection, allow_different_partitions_defs=True),
+            description=self.description,
+            tags=self.tags,
+            run_tags=self.run_tags,
+            executor_def=self.executor_def or default_executor_def,
+            resource_defs=resource_defs,
+            allow_different_partitions_defs=True,
+        )
 
 
-def job_name(layer_job: str, topic: TableSpec) -> str:
-    return f"{layer_job}__{topic.database}__{topic.table}"
+# Dagster tells jobs apart by identity: the Definitions and the sensors that request a job must hold the same object,
+# so one is made per name and selection (the selected keys).
+_JOBS: dict[tuple, LayerJob] = {}
 
 
-def landing_job(topic: TableSpec) -> UnresolvedAssetJobDefinition:
+def _layer_job(name: str, assets: tuple[AssetKey, ...], checks: tuple[AssetCheckKey, ...] | None, description: str,
+               layer: str) -> LayerJob:
+    """The job over `assets` and, when given, only the `checks` of them (else all of their checks)."""
+    if (name, assets, checks) not in _JOBS:
+        selection = AssetSelection.assets(*assets)
+        if checks is not None:
+            selection = selection.without_checks() | AssetSelection.checks(*checks)
+        _JOBS[name, assets, checks] = LayerJob(name=name, selection=selection, description=description,
+                                               tags={LAYER_TAG: layer})
+    return _JOBS[name, assets, checks]
+
+
+def landing_job(topics: Iterable[TableSpec]) -> LayerJob:
     """Raw hours and their dead letters with the landing checks; freshness is left to `topic_health`."""
-    checks = [AssetCheckKey(raw_key(topic), check.name) for check in LANDING_CHECKS]
-    return _once(job_name("landing", topic), topic.topic, lambda: define_asset_job(
-        job_name("landing", topic),
-        selection=AssetSelection.assets(raw_key(topic), dead_letters_key(topic)).without_checks() | AssetSelection.checks(*checks),
-        description=f"Lands Kafka hours of `{topic.topic}` into raw/{topic.database}/{topic.table} and its dead letters.",
-        tags={"layer": "raw", "topic": topic.topic},
-    ))
+    run = landing_run(topics)
+    return _layer_job(LANDING_JOB, run.assets, run.checks,
+                      "Lands Kafka hours of a topic into its raw tables and dead letters, with the landing checks. "
+                      "Each run selects one Kafka topic's tables: its `topic` and `asset` tags say which.", "raw")
 
 
-def compaction_job(topic: TableSpec) -> UnresolvedAssetJobDefinition:
-    return _once(job_name("compaction", topic), topic.topic, lambda: define_asset_job(
-        job_name("compaction", topic), selection=AssetSelection.assets(asset_key("compacted", topic)),
-        description=f"Compacts the placement hours of `{topic.topic}` that are due.",
-        tags={"layer": "compacted", "topic": topic.topic},
-    ))
+def compaction_job(topics: Iterable[TableSpec]) -> LayerJob:
+    return _layer_job(COMPACTION_JOB, tuple(asset_key("compacted", t) for t in topics), None,
+                      "Compacts the placement hours of a topic that are due; each run selects one table.", "compacted")
 
 
-def registration_job(topic: TableSpec) -> UnresolvedAssetJobDefinition:
-    return _once(job_name("registration", topic), topic.topic, lambda: define_asset_job(
-        job_name("registration", topic), selection=AssetSelection.assets(asset_key("catalog", topic)),
-        description=f"Registers the partitions of `{topic.database}.{topic.table}` in the table catalog.",
-        tags={"layer": "catalog", "topic": topic.topic},
-    ))
+def registration_job(topics: Iterable[TableSpec]) -> LayerJob:
+    return _layer_job(REGISTRATION_JOB, tuple(asset_key("catalog", t) for t in topics), None,
+                      "Registers a table's partitions in the table catalog; each run selects one table.", "catalog")
 
 
-def retention_job() -> UnresolvedAssetJobDefinition:
-    return _once(RETENTION_JOB, "", lambda: define_asset_job(
-        RETENTION_JOB, selection=AssetSelection.key_prefixes(["retention"]),
-        description="GDPR expiry and erasure requests over every topic's table.", tags={"layer": "retention"}))
+def retention_job() -> LayerJob:
+    if RETENTION_JOB not in _JOBS:
+        _JOBS[RETENTION_JOB] = LayerJob(name=RETENTION_JOB, selection=AssetSelection.key_prefixes(["retention"]),
+                                        description="GDPR expiry and erasure requests over every topic's table.",
+                                        tags={LAYER_TAG: "retention"})
+    return _JOBS[RETENTION_JOB]
 
 
-def topic_jobs(topic: TableSpec) -> list[UnresolvedAssetJobDefinition]:
-    return [landing_job(topic), compaction_job(topic), registration_job(topic)]
+def layer_jobs(topics: Iterable[TableSpec]) -> list[LayerJob]:
+    topics = tuple(topics)
+    return [landing_job(topics), compaction_job(topics), registration_job(topics), retention_job()]
+
+
+@dataclass(frozen=True)
+class LayerRun:
+    """What one run of a layer's job selects, and the tags it is found by."""
+
+    job_name: str
+    assets: tuple[AssetKey, ...]
+    checks: tuple[AssetCheckKey, ...] | None  # None: the selected assets' own checks
+    tags: dict
+
+    def request(self, run_key: str, partition_key: str | None = None, tags: dict | None = None) -> RunRequest:
+        return RunRequest(run_key=run_key, job_name=self.job_name, partition_key=partition_key,
+                          asset_selection=list(self.assets),
+                          asset_check_keys=list(self.checks) if self.checks is not None else None,
+                          tags={**self.tags, **(tags or {})})
+
+
+def _run_tags(layer: str, tables: tuple[TableSpec, ...], keys: Iterable[AssetKey]) -> dict:
+    return {LAYER_TAG: layer, TOPIC_TAG: ", ".join(sorted({t.topic for t in tables})),
+            ASSET_TAG: ", ".join(k.to_user_string() for k in keys)}
+
+
+def landing_run(tables: Iterable[TableSpec]) -> LayerRun:
+    """The landing of one Kafka topic's tables (one, or several landed by one asset) in one run: the topic is read
+    once per hour for all of them."""
+    tables = tuple(tables)
+    return LayerRun(
+        LANDING_JOB,
+        assets=tuple(key for t in tables for key in (raw_key(t), dead_letters_key(t))),
+        checks=tuple(key for t in tables for key in raw_check_keys(t)),
+        tags=_run_tags("raw", tables, (raw_key(t) for t in tables)),
+    )
+
+
+def compaction_run(topic: TableSpec) -> LayerRun:
+    key = asset_key("compacted", topic)
+    return LayerRun(COMPACTION_JOB, (key,), None, _run_tags("compacted", (topic,), (key,)))
+
+
+def registration_run(topic: TableSpec) -> LayerRun:
+    key = asset_key("catalog", topic)
+    return LayerRun(REGISTRATION_JOB, (key,), None, _run_tags("catalog", (topic,), (key,)))
+
+
+def retention_run(topic: TableSpec) -> LayerRun:
+    key = asset_key("retention", topic)
+    return LayerRun(RETENTION_JOB, (key,), None, _run_tags("retention", (topic,), (key,)))

@@ -8,6 +8,7 @@ The rules are `kafka_lake.automation`; these functions only gather what the rule
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timezone
 
 from dagster import (
@@ -28,13 +29,13 @@ from dagster import (
 
 from kafka_lake import automation
 from kafka_lake.hours import KafkaHour
-from kafka_lake.kafka.cluster import KafkaCluster
+from kafka_lake.kafka.cluster import TICK_BUDGET_S, ClusterTails, KafkaCluster, batches
 from kafka_lake.kafka.schema_resolution import SchemaRegistryUnavailable, new_schema_versions
 from kafka_lake.lake.manifests import HourManifest, ManifestStore
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.topics.archive import ArchivedTopics, topics_to_archive
 from kafka_lake.topics.loader import TopicCatalog
-from platform_assets.assets import HOURS_PER_BACKFILL_RUN
+from platform_assets.assets import HOURS_PER_BACKFILL_RUN, landing_groups
 from platform_assets.catalog_health import rejected_entries_sensor
 from platform_assets.checks import (
     FRESHNESS,
@@ -44,12 +45,30 @@ from platform_assets.checks import (
     landed_hours,
     landed_in_freshness_window,
 )
-from platform_assets.jobs import compaction_job, landing_job, registration_job
+from platform_assets.jobs import (
+    ASSET_TAG,
+    LayerRun,
+    compaction_job,
+    compaction_run,
+    landing_job,
+    landing_run,
+    registration_job,
+    registration_run,
+)
 from platform_assets.keys import asset_key, raw_key
 from resources import AlertWebhookResource, KafkaResource, LakeStorageResource, SchemaRegistryResource
 
 # Dagster's run tags for a run over a range of partitions (what the UI's backfills set).
 PARTITION_RANGE_START, PARTITION_RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
+# The landing sensor's cursor entry naming the topics the broker did not answer for in the last tick (no Kafka topic
+# name holds parentheses, so it never meets a topic's own entry).
+UNREAD = "(unread last tick)"
+# A sensor new to a topic asks the instance for its newest landed hour, a query each: a new sensor over thousands of
+# topics spends this much of a tick on them, and looks up the rest in the next ticks.
+NEW_TOPICS_BUDGET_S = 15.0
+# What `topic_health` does in one tick, well inside Dagster's tick timeout (60 s): each topic's freshness and lag cost a
+# few reads of the instance and the lake, so a catalog of thousands is judged over several ticks, none skipped twice.
+HEALTH_TICK_BUDGET_S = 40.0
 # Follow-up work found in one tick: more waits for the next tick rather than flooding the queue.
 MAX_EVENTS_PER_TICK = 500
 
@@ -80,7 +99,7 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True):
         "after H+1 + record_grace_minutes, or the clock passed H+1 + close_grace_minutes (quiet partitions). "
         "Each tick logs, per topic, which hour it judged and why.",
         minimum_interval_seconds=60,
-        jobs=[landing_job(topic) for topic in topics],
+        jobs=[landing_job(topics)],
         default_status=_status(running),
     )
     def land_closed_hours(context: SensorEvaluationContext, kafka: KafkaResource):
@@ -91,11 +110,18 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True):
         starts: dict[str, str] = {}
         pending: dict[str, KafkaHour] = {}
         awaiting_records: dict[str, tuple[TableSpec, KafkaHour]] = {}
+        not_looked_up: list[TableSpec] = []
+        looked_up = 0
+        lookups_end = time.monotonic() + NEW_TOPICS_BUDGET_S
         for topic in topics:
             name = _cursor_key(topic)
             if name in cursor:
                 first, starts[name] = KafkaHour.from_partition_key(cursor[name]), "where the last tick left off"
+            elif time.monotonic() >= lookups_end:
+                not_looked_up.append(topic)  # not in the cursor: looked up by the next tick
+                continue
             else:
+                looked_up += 1
                 newest = newest_landed_hour(context, topic)
                 first = automation.first_hour_to_land(topic, newest, now)
                 starts[name] = f"after the newest landed hour {newest}" if newest else "a new topic: the hour before now"
@@ -105,25 +131,38 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True):
             pending[name] = hours[-1].next() if hours else first
             if len(hours) < automation.MAX_HOURS_PER_TICK and automation.needs_log_tails(topic, pending[name], now):
                 awaiting_records[name] = (topic, pending[name])
-        tails: dict = {}
+        tails = ClusterTails()
         if awaiting_records:
             cluster = KafkaCluster(kafka.consumer_config())
             on_cluster = cluster.topics()
-            wanted = {topic.topic for topic, _ in awaiting_records.values()}
+            # The topics the broker did not answer for last tick are asked first: each is judged within a tick or two.
+            wanted = sorted({topic.topic for topic, _ in awaiting_records.values()},
+                            key=lambda kafka_topic: (kafka_topic not in cursor.get(UNREAD, []), kafka_topic))
             tails = cluster.log_tails({kafka_topic: on_cluster[kafka_topic] for kafka_topic in wanted if kafka_topic in on_cluster})
             for name, (topic, hour) in awaiting_records.items():
-                if automation.is_closed(topic, hour, now, tails.get(topic.topic)):
+                if topic.topic not in tails.unread and automation.is_closed(topic, hour, now, tails.get(topic.topic)):
                     closed[name].append(hour)
                     pending[name] = hour.next()
-        requests, judged = [], []
+        cursor[UNREAD] = sorted(tails.unread)
+        requests = [request for group in landing_groups(topics)
+                    for request in landing_requests({table: closed.get(_cursor_key(table), []) for table in group})]
+        judged = []
+        for topic in not_looked_up:
+            line = (f"{_who(topic, _cursor_key(topic) != topic.topic)}: not judged this tick, judged next tick: its newest "
+                    f"landed hour is asked of the instance first (this tick's {NEW_TOPICS_BUDGET_S:.0f}s for topics new to "
+                    f"the sensor went to {looked_up} others)")
+            context.log.info(line)
+            judged.append(line)
         for topic in topics:
             name = _cursor_key(topic)
+            if name not in closed:
+                continue
             hours = closed[name]
-            requests += runs_for_hours(landing_job(topic).name, hours)
             if hours:
                 cursor[name] = hours[-1].next().partition_key
             line = _landing_judgement(topic, starts[name], hours, pending[name], now,
-                                      tails.get(topic.topic) if name in awaiting_records else None, name != topic.topic)
+                                      tails.get(topic.topic) if name in awaiting_records else None, name != topic.topic,
+                                      tails.unread.get(topic.topic) if name in awaiting_records else None)
             context.log.info(line)
             judged.append(line)
         if not requests:
@@ -134,17 +173,35 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True):
     return land_closed_hours
 
 
+def landing_requests(closed: dict[TableSpec, list[KafkaHour]]) -> list[RunRequest]:
+    """The runs landing the closed hours of the tables one asset lands (those of one Kafka topic): the tables that
+    need an hour land it in one run, which reads the topic once for all of them."""
+    by_hour: dict[KafkaHour, list[TableSpec]] = {}
+    for table, hours in closed.items():
+        for hour in hours:
+            by_hour.setdefault(hour, []).append(table)
+    by_tables: dict[tuple[TableSpec, ...], list[KafkaHour]] = {}
+    for hour, tables in by_hour.items():
+        by_tables.setdefault(tuple(tables), []).append(hour)
+    return [request for tables, hours in by_tables.items() for request in runs_for_hours(landing_run(tables), hours)]
+
+
 def _landing_judgement(topic: TableSpec, start: str, requested: list[KafkaHour], pending: KafkaHour, now: datetime,
-                       tails, shared: bool = False) -> str:
-    """One line per topic and tick: what was requested, and why the next hour was not."""
+                       tails, shared: bool = False, unread: str | None = None) -> str:
+    """One line per topic and tick: what was requested, and why the next hour was not (or was not judged)."""
     done = (f"requested {requested[0]}{' to ' + str(requested[-1]) if len(requested) > 1 else ''} (closed)"
             if requested else "requested nothing")
     if len(requested) >= automation.MAX_HOURS_PER_TICK:
         why = f"caught up {len(requested)} hours; {pending} and later next tick"
+    elif unread is not None:
+        why = f"{pending} not judged this tick, judged first next tick: {unread}"
     else:
         why = f"{pending} not closed: {automation.why_open(topic, pending, now, tails)}"
-    who = f"{topic.topic} into {topic.name}" if shared else topic.topic
-    return f"{who}: {done}; {why} (started {start})"
+    return f"{_who(topic, shared)}: {done}; {why} (started {start})"
+
+
+def _who(topic: TableSpec, shared: bool) -> str:
+    return f"{topic.topic} into {topic.name}" if shared else topic.topic
 
 
 def _shortened(text: str, limit: int = 2000) -> str:
@@ -163,7 +220,7 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True):
         description="Follows every raw landing with compaction of the hours it made due, and every compaction "
         "with the hour's registration in the table catalog.",
         minimum_interval_seconds=30,
-        jobs=[job for t in catalog.topics for job in (compaction_job(t), registration_job(t))],
+        jobs=[compaction_job(catalog.topics), registration_job(catalog.topics)],
         default_status=_status(running),
     )
     def compact_and_register(context: SensorEvaluationContext, lake: LakeStorageResource):
@@ -197,11 +254,13 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True):
             elif event.asset_key in by_compacted:
                 to_register.setdefault(by_compacted[event.asset_key], set()).add(hour)
         requests = []
-        for job, wanted in ((compaction_job, to_compact), (registration_job, to_register)):
+        for layer_run, wanted in ((compaction_run, to_compact), (registration_run, to_register)):
             for topic, hours in wanted.items():
+                run = layer_run(topic)
                 # The event's id in the run key: late data may ask for the same hour again later.
-                requests += runs_for_hours(job(topic).name, hours, f":{events[-1].storage_id}")
-                context.log.info(f"{topic.topic}: {job(topic).name} requested for {', '.join(map(str, sorted(hours)))}")
+                requests += runs_for_hours(run, hours, f":{events[-1].storage_id}")
+                context.log.info(f"{topic.topic}: {run.job_name} of {run.tags[ASSET_TAG]} requested for "
+                                 f"{', '.join(map(str, sorted(hours)))}")
         if not requests:
             context.log.info(f"{len(events)} new materialization(s), none made an hour due")
         return SensorResult(run_requests=requests, cursor=str(events[-1].storage_id))
@@ -209,17 +268,18 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True):
     return compact_and_register
 
 
-def runs_for_hours(job_name: str, hours, run_key_suffix: str = "") -> list[RunRequest]:
-    """One run of `job_name` per stretch of consecutive hours (a day at most): a sensor catching up, or a
+def runs_for_hours(layer_run: LayerRun, hours, run_key_suffix: str = "") -> list[RunRequest]:
+    """One run of `layer_run` per stretch of consecutive hours (a day at most): a sensor catching up, or a
     backfill's landings followed by compaction, starts one Spark application per day."""
     requests = []
     for run in automation.consecutive_runs(hours, HOURS_PER_BACKFILL_RUN):
         first, last = run[0], run[-1]
-        run_key = f"{job_name}:{first}{'..' + str(last) if len(run) > 1 else ''}{run_key_suffix}"
+        run_key = (f"{layer_run.job_name}:{layer_run.tags[ASSET_TAG]}:{first}{'..' + str(last) if len(run) > 1 else ''}"
+                   f"{run_key_suffix}")
         if len(run) == 1:
-            requests.append(RunRequest(run_key=run_key, job_name=job_name, partition_key=first.partition_key))
+            requests.append(layer_run.request(run_key, partition_key=first.partition_key))
         else:
-            requests.append(RunRequest(run_key=run_key, job_name=job_name, tags={
+            requests.append(layer_run.request(run_key, tags={
                 PARTITION_RANGE_START: first.partition_key, PARTITION_RANGE_END: last.partition_key,
             }))
     return requests
@@ -250,14 +310,15 @@ def health_sensor(catalog: TopicCatalog, running: bool = True):
     def topic_health(context: SensorEvaluationContext, kafka: KafkaResource, lake: LakeStorageResource,
                      alerts: AlertWebhookResource, schema_registry: SchemaRegistryResource):
         now = _now()
+        deadline = time.monotonic() + HEALTH_TICK_BUDGET_S
         state = json.loads(context.cursor) if context.cursor else {}
         storage = lake.storage()
         cluster = KafkaCluster(kafka.consumer_config())
         on_cluster = cluster.topics()
-        tails = cluster.log_tails({t.topic: on_cluster[t.topic] for t in topics if t.topic in on_cluster})
         shown = shown_freshness(context.instance, [t for t in topics if t.freshness_minutes is not None])
-        events = []
-        for topic in topics:
+
+        def judge(topic: TableSpec, tails: ClusterTails) -> list:
+            events: list = []
             landed, newest = landed_in_freshness_window(context.instance, topic, now)
             result = automation.freshness(topic, lambda h: landed.get(h.partition_key), now, newest)
             if result is not None:
@@ -276,6 +337,33 @@ def health_sensor(catalog: TopicCatalog, running: bool = True):
                 if manifest is not None and manifest.unknown_schema_ids:
                     state[ALERTED_SCHEMA_IDS] = report_new_schema_versions(
                         context, topic, manifest, schema_registry.client_url(), alerts, state.get(ALERTED_SCHEMA_IDS, []))
+            elif topic.topic in tails.unread:
+                context.log.info(f"{topic.topic}: lag not observed this tick, observed first next tick: "
+                                 f"{tails.unread[topic.topic]}")
+            return events
+
+        # Each tick judges what its time allows, the topics it did not reach last tick first, and names the rest.
+        tables: dict[str, list[TableSpec]] = {}
+        for topic in topics:
+            tables.setdefault(topic.topic, []).append(topic)
+        before = set(state.get(UNREAD, []))
+        order = sorted(tables, key=lambda name: (name not in before, name))
+        events, unjudged = [], {}
+        for batch in batches({name: on_cluster.get(name, []) for name in order}):
+            left = deadline - time.monotonic()
+            tails = (cluster.log_tails({name: numbers for name, numbers in batch.items() if numbers},
+                                       budget_s=min(left, TICK_BUDGET_S)) if left > 0 else ClusterTails())
+            unjudged.update(tails.unread)
+            for name in batch:
+                if time.monotonic() >= deadline:
+                    unjudged[name] = f"the tick's {HEALTH_TICK_BUDGET_S:.0f}s went to other topics"
+                    context.log.info(f"{name}: not judged this tick, judged first next tick: {unjudged[name]}")
+                    continue
+                for topic in tables[name]:
+                    events += judge(topic, tails)
+        state[UNREAD] = sorted(unjudged)
+        if unjudged:
+            context.log.warning(f"{len(unjudged)} of {len(tables)} topic(s) not judged in full this tick, first next tick")
         return SensorResult(asset_events=events, cursor=json.dumps(state, sort_keys=True))
 
     return topic_health

@@ -15,11 +15,26 @@ from resources import LakeStorageResource, TableCatalogResource
 def column_schema(topic: TableSpec, partition_columns: bool) -> TableSchema | None:
     """The table's columns as Dagster shows them (`dagster/column_schema`); None when the catalog's schemas
     cannot make a table (registration fails then, saying why)."""
-    try:
-        columns = table_columns(topic) + (PARTITION_KEYS if partition_columns else ())
-    except TableSchemaError:
+    columns = _columns_of(topic)
+    if columns is None:
         return None
-    return TableSchema(columns=[TableColumn(c.name, c.type.hive()) for c in columns])
+    return TableSchema(columns=columns + (_PARTITION_COLUMNS if partition_columns else []))
+
+
+_PARTITION_COLUMNS = [TableColumn(c.name, c.type.hive()) for c in PARTITION_KEYS]
+# The raw, compacted and catalog assets of a topic show the same columns: derived from its Avro versions once a load.
+_COLUMNS: dict[int, tuple[TableSpec, list[TableColumn] | None]] = {}
+
+
+def _columns_of(topic: TableSpec) -> list[TableColumn] | None:
+    known = _COLUMNS.get(id(topic))
+    if known is None or known[0] is not topic:
+        try:
+            columns: list[TableColumn] | None = [TableColumn(c.name, c.type.hive()) for c in table_columns(topic)]
+        except TableSchemaError:
+            columns = None
+        known = _COLUMNS[id(topic)] = (topic, columns)
+    return known[1]
 
 
 def format_kinds(topic: TableSpec, on_spark: bool = True) -> tuple[str, ...]:

@@ -48,17 +48,18 @@ def log_tail(log_file: Path, lines: int = 40) -> str:
 
 
 @contextmanager
-def serving(argv: list[str], port: int, log_file: Path, env: dict, cwd: Path, what: str):
+def serving(argv: list[str], port: int, log_file: Path, env: dict, cwd: Path, what: str,
+            start_timeout: float = START_TIMEOUT):
     """Runs `argv` until the block ends; enters once it accepts connections on `port`."""
     process = launch(argv, log_file, cwd=cwd, env=env)
     try:
-        deadline = time.monotonic() + START_TIMEOUT
+        deadline = time.monotonic() + start_timeout
         while not is_listening(LOOPBACK, port):
             if process.poll() is not None:
                 raise AssertionError(f"{what} exited with {process.returncode} while starting; {log_file}:\n"
                                      f"{log_tail(log_file)}")
             if time.monotonic() > deadline:
-                raise AssertionError(f"{what} does not listen on {LOOPBACK}:{port} after {START_TIMEOUT:.0f} s; "
+                raise AssertionError(f"{what} does not listen on {LOOPBACK}:{port} after {start_timeout:.0f} s; "
                                      f"{log_file}:\n{log_tail(log_file)}")
             time.sleep(0.2)
         yield process

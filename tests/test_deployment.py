@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import ExitStack
 
 import psycopg2
 import pytest
@@ -69,6 +70,7 @@ def test_without_dagster_pg_the_instance_keeps_runs_in_sqlite_with_the_limits_of
         concurrency.run_queue_config.tag_concurrency_limits
     assert instance.run_retries_enabled and instance.run_retries_max_retries >= 1
     assert not instance.telemetry_enabled
+    assert instance.code_server_process_startup_timeout >= 600, "a large catalog's code server has minutes to load"
 
 
 def test_a_partly_set_dagster_pg_is_refused_naming_the_missing_variables():
@@ -134,3 +136,52 @@ def test_the_webserver_loads_the_code_location_from_the_images_code_server(postg
     assert served_from.get("port") == str(code_port), f"not loaded from the code server: {served_from}"
     assert expected <= asset_keys(entry), f"missing raw assets: {sorted(expected - asset_keys(entry))}"
     assert "PostgresRunStorage" in instance_info, "the webserver reads the instance the entrypoint rendered"
+
+
+SLICES = {"kafka_lake_shop": ("SHOP", "shop"), "kafka_lake_payments": ("PAYMENTS", "payments,archive")}
+
+
+def test_the_webserver_serves_a_catalog_sliced_by_database_as_several_code_locations(tmp_path):
+    """Given the image's command run twice, each code server with SCHEMA_CATALOG_DATABASES set to a slice of the
+    catalog, and a webserver on deploy/workspace.slices.yaml; then each code location holds exactly its slice's
+    topics, every topic is in one of them, and each has the platform's sensors and layer jobs."""
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"), "PLATFORM_AUTOMATION": "off",
+           "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    write_instance(tmp_path / "home", environ={})
+    ports = {location: free_port() for location in SLICES}
+    for location, (variable, _) in SLICES.items():
+        env[f"KAFKA_LAKE_{variable}_HOST"], env[f"KAFKA_LAKE_{variable}_PORT"] = LOOPBACK, str(ports[location])
+    catalog = load_catalog(REPO / "schema_catalog")
+    web_port, web_log = free_port(), tmp_path / "webserver.log"
+
+    with ExitStack() as servers:
+        for location, (_, databases) in SLICES.items():
+            command = dockerfile_instruction("ENTRYPOINT") + with_option(with_option(with_option(
+                dockerfile_instruction("CMD"), "-h", LOOPBACK), "-p", str(ports[location])), "--location-name", location)
+            servers.enter_context(serving(command, ports[location], tmp_path / f"{location}.log",
+                                          {**env, "SCHEMA_CATALOG_DATABASES": databases}, REPO, location))
+        servers.enter_context(serving(webserver_command(REPO / "deploy" / "workspace.slices.yaml", web_port), web_port,
+                                      web_log, env, REPO, "dagster-webserver"))
+        entries = {location: loaded_location(web_port, location, web_log) for location in SLICES}
+        served = {location: graphql(web_port, LOCATION_QUERY, {"location": location})["repositoryOrError"]
+                  for location in SLICES}
+
+    shop = {f"raw/{t.name}" for t in catalog.topics if t.database == "shop"}
+    others = {f"raw/{t.name}" for t in catalog.topics if t.database != "shop"}
+    raw = {location: {key for key in asset_keys(entry) if key.startswith("raw/")} for location, entry in entries.items()}
+    assert raw == {"kafka_lake_shop": shop, "kafka_lake_payments": others}, "each slice lands its databases, and only those"
+    for location, repository in served.items():
+        assert {s["name"] for s in repository["sensors"]} >= {"land_closed_hours", "topic_health"}, location
+        assert {j["name"] for j in repository["jobs"]} >= {"landing", "compaction", "registration", "retention"}, location
+
+
+LOCATION_QUERY = """
+query ($location: String!) {
+  repositoryOrError(repositorySelector: {repositoryLocationName: $location, repositoryName: "__repository__"}) {
+    ... on Repository {
+      sensors { name }
+      jobs { name }
+    }
+  }
+}
+"""

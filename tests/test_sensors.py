@@ -118,9 +118,38 @@ def test_each_tick_logs_per_topic_what_it_requested_and_why_the_next_hour_waits(
     assert [r.partition_key for r in result.run_requests] == [H.partition_key]
 
 
+def hours_of(request):
+    return request.partition_key or (request.tags["dagster/asset_partition_range_start"],
+                                     request.tags["dagster/asset_partition_range_end"])
+
+
+def landed_by(request) -> tuple[str, ...]:
+    """The raw tables a landing run request selects."""
+    return tuple(key.to_user_string() for key in request.asset_selection if key.path[0] == "raw")
+
+
+def test_the_tables_of_one_topic_land_an_hour_they_all_need_in_one_run(broker, topic, instance, clock):
+    """Given two tables landing one Kafka topic (a copy placed by Kafka time) from the same hour; when the sensor
+    ticks, then one run of the `landing` job lands both (it reads the topic once), tagged with the topic, the
+    tables and the layer, with both tables' landing checks and not freshness."""
+    copy = topic.model_copy(update=dict(database="copies", table="orders", time_source="kafka_time", time_field=None))
+    sensor = sensors.landing_sensor(TopicCatalog((topic, copy)))
+    clock(H.end + timedelta(minutes=12))
+    cursor = json.dumps({f"{topic.topic} {topic.name}": H.partition_key, f"{copy.topic} {copy.name}": H.partition_key})
+
+    [request] = tick(sensor, instance, cursor, kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers)).run_requests
+
+    assert (request.job_name, request.partition_key) == ("landing", H.partition_key)
+    assert set(request.asset_selection) == {raw_key(topic), raw_key(copy), asset_key("dead_letters", topic),
+                                            asset_key("dead_letters", copy)}
+    assert {key.asset_key for key in request.asset_check_keys} == {raw_key(topic), raw_key(copy)}
+    assert "freshness" not in {key.name for key in request.asset_check_keys}, "freshness is topic_health's"
+    assert request.tags == {"layer": "raw", "topic": topic.topic, "asset": "raw/e2e/orders, raw/copies/orders"}
+
+
 def test_tables_of_one_topic_are_each_requested_from_where_they_left_off(broker, topic, instance, clock):
-    """Given two tables landing one Kafka topic (a copy placed by Kafka time), one landed an hour further than the
-    other; when the sensor ticks, then each table's job is requested from its own next hour."""
+    """Given two tables landing one Kafka topic, one landed an hour further than the other; when the sensor ticks,
+    then each is requested from its own next hour, and the hour both need lands both in one run."""
     copy = topic.model_copy(update=dict(database="copies", table="orders", time_source="kafka_time", time_field=None))
     sensor = sensors.landing_sensor(TopicCatalog((topic, copy)))
     clock(H.next().end + timedelta(minutes=12))  # H and H+1 closed by the clock
@@ -128,12 +157,9 @@ def test_tables_of_one_topic_are_each_requested_from_where_they_left_off(broker,
 
     result = tick(sensor, instance, cursor, kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers))
 
-    def hours_of(request):
-        return request.partition_key or (request.tags["dagster/asset_partition_range_start"],
-                                         request.tags["dagster/asset_partition_range_end"])
-    requested = sorted((r.job_name, hours_of(r)) for r in result.run_requests)
-    assert requested == [("landing__copies__orders", H.next().partition_key),
-                         ("landing__e2e__orders", (H.partition_key, H.next().partition_key))]
+    requested = sorted((landed_by(r), hours_of(r)) for r in result.run_requests)
+    assert requested == [(("raw/e2e/orders",), H.partition_key),
+                         (("raw/e2e/orders", "raw/copies/orders"), H.next().partition_key)]
 
 
 def test_a_closed_hour_is_requested_once_every_partition_shows_a_record_after_it(broker, topic, instance, clock):
@@ -153,11 +179,57 @@ def test_a_closed_hour_is_requested_once_every_partition_shows_a_record_after_it
     produce_at(broker, topic.topic, 1, H.end + timedelta(minutes=4))
     closed = tick(sensor, instance, cursor, kafka=kafka)
     assert [r.partition_key for r in closed.run_requests] == [H.partition_key]
-    assert closed.run_requests[0].job_name == f"landing__{topic.database}__{topic.table}", "runs under the topic's landing job"
+    assert closed.run_requests[0].job_name == "landing", "runs under the landing job"
+    assert closed.run_requests[0].asset_selection == [raw_key(topic), asset_key("dead_letters", topic)]
+    assert closed.run_requests[0].tags == {"layer": "raw", "topic": topic.topic, "asset": f"raw/{topic.name}"}
     assert json.loads(closed.cursor)[topic.topic] == H.next().partition_key
 
     again = tick(sensor, instance, closed.cursor, kafka=kafka)
     assert not again.run_requests, "an hour is requested once"
+
+
+def test_the_cluster_reads_tails_in_batches_and_a_failed_answer_costs_only_its_topic(broker, topic):
+    """Given three topics asked about in batches of one topic, one of them naming a partition the broker does not
+    have; then the other two have their tails, and the third is named with why, rather than failing the read."""
+    others = [unique_topic_name() for _ in range(2)]
+    for name in others:
+        broker.create_topic(name, 2)
+        produce_at(broker, name, 1, H.end + timedelta(minutes=3))
+    cluster = KafkaCluster(KafkaResource(bootstrap_servers=broker.bootstrap_servers).consumer_config())
+
+    read = cluster.log_tails({others[0]: [0, 1], topic.topic: [0, 1, 7], others[1]: [0, 1]}, batch_partitions=2)
+
+    assert sorted(read.tails) == sorted(others)
+    assert [t.last_timestamp_ms for t in read[others[0]]] == [None, to_millis(H.end + timedelta(minutes=3))]
+    assert list(read.unread) == [topic.topic] and "log end of partition(s) 7" in read.unread[topic.topic]
+
+
+def test_topics_the_broker_did_not_answer_for_within_the_tick_are_named_and_judged_first_next_tick(
+        broker, topic, instance, clock, caplog, monkeypatch):
+    """Given a tick whose time for the broker is spent before the topic is asked (its budget none); then the tick
+    says the topic's hour was not judged and why, requests nothing for it and keeps its hour; the next tick, with
+    time for the broker, asks about it first and lands the hour."""
+    from kafka_lake import cluster
+
+    sensor = sensors.landing_sensor(TopicCatalog((topic,)))
+    kafka = KafkaResource(bootstrap_servers=broker.bootstrap_servers)
+    for partition in (0, 1):
+        produce_at(broker, topic.topic, partition, H.end + timedelta(minutes=3))
+    clock(H.end + timedelta(minutes=5))  # closing H asks the broker
+    monkeypatch.setattr(cluster, "TICK_BUDGET_S", 0.0)
+
+    skipped = tick(sensor, instance, json.dumps({topic.topic: H.partition_key}), kafka=kafka)
+
+    assert not skipped.run_requests
+    assert (f"{topic.topic}: requested nothing; {H} not judged this tick, judged first next tick: not asked this tick: "
+            f"the broker's 0s of the tick went to 0 other topic(s)") in skipped.skip_reason.skip_message
+    assert json.loads(skipped.cursor)[topic.topic] == H.partition_key, "the hour waits for its judgement"
+    assert json.loads(skipped.cursor)[sensors.UNREAD] == [topic.topic]
+
+    monkeypatch.setattr(cluster, "TICK_BUDGET_S", 20.0)
+    landed = tick(sensor, instance, skipped.cursor, kafka=kafka)
+    assert [r.partition_key for r in landed.run_requests] == [H.partition_key]
+    assert json.loads(landed.cursor)[sensors.UNREAD] == []
 
 
 def test_quiet_partitions_close_the_hour_when_the_idle_timeout_passes(broker, topic, instance, clock):
@@ -179,6 +251,25 @@ def test_a_new_topic_starts_after_its_newest_landed_hour(broker, topic, instance
     sensor = sensors.landing_sensor(TopicCatalog((topic,)))
     result = tick(sensor, instance, kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers))
     assert [r.partition_key for r in result.run_requests] == [H.next().partition_key]
+
+
+def test_a_new_sensor_looks_up_the_newest_landed_hours_it_has_time_for_and_the_rest_next_tick(broker, topic, instance, clock,
+                                                                                               monkeypatch):
+    """Given a sensor new to the topic whose tick has no time left for asking the instance about new topics; then the
+    tick says so for the topic and leaves it out of its cursor; the next tick looks it up and lands from there."""
+    instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=H.partition_key))
+    clock(H.end + timedelta(hours=1, minutes=11))
+    sensor = sensors.landing_sensor(TopicCatalog((topic,)))
+    kafka = KafkaResource(bootstrap_servers=broker.bootstrap_servers)
+    monkeypatch.setattr(sensors, "NEW_TOPICS_BUDGET_S", 0.0)
+
+    waiting = tick(sensor, instance, kafka=kafka)
+
+    assert not waiting.run_requests and topic.topic not in json.loads(waiting.cursor)
+    assert (f"{topic.topic}: not judged this tick, judged next tick: its newest landed hour is asked of the instance "
+            f"first") in waiting.skip_reason.skip_message
+    monkeypatch.setattr(sensors, "NEW_TOPICS_BUDGET_S", 15.0)
+    assert [r.partition_key for r in tick(sensor, instance, waiting.cursor, kafka=kafka).run_requests] == [H.next().partition_key]
 
 
 def write_manifest(storage: LakeStorage, topic, hour: KafkaHour, placement: KafkaHour) -> None:
@@ -204,15 +295,16 @@ def partition_keys(request) -> list[str]:
     return [KafkaHour(first.start + timedelta(hours=n)).partition_key for n in range(int((last.start - first.start) / timedelta(hours=1)) + 1)]
 
 
-def requested(result: SensorResult) -> set[tuple[str, str]]:
-    return {(r.job_name, hour) for r in result.run_requests for hour in partition_keys(r)}
+def requested(result: SensorResult) -> set[tuple[str, str, str]]:
+    """(job, the asset it selects, hour) of each hour requested."""
+    return {(r.job_name, r.tags["asset"], hour) for r in result.run_requests for hour in partition_keys(r)}
 
 
 def test_landings_make_compaction_and_then_registration_follow_late_data_included(topic, instance, tmp_path):
     storage = LakeStorage(str(tmp_path / "lake"))
     lake = LakeStorageResource(root=str(tmp_path / "lake"))
     sensor = sensors.follow_up_sensor(TopicCatalog((topic,)))
-    compacted = f"compaction__{topic.database}__{topic.table}"
+    compacted = ("compaction", f"compacted/{topic.name}")
     start = tick(sensor, instance, lake=lake)
     assert not start.run_requests
 
@@ -222,19 +314,19 @@ def test_landings_make_compaction_and_then_registration_follow_late_data_include
 
     land(instance, storage, topic, H.next())
     second = tick(sensor, instance, first.cursor, lake=lake)
-    assert requested(second) == {(compacted, H.partition_key)}
+    assert requested(second) == {(*compacted, H.partition_key)}
 
     instance.report_runless_asset_event(AssetMaterialization(asset_key("compacted", topic), partition=H.partition_key))
     third = tick(sensor, instance, second.cursor, lake=lake)
-    assert requested(third) == {(f"registration__{topic.database}__{topic.table}", H.partition_key)}
+    assert requested(third) == {("registration", f"catalog/{topic.name}", H.partition_key)}
 
     later = KafkaHour(H.start + timedelta(hours=5))
     for hour in (KafkaHour(H.start + timedelta(hours=n)) for n in (2, 3, 4)):
         write_manifest(storage, topic, hour, hour)
     land(instance, storage, topic, later, placement=H)  # late events of H, landed hours later
     fourth = tick(sensor, instance, third.cursor, lake=lake)
-    assert (compacted, H.partition_key) in requested(fourth), "late data makes H due again"
-    assert (compacted, KafkaHour(later.start - timedelta(hours=1)).partition_key) in requested(fourth)
+    assert (*compacted, H.partition_key) in requested(fourth), "late data makes H due again"
+    assert (*compacted, KafkaHour(later.start - timedelta(hours=1)).partition_key) in requested(fourth)
 
 
 def test_freshness_fails_with_how_late_alerts_and_recovers(broker, topic, instance, clock, webhook, tmp_path):
@@ -266,6 +358,32 @@ def test_freshness_fails_with_how_late_alerts_and_recovers(broker, topic, instan
     landed = datetime.fromtimestamp(instance.get_latest_materialization_event(raw_key(topic)).timestamp, timezone.utc)
     assert f"hour {H} is landed: landed at {landed:%Y-%m-%d %H:%M}Z" in webhook[-1]["text"]
     assert "within" not in webhook[-1]["text"]
+
+
+def test_topic_health_judges_what_its_tick_allows_names_the_rest_and_judges_them_first_next_tick(
+        broker, topic, instance, clock, tmp_path, caplog, monkeypatch):
+    """Given a tick of `topic_health` whose time is spent before it reaches the topic (its budget none); then the
+    tick records nothing for it, says so for that topic and keeps it for the next tick, which judges it."""
+    sensor = sensors.health_sensor(TopicCatalog((topic,)))
+    resources = dict(kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers),
+                     lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=alerts_resource())
+    instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=H.previous().partition_key))
+    clock(H.end + timedelta(minutes=75))
+    monkeypatch.setattr(sensors, "HEALTH_TICK_BUDGET_S", 0.0)
+
+    context = build_sensor_context(instance=instance, resources=resources)
+    context.log.addHandler(caplog.handler)
+    with caplog.at_level("INFO"):
+        skipped = sensor(context)
+
+    assert not skipped.asset_events
+    assert f"{topic.topic}: not judged this tick, judged first next tick: the tick's 0s went to other topics" in caplog.text
+    assert json.loads(skipped.cursor)[sensors.UNREAD] == [topic.topic]
+
+    monkeypatch.setattr(sensors, "HEALTH_TICK_BUDGET_S", 40.0)
+    judged = tick(sensor, instance, skipped.cursor, **resources)
+    assert {type(e).__name__ for e in judged.asset_events} == {"AssetCheckEvaluation", "AssetObservation"}
+    assert json.loads(judged.cursor)[sensors.UNREAD] == []
 
 
 def test_lag_is_observed_per_partition_in_records_and_time(broker, topic, instance, clock, tmp_path):

@@ -309,7 +309,10 @@ def test_a_sensor_started_from_the_ui_says_per_topic_what_it_judged_and_why(brow
         "the sensor's landings", log_file)
     assert finished
     for record in instance.get_run_records(RunsFilter(tags={"dagster/sensor_name": "land_closed_hours"})):
-        assert record.dagster_run.job_name.startswith("landing__"), "a sensor's landing runs under its topic's job"
+        run = record.dagster_run
+        assert run.job_name == "landing", "a sensor's landing runs under the landing job"
+        assert run.tags["layer"] == "raw" and run.tags["topic"] in catalog.kafka_topics, run.tags
+        assert {k.to_user_string() for k in run.asset_selection if k.path[0] == "raw"} == set(run.tags["asset"].split(", "))
         assert record.dagster_run.status.value == "SUCCESS", f"run {record.dagster_run.run_id}\n{log_tail(log_file)}"
     page.goto(f"{url}/runs")
     page.get_by_text("Runs", exact=True).first.wait_for()

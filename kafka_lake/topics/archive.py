@@ -5,6 +5,7 @@ The record is the lake's, not the broker's: the set of archived tables stays the
 topic once archived keeps its table after Kafka deleted it.
 """
 
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,7 @@ from pathlib import Path
 from kafka_lake.lake.layout import ARCHIVED_TOPICS_PATH
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.settings import PlatformSettings
-from kafka_lake.topics.loader import ARCHIVE_FILE, TopicCatalog, load_catalog
+from kafka_lake.topics.loader import ARCHIVE_FILE, TopicCatalog, load_catalog, whole_catalog_topics
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +58,12 @@ class ArchivedTopics:
 
 
 def topics_to_archive(cluster_topics: Iterable[str], catalog: TopicCatalog) -> list[str]:
-    """Topics on the cluster that the archive rule takes and that no table lands yet."""
-    if catalog.archive is None:
+    """Topics on the cluster that the archive rule takes and that no table of the whole catalog lands yet; none in a
+    slice of the catalog that does not hold the archive's database (that slice archives)."""
+    if catalog.archive is None or not catalog.holds_database(catalog.archive.database):
         return []
-    landed = set(catalog.kafka_topics)
-    return sorted(t for t in cluster_topics if t not in landed and catalog.archive.matches(t))
+    taken = whole_catalog_topics(catalog)
+    return sorted(t for t in cluster_topics if t not in taken and catalog.archive.matches(t))
 
 
 
@@ -75,4 +77,4 @@ def load_platform_catalog(settings: PlatformSettings) -> TopicCatalog:
         except (OSError, ValueError) as error:  # the lake away: every catalogued table still loads
             log.error("the archived topics could not be read, so their tables are not loaded this time: %s", error)
     return load_catalog(settings.schema_catalog_dir, tolerant=True, table_format=settings.table_format,
-                        archived_topics=archived)
+                        archived_topics=archived, databases=settings.schema_catalog_databases)

@@ -5,6 +5,7 @@ Loads and validates every topic up front so a bad entry fails at load, naming th
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -92,6 +93,11 @@ class TopicCatalog:
         raise KeyError(f"no topic {database}/{table} in the catalog at {self.directory}")
 
     archive: ArchiveRule | None = None  # from `_archive.yaml`, if the catalog has one
+    # The slice of the catalog loaded (database name patterns, `SCHEMA_CATALOG_DATABASES`); empty: the whole catalog.
+    databases: tuple[str, ...] = ()
+
+    def holds_database(self, database: str) -> bool:
+        return in_slice(database, self.databases)
 
     def by_topic(self, topic_name: str) -> TableSpec:
         """The one table of a Kafka topic; a topic landed into several tables has `tables_of`."""
@@ -111,12 +117,40 @@ class TopicCatalog:
         return tuple(sorted({t.topic for t in self.topics}))
 
 
+def in_slice(database: str, databases: tuple[str, ...]) -> bool:
+    """Whether a slice of the catalog (database names or shell-style patterns, `shop,pay*`) holds the database."""
+    return not databases or any(fnmatch.fnmatchcase(database, pattern) for pattern in databases)
+
+
+def kafka_topics_in(directory: str | Path) -> set[str]:
+    """The Kafka topics every folder of the catalog names, read from each `topic.yaml` without validating it: what a
+    slice of the catalog needs to know of the others (the topics they land)."""
+    names = set()
+    for path in Path(directory).glob("*/*/topic.yaml"):
+        try:
+            entry = yaml.load(path.read_text(), Loader=_YAML_LOADER)
+        except (OSError, yaml.YAMLError):
+            continue  # the slice that holds it reports it
+        if isinstance(entry, dict) and isinstance(entry.get("topic"), str):
+            names.add(entry["topic"])
+    return names
+
+
+def whole_catalog_topics(catalog: TopicCatalog) -> set[str]:
+    """The Kafka topics the whole catalog lands: a slice's own (archived ones included) and, where `catalog` is a
+    slice, those the other slices' folders name."""
+    return set(catalog.kafka_topics) | (kafka_topics_in(catalog.directory) if catalog.databases else set())
+
+
 def load_catalog(directory: str | Path, tolerant: bool = False, table_format: str = "hive",
-                 archived_topics: Iterable[str] = ()) -> TopicCatalog:
+                 archived_topics: Iterable[str] = (), databases: tuple[str, ...] = ()) -> TopicCatalog:
     """Loads every `<database>/<table>/topic.yaml` under `directory`, validated, and the archive rule of
     `_archive.yaml` if there is one, which makes a raw table of each of `archived_topics` (the topics the archive has
     taken on, `archive.ArchivedTopics`) that no folder names. `table_format` is the deployment's (`TABLE_FORMAT`),
     for the topics whose entry names none.
+
+    `databases` loads a slice of the catalog (a code location of several): the folders of those databases, and the
+    archive's tables if its database is one of them. Entries are checked against each other within the slice.
 
     Strict (the default), the first broken entry raises its `CatalogError`. Tolerant (a code location serving
     many topics), each broken entry is set aside in `broken` with its error and every other topic loads; two
@@ -126,18 +160,19 @@ def load_catalog(directory: str | Path, tolerant: bool = False, table_format: st
     root = Path(directory)
     if not root.is_dir():
         raise CatalogError(f"{root}: the topic catalog directory does not exist (set SCHEMA_CATALOG_DIR)")
-    paths = sorted(root.glob("*/*/topic.yaml"))
+    paths = sorted(path for path in root.glob("*/*/topic.yaml") if in_slice(path.parent.parent.name, databases))
     archive_path = root / ARCHIVE_FILE
     if not tolerant:
         topics = [load_topic(path, table_format) for path in paths]
         archive = load_archive_rule(archive_path) if archive_path.exists() else None
-        if archive is not None:
+        if archive is not None and in_slice(archive.database, databases):
             archived, refused = archive.tables_for(archived_topics, topics)
             if refused:
                 raise refused[0].error
             topics += archived
         _check_clashes(topics)
-        return TopicCatalog(topics=_with_routed_siblings(topics), directory=str(root), archive=archive)
+        return TopicCatalog(topics=_with_routed_siblings(topics), directory=str(root), archive=archive,
+                            databases=databases)
     topics, broken = [], []
     for path in paths:
         try:
@@ -152,7 +187,7 @@ def load_catalog(directory: str | Path, tolerant: bool = False, table_format: st
             archive = load_archive_rule(archive_path)
         except CatalogError as error:
             broken.append(BrokenEntry(str(archive_path), error, "_archive", "rule"))
-    if archive is not None:
+    if archive is not None and in_slice(archive.database, databases):
         archived, refused = archive.tables_for(archived_topics, topics)
         topics += archived
         broken += refused
@@ -161,7 +196,8 @@ def load_catalog(directory: str | Path, tolerant: bool = False, table_format: st
     rejected = {(b.path, b.database, b.table) for b in broken}
     kept = tuple(spec for spec in topics if (spec.source_file, spec.database, spec.table) not in rejected)
     return TopicCatalog(topics=_with_routed_siblings(kept), directory=str(root),
-                        broken=tuple(sorted(broken, key=lambda b: (b.path, b.table))), archive=archive)
+                        broken=tuple(sorted(broken, key=lambda b: (b.path, b.table))), archive=archive,
+                        databases=databases)
 
 
 def _with_routed_siblings(topics: Iterable[TableSpec]) -> tuple[TableSpec, ...]:
@@ -339,10 +375,14 @@ def load_topic(path: str | Path, table_format: str = "hive") -> TableSpec:
     return _topic_spec(entry, database, table, path.parent, where, table_format=table_format)
 
 
+# libyaml's loader where PyYAML was built with it: parsing is most of a large catalog's load in pure Python.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _read_yaml_mapping(path: Path, where: str) -> dict:
     text = _read_catalog_file(path, where)
     try:
-        document = yaml.safe_load(text)
+        document = yaml.load(text, Loader=_YAML_LOADER)
     # Beyond YAMLError: a date like 2026-13-45 raises ValueError while being built, deep nesting RecursionError.
     except (yaml.YAMLError, ValueError, OverflowError, RecursionError) as error:
         raise CatalogError(f"{where}: not valid YAML: {str(error)[:500]}") from None
