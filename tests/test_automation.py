@@ -173,21 +173,21 @@ def test_lag_counts_records_after_the_landed_end_and_time_after_the_landed_hour(
 
 
 def test_topics_missing_from_the_catalog_leave_out_internal_topics_and_those_the_archive_takes(tmp_path):
-    cluster = ["shop.page_views", "shop.orders", "__consumer_offsets", "_schemas", "connect-offsets", "audit.logins"]
+    cluster = ["shop.page_views", "shop.refunds", "__consumer_offsets", "_schemas", "connect-offsets", "audit.logins"]
     catalog = load_catalog(CATALOG)
-    assert automation.topics_missing_from_catalog(cluster, catalog) == ["audit.logins", "shop.orders"]
+    assert automation.topics_missing_from_catalog(cluster, catalog) == ["audit.logins", "shop.refunds"]
 
     shutil.copytree(CATALOG, tmp_path / "catalog")
     (tmp_path / "catalog" / "_archive.yaml").write_text('pattern: "audit[.].*"\nowner: x\nstart_hour: "2026-11-01T00:00Z"\n')
     with_archive = load_catalog(tmp_path / "catalog")
-    assert automation.topics_missing_from_catalog(cluster, with_archive) == ["shop.orders"]
+    assert automation.topics_missing_from_catalog(cluster, with_archive) == ["shop.refunds"]
     assert topics_to_archive(cluster, with_archive) == ["audit.logins"]
 
 
 def test_a_slice_of_the_catalog_lands_its_databases_and_counts_the_others_topics_as_landed(tmp_path):
     """Given the catalog served as two code locations, one per slice of its databases; then each slice loads only its
     databases' tables, neither reports the other's topics missing, and only the archive's slice archives."""
-    cluster = ["shop.page_views", "payments.transactions", "shop.orders", "audit.logins"]
+    cluster = ["shop.page_views", "payments.transactions", "shop.refunds", "audit.logins"]
     shutil.copytree(CATALOG, tmp_path / "catalog")
     (tmp_path / "catalog" / "_archive.yaml").write_text('pattern: "audit[.].*"\nowner: x\nstart_hour: "2026-11-01T00:00Z"\n')
     whole = load_catalog(tmp_path / "catalog", archived_topics=["audit.logins"])
@@ -196,8 +196,8 @@ def test_a_slice_of_the_catalog_lands_its_databases_and_counts_the_others_topics
 
     assert {t.database for t in shop.topics} == {"shop"}
     assert sorted(t.name for t in shop.topics + rest.topics) == sorted(t.name for t in whole.topics)
-    assert automation.topics_missing_from_catalog(cluster, shop) == ["shop.orders"]
-    assert automation.topics_missing_from_catalog(cluster, rest) == ["shop.orders"]
+    assert automation.topics_missing_from_catalog(cluster, shop) == ["shop.refunds"]
+    assert automation.topics_missing_from_catalog(cluster, rest) == ["shop.refunds"]
     assert topics_to_archive(cluster + ["audit.logouts"], shop) == [], "the archive is another slice's"
     assert topics_to_archive(cluster + ["audit.logouts"], rest) == ["audit.logouts"]
 

@@ -209,7 +209,7 @@ def test_topics_the_broker_did_not_answer_for_within_the_tick_are_named_and_judg
     """Given a tick whose time for the broker is spent before the topic is asked (its budget none); then the tick
     says the topic's hour was not judged and why, requests nothing for it and keeps its hour; the next tick, with
     time for the broker, asks about it first and lands the hour."""
-    from kafka_lake import cluster
+    from kafka_lake.kafka import cluster
 
     sensor = sensors.landing_sensor(TopicCatalog((topic,)))
     kafka = KafkaResource(bootstrap_servers=broker.bootstrap_servers)
@@ -366,7 +366,8 @@ def test_topic_health_judges_what_its_tick_allows_names_the_rest_and_judges_them
     tick records nothing for it, says so for that topic and keeps it for the next tick, which judges it."""
     sensor = sensors.health_sensor(TopicCatalog((topic,)))
     resources = dict(kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers),
-                     lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=alerts_resource())
+                     lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=alerts_resource(),
+                     schema_registry=SchemaRegistryResource())
     instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=H.previous().partition_key))
     clock(H.end + timedelta(minutes=75))
     monkeypatch.setattr(sensors, "HEALTH_TICK_BUDGET_S", 0.0)
