@@ -6,8 +6,9 @@ The reader takes a block of lines. Each record becomes one line, `{"v":` + its J
 whatever a value holds: a value that is no object, two objects or a broken one fails its line. The reader refuses a
 whole block for one bad line; the block is then cut around it (the line it names, or halves), so a broken record costs
 only itself. What the reader might read otherwise than the record path is never given to it: values with line breaks,
-values that are no UTF-8 text, and values with more than `MAX_JSON_DEPTH` brackets (deep nesting the record path
-refuses). Each column is read in the reader's widest type and checked as the record path checks it (an int's range, a
+values that are no UTF-8 text, values with more than `MAX_JSON_DEPTH` brackets (deep nesting the record path
+refuses), and values holding `NaN` or `Inf` (the reader takes NaN and infinities as numbers, in any field, though JSON
+has no such literals). Each column is read in the reader's widest type and checked as the record path checks it (an int's range, a
 float's, a decimal's digits, an enum's symbols, a date's years, a field absent where its type has no null).
 """
 
@@ -92,8 +93,9 @@ class JsonColumns:
 
 class _JsonLines:
     """The records' JSON payloads (one schema id, so one framing) each wrapped as one line `{"v":…}`, end to end; a
-    stretch of them as a block. Values with a line break, or with brackets enough to nest past `MAX_JSON_DEPTH`, are
-    `refused`: the record path reads them."""
+    stretch of them as a block. Values with a line break, with brackets enough to nest past `MAX_JSON_DEPTH`, or with
+    the text of a literal the reader takes and JSON has not (`NaN`, `Inf`, `Infinity`, signed or not) are `refused`:
+    the record path reads them (a value that merely says "Info" in a string is read there too, to the same row)."""
 
     def __init__(self, framed: FramedValues, indices: np.ndarray):
         header = framed.payload_starts[indices] - framed.offsets[indices]
@@ -103,7 +105,8 @@ class _JsonLines:
         payloads = pc.binary_slice(values, int(header[0]) if len(indices) else 0, 2**31 - 1)
         brackets = pc.add(pc.count_substring(payloads, "["), pc.count_substring(payloads, "{")).to_numpy(zero_copy_only=False)
         breaks = pc.or_(pc.match_substring(payloads, "\n"), pc.match_substring(payloads, "\r")).to_numpy(zero_copy_only=False)
-        fine = (brackets <= MAX_JSON_DEPTH) & ~breaks & (pc.binary_length(payloads).to_numpy(zero_copy_only=False) > 0)
+        lenient = pc.or_(pc.match_substring(payloads, "NaN"), pc.match_substring(payloads, "Inf")).to_numpy(zero_copy_only=False)
+        fine = (brackets <= MAX_JSON_DEPTH) & ~breaks & ~lenient & (pc.binary_length(payloads).to_numpy(zero_copy_only=False) > 0)
         fine &= _utf8(payloads)
         self.refused = list(indices[~fine])
         self.indices = indices[fine]

@@ -479,6 +479,9 @@ def test_given_corrupted_confluent_values_when_decoded_then_each_record_is_a_row
     assert outcomes[0] == outcomes[1], "the columnar and the fastavro path must sort the records alike"
 
 
+LENIENT_TOKENS = [b"NaN", b"-NaN", b"Infinity", b"-Infinity", b"Inf", b"01", b"-0.5e", b"+1", b".5", b"1.", b"0x1F",
+                  b"'text'", b"True", b"None", b"undefined", b"1 /* c */", b"1 // c", b"[1,]", b'{"a": 1,}', b'"\\x41"',
+                  b'"\\q"', b'"tab\there"']
 JSON_MUTATIONS = st.one_of(
     st.tuples(st.just("intact")),
     st.tuples(st.just("tombstone")),
@@ -489,6 +492,8 @@ JSON_MUTATIONS = st.one_of(
         b"{", b"}", b"[", b"]", b",", b":", b'"', b"\\", b"\\u", b"\\ud800", b"null", b"true", b"1e999", b"-",
         b"99999999999999999999999", b"NaN", b"\n", b"\r\n", b"\x00", b"\xff", b"\xef\xbb\xbf", b"[" * 150,
         b'{"a":' * 120, b'"type":"x",', b"\xf0\x9f\x98", b"\t"])),
+    # A value replaced by what a lenient parser reads and JSON has not: both paths must refuse it alike.
+    st.tuples(st.just("value"), st.integers(0, 60), st.sampled_from(LENIENT_TOKENS)),
     st.tuples(st.just("frame"), st.integers(0, 2**32 - 1)),  # a Confluent header, of a known or unknown schema id
     st.tuples(st.just("random"), st.binary(max_size=80)),
     st.tuples(st.just("text"), st.text(max_size=60)),
@@ -500,6 +505,14 @@ def json_mutated(good: bytes, mutation: tuple) -> bytes | None:
     if kind == "splice":
         at = args[0] % (len(good) + 1)
         return good[:at] + args[1] + good[at:]
+    if kind == "value":  # the value after the n-th colon, up to the next comma or closing bracket
+        colons = [at for at, byte in enumerate(good) if byte == ord(":")]
+        if not colons:
+            return good
+        start = colons[args[0] % len(colons)] + 1
+        end = min((at for at in (good.find(b",", start), good.find(b"}", start), good.find(b"]", start)) if at >= 0),
+                  default=len(good))
+        return good[:start] + b" " + args[1] + good[end:]
     if kind == "frame":
         return b"\x00" + (901 if args[0] % 2 else args[0]).to_bytes(4, "big") + good
     if kind == "text":

@@ -185,6 +185,48 @@ def test_given_a_value_that_is_no_json_object_or_does_not_fit_then_it_alone_is_a
     assert columnar.rows_count == 20
 
 
+# Text a lenient parser reads but JSON (RFC 8259) does not: (what is replaced in the event's text, by what).
+NOT_JSON = {
+    "NaN in a double": ('"precise": 2.25', '"precise": NaN'),
+    "Infinity in a double": ('"precise": 2.25', '"precise": Infinity'),
+    "-Infinity in a float": ('"ratio": 1.5', '"ratio": -Infinity'),
+    "NaN in a field no schema names": ('"extra": {', '"unnamed": NaN, "extra": {'),
+    "Infinity deep in a field no schema names": ('"not": ["in"', '"not": [-Infinity, "in"'),
+    "NaN in a record's field no schema names": ('"country": "ignored"', '"country": NaN'),
+    "Inf, a spelling some parsers take": ('"precise": 2.25', '"precise": Inf'),
+    "-NaN": ('"precise": 2.25', '"precise": -NaN'),
+    "a leading zero": ('"small": -7', '"small": -07'),
+    "a leading zero where no schema looks": ('"extra": {', '"unnamed": 007, "extra": {'),
+    "a plus sign": ('"small": -7', '"small": +1'),
+    "single quotes": ('"type": "cartOpen"', "'type': 'cartOpen'"),
+    "a comment": ('"flag": true', '"flag": true /* yes */'),
+    "a line comment at the end": ('"schema"]}}', '"schema"]}} // end'),
+    "a trailing comma in an array": ('"tags": ["x", null]', '"tags": ["x", null,]'),
+    "a trailing comma in an object": ('"schema"]}}', '"schema"]},}'),
+    "a \\x escape": ('"type": "cartOpen"', '"type": "cart\\x4fpen"'),
+    "a hexadecimal number": ('"small": -7', '"small": 0x10'),
+    "a point without digits after it": ('"precise": 2.25', '"precise": 2.'),
+    "a point without digits before it": ('"precise": 2.25', '"precise": .25'),
+    "True in capitals": ('"flag": true', '"flag": True'),
+    "undefined": ('"nothing": null', '"nothing": undefined'),
+}
+
+
+@pytest.mark.parametrize(("replaced", "by"), list(NOT_JSON.values()), ids=list(NOT_JSON))
+def test_given_text_a_lenient_parser_reads_but_json_does_not_then_both_paths_make_it_a_dead_letter(events, replaced, by):
+    good = text(event())
+    assert replaced.encode() in good
+    value = good.replace(replaced.encode(), by.encode(), 1)
+
+    columnar, reference, _ = decode_both(events, [good] * 10 + [value] + [good] * 10)
+
+    assert_same(columnar, reference)
+    [letter] = dead_letter_rows(columnar)
+    assert letter["value"] == value and letter["_kafka_offset"] == 10
+    assert letter["error"].startswith("undecodable_payload: JSON value (version 1, v1.avsc) is not JSON: "), letter["error"]
+    assert columnar.rows_count == 20
+
+
 def test_a_framed_json_value_names_its_version_and_a_plain_one_is_read_with_the_newest(tmp_path):
     v1 = {"type": "record", "name": "E", "fields": [{"name": "ts", "type": "long"}, {"name": "a", "type": "int"}]}
     v2 = {**v1, "fields": [*v1["fields"], {"name": "b", "type": ["null", "string"], "default": None}]}

@@ -104,6 +104,25 @@ def test_a_json_field_route_reads_alike_as_columns_and_record_by_record(tmp_path
     assert orders.routed_away == 1
 
 
+def test_a_json_value_holding_nan_has_one_verdict_in_every_table_of_its_topic(tmp_path):
+    """Given a JSON topic routed into a table read as columns and one read record by record (its map), and values
+    holding NaN or Infinity, which JSON has not, where no schema looks."""
+    with_map = {**ORDER, "fields": [*ORDER["fields"], {"name": "tags", "type": {"type": "map", "values": "string"}}]}
+    write(tmp_path, "shop/orders", with_map, 11, format="json", route={"field": "kind", "equals": "o"})
+    write(tmp_path, "shop/refunds", REFUND, 12, format="json", route={"field": "kind", "equals": "r"})
+    catalog = load_catalog(tmp_path)
+    values = [b'{"kind": "r", "amount": 3, "note": NaN}', b'{"kind": "o", "id": 1, "tags": {}, "rate": Infinity}',
+              b'{"kind": "r", "amount": 4}']
+
+    orders, refunds = decoded(catalog, "shop/orders", values), decoded(catalog, "shop/refunds", values)
+
+    # Then neither table lands them: each is unrouted, kept once, saying why, whichever table reads it.
+    assert (offsets(orders), offsets(refunds)) == ([], [2])
+    assert [o for o, _ in unrouted(orders)] == [0, 1] and unrouted(refunds) == []
+    assert all("is not JSON" in why for _, why in unrouted(orders)), unrouted(orders)
+    assert not orders.dead_letters and not refunds.dead_letters
+
+
 def test_the_dead_letter_rate_of_a_routed_table_counts_only_the_records_it_took():
     """Given a routed table that took 2 of 10 records and could not decode one; then its rate is 50%, not 10%."""
     counts = LandingCounts(records=10, rows=1, dead_letters=1, routed_away=7, unrouted=1)
