@@ -132,9 +132,11 @@ def read_json_field(framed: FramedValues, indices: np.ndarray, path: tuple[str, 
     found: list[tuple[int, object]] = []
     for part, read in _read_isolating(lines, pa.schema([pa.field("v", read_type)]), left):
         column = read.column(0)
+        objects = non_null(column)  # a value that is JSON null is no object: the record path says so
+        left.extend(part[~objects])
         for step in path:
             column = pc.struct_field(column, step)
-        found.extend(zip((int(i) for i in part), column.to_pylist()))
+        found.extend((int(i), value) for i, value, fine in zip(part, column.to_pylist(), objects) if fine)
     return found, [int(i) for i in left]
 
 

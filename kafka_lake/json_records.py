@@ -30,7 +30,6 @@ from kafka_lake.arrow_mapping import MAX_JSON_DEPTH
 from kafka_lake.avro_types import NAMED_KINDS, AvroType, logical_type, named_types, type_name
 from kafka_lake.catalog import SchemaVersion
 from kafka_lake.decoded_batch import Undecodable
-from kafka_lake.topic_yaml import shown
 
 # A value in the JSON read as it is; `path` names where it sits, for the error.
 ReadJson = Callable[[Any, str], Any]
@@ -52,7 +51,39 @@ class _Misfit(ValueError):
 
 
 def _refuse(path: str, value: Any, what: str) -> _Misfit:
-    return _Misfit(path, f"{shown(value)} is not {what}")
+    return _Misfit(path, f"{shown_as_json(value)} is not {what}")
+
+
+# Shown values are cut short, as `topic_yaml.shown` cuts a catalog's: a huge value must not become a huge message.
+_SHOWN_TEXT, _SHOWN_ITEMS, _SHOWN_LEVELS = 80, 6, 3
+
+
+def shown_as_json(value: Any, level: int = 0) -> str:
+    """A value of a JSON record as an error message shows it to the people who wrote it: as JSON (`null`, `true`,
+    `3.5`, `"text"`, `{"userid": 4711}`), cut short."""
+    if value is None or type(value) is bool:
+        return json.dumps(value)
+    if type(value) in (int, decimal.Decimal):
+        digits = str(value)
+        return digits if len(digits) <= _SHOWN_TEXT else f"{digits[:_SHOWN_TEXT // 2]}…({len(digits)} characters)"
+    if type(value) is str:
+        cut = value[:_SHOWN_TEXT]
+        try:
+            cut.encode("utf-8")
+            quoted = json.dumps(cut, ensure_ascii=False)
+        except UnicodeEncodeError:  # a lone surrogate, which no UTF-8 text (and no Parquet string) holds
+            quoted = json.dumps(cut)
+        return quoted if len(cut) == len(value) else f"{quoted[:-1]}…\""
+    if type(value) in (list, dict):
+        if level >= _SHOWN_LEVELS:
+            return "[…]" if type(value) is list else "{…}"
+        items = list(value.items() if type(value) is dict else enumerate(value))
+        parts = [shown_as_json(item, level + 1) if type(value) is list else
+                 f"{shown_as_json(key, level + 1)}: {shown_as_json(item, level + 1)}" for key, item in items[:_SHOWN_ITEMS]]
+        if len(items) > _SHOWN_ITEMS:
+            parts.append("…")
+        return ("[{}]" if type(value) is list else "{{{}}}").format(", ".join(parts))
+    return str(value)
 
 
 class JsonRecords:
@@ -188,7 +219,7 @@ class _Readers:
         if kind == "enum":
             symbols = frozenset(node["symbols"])
             return lambda value, path: value if type(value) is str and value in symbols else _fail(
-                path, value, f"one of the symbols {shown(node['symbols'])}")
+                path, value, f"one of the symbols {shown_as_json(node['symbols'])}")
         if kind in ("bytes", "fixed"):
             size = node.get("size") if kind == "fixed" else None
             return lambda value, path: _base64(value, path, size)
@@ -229,7 +260,7 @@ class _Readers:
                 except _Misfit:
                     continue
                 return found if name is None else (name, found)
-            raise _Misfit(path, f"{shown(value)} is none of the members of its union")
+            raise _Misfit(path, f"{shown_as_json(value)} is none of the members of its union")
         return read_union
 
 
@@ -258,7 +289,7 @@ def _number(float32: bool) -> ReadJson:
         except OverflowError:
             number = math.inf
         if not math.isfinite(number) or (float32 and abs(number) > _FLOAT32_MAX and np.isinf(_as_float32(number))):
-            raise _Misfit(path, f"{shown(value)} is beyond the range of a {'float' if float32 else 'double'}")
+            raise _Misfit(path, f"{shown_as_json(value)} is beyond the range of a {'float' if float32 else 'double'}")
         return number
     return read
 
@@ -296,7 +327,7 @@ def _text(value, path):
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise _Misfit(path, f"{shown(value)} holds a lone surrogate escape (\\ud800…\\udfff), which is no UTF-8 text") from None
+        raise _Misfit(path, f"{shown_as_json(value)} holds a lone surrogate escape (\\ud800…\\udfff), which is no UTF-8 text") from None
     return value
 
 
@@ -330,11 +361,11 @@ def decimal_value(value: Any, path: str, precision: int, scale: int) -> decimal.
     if number.is_zero():
         return decimal.Decimal((0, (0,), -scale))
     if number.adjusted() >= precision - scale:
-        raise _Misfit(path, f"{shown(value)} has more than {precision - scale} digits before the point "
+        raise _Misfit(path, f"{shown_as_json(value)} has more than {precision - scale} digits before the point "
                             f"(decimal({precision},{scale}))")
     exact = number.quantize(decimal.Decimal((0, (1,), -scale)), context=_EXACT)
     if exact != number:
-        raise _Misfit(path, f"{shown(value)} has more than {scale} digits after the point (decimal({precision},{scale}))")
+        raise _Misfit(path, f"{shown_as_json(value)} has more than {scale} digits after the point (decimal({precision},{scale}))")
     return exact
 
 

@@ -23,7 +23,7 @@ from kafka_lake.catalog import SchemaVersion, TopicSpec, record_full_name
 from kafka_lake.decoded_batch import DecodedBatch, Undecodable
 from kafka_lake.framing import FramedValues, FramingError, split_confluent, split_json
 from kafka_lake.json_columns import read_json_field
-from kafka_lake.json_records import parse_json_object
+from kafka_lake.json_records import parse_json_object, shown_as_json
 from kafka_lake.kafka_records import BatchPositions, KafkaBatch
 from kafka_lake.topic_yaml import shown
 
@@ -51,6 +51,7 @@ class TopicRouter:
         self._route = topic.route
         self._version_for = version_for
         self._decode_values = decode_values
+        self._shown = shown_as_json if topic.format == "json" else shown  # values as their producers wrote them
 
     def route(self, batch: KafkaBatch, framed: FramedValues) -> Routing:
         present = framed.present
@@ -87,7 +88,7 @@ class TopicRouter:
         return f"route field {self._route.field_text!r} is absent or null"
 
     def _taken_by_none(self, value: Any) -> str:
-        return f"no table of topic {self._topic.topic!r} takes {self._route.field_text} = {shown(value)}"
+        return f"no table of topic {self._topic.topic!r} takes {self._route.field_text} = {self._shown(value)}"
 
     def _route_values(self, batch: KafkaBatch, framed: FramedValues, present: np.ndarray, why: dict[int, str]) -> list:
         """The route value of each present record, `_ABSENT`, or an `_Elsewhere` (a schema id only another table
@@ -176,13 +177,12 @@ def _is_in(column: pa.ChunkedArray, values: Sequence[object]) -> np.ndarray:
     return np.asarray(found.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def _at_path(document: Any, path: tuple[str, ...] | None) -> Any:
-    found = document
+def _at_path(document: dict, path: tuple[str, ...] | None) -> Any:
+    """The value at a field path of a JSON object (an object or array there is a value no route takes)."""
+    found: Any = document
     for step in path or ():
-        if type(found) is tuple:  # a nested record under a nullable union comes as (name, record)
-            found = found[1]
         found = found.get(step) if isinstance(found, dict) else None
-    return _ABSENT if found is None or isinstance(found, (dict, list, tuple)) else found
+    return _ABSENT if found is None else found
 
 
 def _arrow_type(values: tuple) -> pa.DataType:

@@ -668,7 +668,7 @@ def test_given_a_broken_value_when_decoded_then_it_is_a_dead_letter_with_its_raw
     [
         (None, "missing_event_time", "'occurred_at' is absent or null"),
         ("2026-11-01T13:05:00", "unparseable_event_time", "has no UTC offset"),
-        ("yesterday after lunch", "unparseable_event_time", "is not an RFC 3339 time"),
+        ("yesterday after lunch", "unparseable_event_time", '"yesterday after lunch" is not an RFC 3339 time'),
         ("0000-12-31T23:59:59Z", "unparseable_event_time", "is not a real time"),
         ("2026-02-30T10:00:00Z", "unparseable_event_time", "is not a real time"),
     ],

@@ -153,21 +153,21 @@ def test_given_json_events_when_decoded_then_they_land_as_the_columns_avro_lands
         (b'{"type": "x"', "is not JSON: Expecting ',' delimiter"),
         (b'\xff{}', "is not UTF-8 text: byte 0 of 3"),
         (text(event(small=2**31)), "small: 2147483648 is not a whole number in -2147483648..2147483647"),
-        (text(event(small=1.0)), "small: Decimal('1.0') is not a whole number"),
+        (text(event(small=1.0)), "small: 1.0 is not a whole number"),
         (text(event(flag=1)), "flag: 1 is not true or false"),
-        (text(event(ratio=1e39)), "ratio: Decimal('1E+39') is beyond the range of a float"),
-        (text(event(color="PURPLE")), "color: 'PURPLE' is not one of the symbols ['RED', 'GREEN', 'BLUE']"),
-        (text(event(total="12.3456")), "total: '12.3456' has more than 3 digits after the point (decimal(12,3))"),
-        (text(event(total="1234567890.5")), "total: '1234567890.5' has more than 9 digits before the point"),
-        (text(event(total="1,5")), "total: '1,5' is not a decimal number or its text"),
+        (text(event(ratio=1e39)), "ratio: 1E+39 is beyond the range of a float"),
+        (text(event(color="PURPLE")), 'color: "PURPLE" is not one of the symbols ["RED", "GREEN", "BLUE"]'),
+        (text(event(total="12.3456")), 'total: "12.3456" has more than 3 digits after the point (decimal(12,3))'),
+        (text(event(total="1234567890.5")), 'total: "1234567890.5" has more than 9 digits before the point'),
+        (text(event(total="1,5")), 'total: "1,5" is not a decimal number or its text'),
         (text(event(lunch=86_400_000)), "lunch: 86400000 is no time of day (0 to a day, in milliseconds)"),
         (text(event(day=3_000_000)), "day: 3000000 is no date of the years 0001..9999"),
-        (text(event(id="nope")), "id: 'nope' is not a UUID"),
+        (text(event(id="nope")), 'id: "nope" is not a UUID'),
         (text({k: v for k, v in event().items() if k != "big"}), "big: absent or null, and its type has no null"),
         (text(event(items=[{"sku": "a", "qty": None}])), "items[0].qty: absent or null, and its type has no null"),
-        (text(event(tags="x")), "tags: 'x' is not an array"),
+        (text(event(tags="x")), 'tags: "x" is not an array'),
         (text(event(nothing=0)), "nothing: 0 is not null"),
-        (b'{"type": "\\ud800"}', "type: '\\ud800' holds a lone surrogate escape"),
+        (b'{"type": "\\ud800"}', 'type: "\\ud800" holds a lone surrogate escape'),
         (b'{"ts": NaN}', "is not JSON: NaN is not a JSON number"),
         (b'{"a":' * 101 + b"1" + b"}" * 101, "is nested more than 100 arrays and objects deep"),
         (b"\x00\x00\x00", "value is 3 bytes, shorter than the 5-byte header"),
@@ -210,6 +210,32 @@ NOT_JSON = {
     "True in capitals": ('"flag": true', '"flag": True'),
     "undefined": ('"nothing": null', '"nothing": undefined'),
 }
+
+
+@pytest.mark.parametrize(
+    ("changes", "error"),
+    [
+        ({"small": True}, "small: true is not a whole number"),
+        ({"small": 3.5}, "small: 3.5 is not a whole number"),
+        ({"small": [1, None]}, "small: [1, null] is not a whole number"),
+        ({"type": {"userid": 4711}}, 'type: {"userid": 4711} is not text'),
+        ({"flag": "yes"}, 'flag: "yes" is not true or false'),
+        ({"ts": "noon"}, 'ts: "noon" is not a whole number'),
+        ({"address": {"street": False}}, "address.street: false is not text"),
+        ({"items": [{"sku": "a", "qty": {"n": [None, True, "x", 1.50]}}]},
+         'items[0].qty: {"n": [null, true, "x", 1.5]} is not a whole number'),
+        ({"flag": "x" * 100}, 'flag: "' + "x" * 80 + '…" is not true or false'),
+    ],
+)
+def test_dead_letter_causes_of_json_records_show_values_as_json(events, changes, error):
+    """The people who read these causes wrote JSON: `null`, `true`, `3.5` and `{"userid": 4711}`, never Python's
+    `None`, `True`, `Decimal('3.5')` or `{'userid': 4711}`."""
+    columnar, reference, _ = decode_both(events, [text(event(**changes))])
+
+    assert_same(columnar, reference)
+    [letter] = dead_letter_rows(columnar)
+    assert error in letter["error"], letter["error"]
+    assert not any(python in letter["error"] for python in ("None", "True", "False", "Decimal(", "'")), letter["error"]
 
 
 @pytest.mark.parametrize(("replaced", "by"), list(NOT_JSON.values()), ids=list(NOT_JSON))

@@ -104,6 +104,27 @@ def test_a_json_field_route_reads_alike_as_columns_and_record_by_record(tmp_path
     assert orders.routed_away == 1
 
 
+@pytest.mark.parametrize("columnar", [True, False])
+def test_why_a_json_record_is_unrouted_is_told_in_json(tmp_path, columnar):
+    write(tmp_path, "shop/orders", ORDER, 11, format="json", route={"field": "kind", "equals": "o"})
+    write(tmp_path, "shop/refunds", REFUND, 12, format="json", route={"field": "kind", "equals": "r"})
+    catalog = load_catalog(tmp_path)
+    values = [b"null", b'{"kind": {"userid": 4711}}', b'{"kind": true}', b'{"kind": "z"}', b'{"kind": null}', b"{}"]
+    table = catalog.by_name("shop", "orders")
+    records = [KafkaRecord(0, offset, KAFKA_MS + offset, None, value) for offset, value in enumerate(values)]
+
+    orders = BatchDecoder(table, CatalogSchemas(table), None, columnar=columnar).decode(records)
+
+    assert unrouted(orders) == [
+        (0, "unrouted: its route field cannot be read: undecodable_payload: JSON value is JSON null, not an object"),
+        (1, 'unrouted: no table of topic \'shop.mixed\' takes kind = {"userid": 4711}'),
+        (2, "unrouted: no table of topic 'shop.mixed' takes kind = true"),
+        (3, 'unrouted: no table of topic \'shop.mixed\' takes kind = "z"'),
+        (4, "unrouted: route field 'kind' is absent or null"),
+        (5, "unrouted: route field 'kind' is absent or null"),
+    ]
+
+
 def test_a_json_value_holding_nan_has_one_verdict_in_every_table_of_its_topic(tmp_path):
     """Given a JSON topic routed into a table read as columns and one read record by record (its map), and values
     holding NaN or Infinity, which JSON has not, where no schema looks."""
