@@ -113,13 +113,13 @@ def parse_json_object(payload: memoryview | bytes, described: str) -> dict:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise Undecodable("undecodable_payload", f"{described} is not UTF-8 text: byte {error.start} of "
-                                                 f"{len(data)} ({data[error.start:error.start + 1]!r})") from None
+                                                 f"{len(data)} (0x{data[error.start]:02x})") from None
     try:
-        document = json.loads(text, parse_float=decimal.Decimal, parse_constant=_no_constant)
+        document = json.loads(text, parse_float=_json_number, parse_int=_json_whole_number, parse_constant=_no_constant)
     except RecursionError:
         document = None  # nested too deeply for the parser: said below
         depth = MAX_JSON_DEPTH + 1
-    except ValueError as error:  # JSONDecodeError, and numbers too long to convert
+    except ValueError as error:  # JSONDecodeError
         raise Undecodable("undecodable_payload", f"{described} is not JSON: {error}") from None
     else:
         depth = _depth(document) if text.count("[") + text.count("{") > MAX_JSON_DEPTH else 0
@@ -133,6 +133,35 @@ def parse_json_object(payload: memoryview | bytes, described: str) -> dict:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+# Python turns the text of a longer whole number into an int in time growing with the square of its digits, and
+# refuses to by default (`sys.get_int_max_str_digits`).
+_INT_TEXT_DIGITS = 4300
+
+
+def _json_whole_number(text: str) -> int | decimal.Decimal:
+    """A JSON number without fraction or exponent; one too long for an int is held as a decimal, exactly (read in
+    linear time), which every column refuses as out of its range, as the columnar reader does, and a field no schema
+    names ignores."""
+    return int(text) if len(text) <= _INT_TEXT_DIGITS else decimal.Decimal(text)
+
+
+def _json_number(text: str) -> decimal.Decimal:
+    """A JSON number with a fraction or an exponent, exactly. JSON sets no limit on exponents and a decimal does
+    (±999,999,999,999,999,999): one past it becomes the decimal of the same sign nearest it, which no decimal column
+    holds either, and which a double reads as what a parser of doubles gives (0, or beyond its range)."""
+    try:
+        return decimal.Decimal(text)
+    except decimal.InvalidOperation:
+        sign = int(text.startswith("-"))
+        if _ZERO.match(text):
+            return decimal.Decimal((sign, (0,), 0))
+        return decimal.Decimal((sign, (1,), decimal.MIN_ETINY if _NEGATIVE_EXPONENT.search(text) else decimal.MAX_EMAX))
+
+
+_ZERO = re.compile(r"-?0+(\.0*)?[eE]")
+_NEGATIVE_EXPONENT = re.compile(r"[eE]-")
 
 
 def _depth(document: Any) -> int:

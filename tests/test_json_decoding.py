@@ -253,6 +253,28 @@ def test_given_text_a_lenient_parser_reads_but_json_does_not_then_both_paths_mak
     assert columnar.rows_count == 20
 
 
+def test_numbers_past_what_a_decimal_or_a_whole_number_holds_have_one_verdict_on_both_paths(events):
+    """JSON sets no limit on a number's digits or exponent; Python's decimal and int do. A double reads an exponent
+    past every decimal's as 0, a decimal column refuses it, and a whole number longer than any column holds is refused
+    by a field that reads it and ignored by the others."""
+    good = text(event())
+    tiny = good.replace(b'"precise": 2.25', b'"precise": 1e-30099999999999999999999')
+    tiny_total = good.replace(b'"total": "1234.5"', b'"total": -1e-30099999999999999999999')
+    huge_total = good.replace(b'"total": "1234.5"', b'"total": 1e30099999999999999999999')
+    long_unnamed = good.replace(b'"extra": {', b'"unnamed": ' + b"9" * 5000 + b', "extra": {')
+    long_big = good.replace(b'"big": 1099511627776', b'"big": -' + b"9" * 5000)
+
+    columnar, reference, _ = decode_both(events, [good, tiny, tiny_total, huge_total, long_unnamed, long_big])
+
+    assert_same(columnar, reference)
+    [rows] = columnar.rows.values()
+    assert rows.column("_kafka_offset").to_pylist() == [0, 1, 4] and rows.column("precise").to_pylist()[1] == 0.0
+    errors = {row["_kafka_offset"]: row["error"] for row in dead_letter_rows(columnar)}
+    assert "total: -1E-1999999999999999997 has more than 3 digits after the point" in errors[2]
+    assert "total: 1E+999999999999999999 has more than 9 digits before the point" in errors[3]
+    assert "big: -99999999" in errors[5] and "is not a whole number in -9223372036854775808..9223372036854775807" in errors[5]
+
+
 def test_a_framed_json_value_names_its_version_and_a_plain_one_is_read_with_the_newest(tmp_path):
     v1 = {"type": "record", "name": "E", "fields": [{"name": "ts", "type": "long"}, {"name": "a", "type": "int"}]}
     v2 = {**v1, "fields": [*v1["fields"], {"name": "b", "type": ["null", "string"], "default": None}]}
