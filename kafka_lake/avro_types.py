@@ -16,6 +16,10 @@ from kafka_lake.type_widening import avro_type_widens
 AvroType = Any  # a str, dict or list, as in the .avsc JSON
 
 _PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
+# The most digits a decimal lands with (as text past the 38 readers hold as decimals): more than any database declares
+# (PostgreSQL's NUMERIC(p) stops at 1000), and where turning a number into digits starts to cost time growing with the
+# square of its length (Python refuses longer int texts by default for that reason).
+MAX_DECIMAL_DIGITS = 4300
 NAMED_KINDS = ("record", "error", "enum", "fixed")  # the types a schema defines by name
 
 
@@ -300,6 +304,10 @@ class _Shape:
         kind = node.get("type")
         if node.get("logicalType") == "decimal" and node.get("precision") == 0:  # fastavro refuses only negatives
             raise _ShapeProblem(f"{where} is a decimal of precision 0; a decimal holds at least one digit")
+        precision = node.get("precision")
+        if node.get("logicalType") == "decimal" and isinstance(precision, int) and precision > MAX_DECIMAL_DIGITS:
+            raise _ShapeProblem(f"{where} is a decimal of precision {precision}; the lake holds decimals of at most "
+                                f"{MAX_DECIMAL_DIGITS} digits")
         if isinstance(kind, (dict, list)):  # `{"type": {...}}`: a wrapper, counted as a level like any nesting
             self._check_depth(depth, path)
             return self.walk(kind, namespace, depth + 1, path)

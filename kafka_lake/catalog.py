@@ -27,7 +27,7 @@ from kafka_lake.avro_types import (
     type_name,
     unwrap_nullable,
 )
-from kafka_lake.connect_types import TIME_UNIT_OF, connect_name, with_connect_logical_types
+from kafka_lake.connect_types import TIME_UNIT_OF, ConnectTypeError, connect_name, with_connect_logical_types
 from kafka_lake.layout import KAFKA_COLUMN_PREFIX, PARTITION_COLUMNS, is_lake_column
 from kafka_lake.topic_yaml import (
     RECORD_NAME,
@@ -719,7 +719,10 @@ def _parse_schema_file(schema_path: Path) -> tuple[dict, Any, tuple[str, ...]]:
     shape = schema_shape(schema, MAX_SCHEMA_DEPTH)
     if shape.problem:
         raise CatalogError(f"{schema_path}: {shape.problem}")
-    schema = with_connect_logical_types(schema)
+    try:
+        schema = with_connect_logical_types(schema)
+    except ConnectTypeError as error:
+        raise CatalogError(f"{schema_path}: {error}") from None
     try:
         parsed = fastavro.parse_schema(schema)
     except Exception as error:  # fastavro raises several types for bad schemas

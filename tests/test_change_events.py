@@ -15,7 +15,7 @@ import pytest
 
 from kafka_lake.table_schema import table_columns
 from tests.test_columnar import assert_same, decode_both
-from tests.test_decoding import KAFKA_MS, framed, only_rows, write_topic
+from tests.test_decoding import KAFKA_MS, dead_letter_rows, framed, only_rows, write_topic
 
 UTC = dt.timezone.utc
 
@@ -158,3 +158,90 @@ def test_a_connect_decimal_without_a_precision_gets_confluents_default_and_lands
     assert_same(columnar, reference)
     assert only_rows(columnar)[0]["amount"] == "-12345.6789"
     assert columnar.rows[next(iter(columnar.rows))].schema.field("amount").type == pa.string()
+
+
+# --- hostile parameters: the work per value is bounded before anything is built --------------------------------
+
+@pytest.mark.parametrize("scale", [-(2**31), 2**31 - 1, -10_000_000, 10_000_000, 4300], ids=str)
+def test_a_variable_scale_decimal_whose_text_would_pass_the_digits_a_decimal_lands_with_is_a_dead_letter_at_once(
+        orders, scale):
+    """A 15-byte record whose scale is 2^31 - 1 once made a task build a 2 GB text (4 GiB of memory, 6.7 s)."""
+    import tracemalloc
+
+    values = [framed(orders, change(ratio={"scale": scale, "value": unscaled(-12345)})), framed(orders, change())]
+    tracemalloc.start()
+    try:
+        columnar, reference, _ = decode_both(orders, values)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+    assert_same(columnar, reference)
+    [letter] = dead_letter_rows(columnar)
+    assert letter["_kafka_offset"] == 0 and len(only_rows(columnar)) == 1
+    assert f"does not fit its table columns: ratio: a VariableScaleDecimal of scale {scale} and 5 digit(s) would be" \
+           in letter["error"], letter["error"]
+    assert "more than the 4300 a decimal lands with" in letter["error"]
+    assert peak < 32 * 2**20, f"{peak / 2**20:.0f} MiB of Python memory for two records"
+
+
+def test_a_variable_scale_decimal_of_4300_digits_lands_and_one_of_more_bytes_is_refused_before_its_digits_are_made(
+        orders):
+    widest = int("9" * 4300)
+    values = [framed(orders, change(ratio={"scale": 0, "value": unscaled(widest)})),
+              framed(orders, change(ratio={"scale": 2, "value": b"\x7f" + b"\xff" * 100_000}))]
+
+    columnar, reference, _ = decode_both(orders, values)
+
+    assert_same(columnar, reference)
+    assert only_rows(columnar)[0]["ratio"] == "9" * 4300
+    [letter] = dead_letter_rows(columnar)
+    assert "ratio: a VariableScaleDecimal whose unscaled value is 100001 bytes, more than the 4300 digits" in letter["error"]
+
+
+def test_a_decimal_of_more_bytes_than_its_precision_takes_is_refused_before_it_is_read(orders):
+    """fastavro reads a decimal in time growing with the square of its bytes: 100 KB in a decimal(10,2) took 4 s."""
+    values = [framed(orders, change(price=b"\x01" + b"\x00" * 100_000)), framed(orders, change(price=b"\x00" * 100_000 + b"\x01"))]
+
+    columnar, reference, _ = decode_both(orders, values)
+
+    assert_same(columnar, reference)
+    [letter] = dead_letter_rows(columnar)
+    assert letter["_kafka_offset"] == 0
+    assert "a value its logical type cannot hold (a decimal(10,2) of 100001 bytes, more digits than its precision)" \
+           in letter["error"], letter["error"]
+    assert only_rows(columnar)[0]["price"] == Decimal("0.01"), "leading zero bytes are no digits"
+
+
+@pytest.mark.parametrize(("parameters", "error"), [
+    ({"scale": "2147483647"}, "scale '2147483647' and connect.decimal.precision None: the scale must be a whole number "
+                              "of 0..4300 and the precision of 1..4300"),
+    ({"scale": "0", "connect.decimal.precision": "0"}, "connect.decimal.precision '0'"),
+    ({"scale": "-2"}, "scale '-2'"),
+    ({"scale": "two"}, "scale 'two'"),
+    ({"scale": "2", "connect.decimal.precision": "4301"}, "connect.decimal.precision '4301'"),
+    ({"scale": "70", "connect.decimal.precision": "4300"}, None),
+    ({"scale": "70"}, "decimal scale must be less than or equal to the precision of 64"),
+])
+def test_connect_decimal_parameters_no_column_holds_fail_at_load_naming_the_file(tmp_path, parameters, error):
+    from kafka_lake.catalog import CatalogError
+
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "amount", "type": connect("bytes", "org.apache.kafka.connect.data.Decimal",
+                                           **{"connect.parameters": parameters})}]}
+    if error is None:
+        write_topic(tmp_path, [schema], time_partitioning={"source": "kafka_time"})
+        return
+    with pytest.raises(CatalogError) as refused:
+        write_topic(tmp_path, [schema], time_partitioning={"source": "kafka_time"})
+    assert "v1.avsc" in str(refused.value) and error in str(refused.value), str(refused.value)
+
+
+def test_an_avro_decimal_of_more_digits_than_the_lake_lands_fails_at_load(tmp_path):
+    from kafka_lake.catalog import CatalogError
+
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 2**31 - 1, "scale": 0}}]}
+    with pytest.raises(CatalogError, match=r"v1.avsc: field 'amount' is a decimal of precision 2147483647; the lake holds "
+                                           r"decimals of at most 4300 digits"):
+        write_topic(tmp_path, [schema], time_partitioning={"source": "kafka_time"})
