@@ -32,14 +32,17 @@ from kafka_lake.avro_types import (
 )
 from kafka_lake.catalog import RAW_SCHEMA_VERSION, SchemaVersion
 from kafka_lake.connect_types import (
+    MICRO_TIMESTAMP,
     NANO_TIME,
     NANO_TIMESTAMP,
+    TIMESTAMP,
     VARIABLE_SCALE_DECIMAL,
     ZONED_TIMESTAMP,
     connect_name,
+    debezium_timestamp,
     variable_scale_decimal_text,
+    zoned_timestamp,
 )
-from kafka_lake.event_time import parse_event_time
 from kafka_lake.kafka_records import KAFKA_COLUMNS
 
 # None means fastavro's value already is what Arrow takes, so the column skips conversion.
@@ -368,10 +371,12 @@ def _jsonable(value: Any, depth: int) -> Any:
 
 # Kafka Connect and Debezium types without an Avro twin (see `connect_types`), by (Avro type, connect.name).
 _CONNECT_COLUMNS: dict[tuple[str, str | None], _Mapped] = {
-    ("long", NANO_TIMESTAMP): _Mapped(pa.timestamp("us", tz="UTC"), lambda nanos: nanos // 1000),
+    ("long", TIMESTAMP): _Mapped(pa.timestamp("ms", tz="UTC"), debezium_timestamp("ms")),
+    ("long", MICRO_TIMESTAMP): _Mapped(pa.timestamp("us", tz="UTC"), debezium_timestamp("us")),
+    ("long", NANO_TIMESTAMP): _Mapped(pa.timestamp("us", tz="UTC"), debezium_timestamp("ns")),
     ("long", NANO_TIME): _Mapped(pa.time64("us"), lambda nanos: nanos // 1000),
     # RFC 3339 text with an offset, to UTC; the digits past the microsecond are cut.
-    ("string", ZONED_TIMESTAMP): _Mapped(pa.timestamp("us", tz="UTC"), parse_event_time),
+    ("string", ZONED_TIMESTAMP): _Mapped(pa.timestamp("us", tz="UTC"), zoned_timestamp),
     ("record", VARIABLE_SCALE_DECIMAL): _Mapped(pa.string(), variable_scale_decimal_text, (
         ("", "Debezium VariableScaleDecimal as its exact decimal text"),)),
 }

@@ -4,11 +4,16 @@ and decimal columns they mean, not as raw integers.
 
 Where an Avro logical type carries the same bytes (Debezium's `Date` is Avro's `date`: days since the epoch in an
 int), the catalog gives the schema that logical type when it loads (`with_connect_logical_types`), and everything
-else reads it as Avro. Four have no Avro twin and are mapped where columns are made (`connect_name`):
-  - `NanoTimestamp` (a long of nanoseconds) lands as a UTC timestamp in microseconds, and `NanoTime` as a time of
-    day in microseconds: Spark, Hive and Athena hold no nanoseconds; the nanoseconds below the microsecond are cut.
-  - `ZonedTimestamp` (ISO 8601 text with an offset) lands as a UTC timestamp in microseconds; text that is no such
-    time is a dead letter.
+else reads it as Avro. The others are mapped where columns are made (`connect_name`):
+  - Debezium's `Timestamp`, `MicroTimestamp` and `NanoTimestamp` (longs of milli-, micro- and nanoseconds since the
+    epoch in the database's own clock: a DATETIME has no zone) land as UTC timestamps of that time, in milli- or
+    microseconds: Spark, Hive and Athena hold no nanoseconds, so those below the microsecond are cut. PostgreSQL's
+    `infinity` and `-infinity` come as Long.MAX and Long.MIN: they land at the column's last and first instant of
+    the years 0001..9999 (`9999-12-31T23:59:59.999999Z`, `0001-01-01T00:00:00Z`), where a query comparing times
+    still finds them after and before every other; any other value beyond those years is a dead letter saying so.
+  - `NanoTime` lands as a time of day in microseconds.
+  - `ZonedTimestamp` (ISO 8601 text with an offset) lands as a UTC timestamp in microseconds; `infinity` and
+    `-infinity` as the bounds above; other text that is no such time is a dead letter.
   - `VariableScaleDecimal` (a record of `scale` and the unscaled `value` bytes, Debezium's NUMERIC without a
     scale) lands as its exact decimal text: no column of one scale holds values of many. Its text has at most
     `MAX_DECIMAL_DIGITS` digits: a scale or value that would make more is a dead letter before any text is built.
@@ -16,11 +21,15 @@ else reads it as Avro. Four have no Avro twin and are mapped where columns are m
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 
 from kafka_lake.avro_types import MAX_DECIMAL_DIGITS, rewritten
+from kafka_lake.event_time import END_SECOND, FIRST_SECOND, TIME_UNITS, parse_event_time
 
+TIMESTAMP = "io.debezium.time.Timestamp"
+MICRO_TIMESTAMP = "io.debezium.time.MicroTimestamp"
 NANO_TIMESTAMP = "io.debezium.time.NanoTimestamp"
 NANO_TIME = "io.debezium.time.NanoTime"
 ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"
@@ -29,20 +38,21 @@ CONNECT_DECIMAL = "org.apache.kafka.connect.data.Decimal"
 # The precision Confluent's Avro converter declares for a Connect decimal that names none.
 CONNECT_DEFAULT_PRECISION = 64
 
-# (Avro type, connect.name) → the Avro logical type of the same bytes. Debezium's Timestamp and MicroTimestamp count
-# from the epoch in the database's own clock (a DATETIME has no zone): they land as UTC timestamps of that time.
+# (Avro type, connect.name) → the Avro logical type of the same bytes.
 _AS_AVRO_LOGICAL: dict[tuple[str, str | None], str] = {
     ("int", "io.debezium.time.Date"): "date",
     ("int", "org.apache.kafka.connect.data.Date"): "date",
     ("int", "io.debezium.time.Time"): "time-millis",
     ("int", "org.apache.kafka.connect.data.Time"): "time-millis",
     ("long", "io.debezium.time.MicroTime"): "time-micros",
-    ("long", "io.debezium.time.Timestamp"): "timestamp-millis",
     ("long", "org.apache.kafka.connect.data.Timestamp"): "timestamp-millis",
-    ("long", "io.debezium.time.MicroTimestamp"): "timestamp-micros",
 }
-# What a plain long event time counts, by its connect.name (the catalog's `time_partitioning.unit` default).
-TIME_UNIT_OF: dict[str | None, str] = {NANO_TIMESTAMP: "ns"}
+# Debezium's timestamps (longs) by connect.name: the unit they count, which is also what a plain long event time
+# of that type counts (the catalog's `time_partitioning.unit` default).
+TIME_UNIT_OF: dict[str | None, str] = {TIMESTAMP: "ms", MICRO_TIMESTAMP: "us", NANO_TIMESTAMP: "ns"}
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_LAST_INSTANT = datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=timezone.utc)
+_FIRST_INSTANT = datetime(1, 1, 1, tzinfo=timezone.utc)
 
 
 class ConnectTypeError(ValueError):
@@ -105,3 +115,46 @@ def variable_scale_decimal_text(value: dict) -> str:
 
 
 _MAX_DECIMAL_BYTES = (MAX_DECIMAL_DIGITS * 3322 // 1000 + 8) // 8 + 1
+
+
+def debezium_timestamp(unit: str):
+    """The converter of a Debezium timestamp of `unit`s since the epoch to a count a timestamp column of `unit` (ms,
+    or us for micro- and nanoseconds) holds: Long.MAX and Long.MIN (PostgreSQL's infinity and -infinity) as its last
+    and first instant of the years 0001..9999, anything else beyond them refused."""
+    per_second = TIME_UNITS[unit]
+    column_per_second = min(per_second, TIME_UNITS["us"])
+    first, last = FIRST_SECOND * column_per_second, END_SECOND * column_per_second - 1
+    shrink = per_second // column_per_second
+
+    def to_column(count: int) -> int:
+        if count == _INT64_MAX:
+            return last
+        if count == _INT64_MIN:
+            return first
+        landed = count // shrink
+        if not first <= landed <= last:
+            raise ValueError(f"{count} epoch {_UNIT_NAMES[unit]} is beyond the years 0001..9999 a timestamp holds "
+                             f"(PostgreSQL's infinity and -infinity come as {_INT64_MAX} and {_INT64_MIN} and land at "
+                             f"the ends of those years)")
+        return landed
+
+    return to_column
+
+
+_UNIT_NAMES = {"ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
+
+
+def zoned_timestamp(text: str) -> datetime:
+    """A ZonedTimestamp's UTC time; PostgreSQL's `infinity` and `-infinity` at the last and first instant of the years
+    0001..9999."""
+    if text == "infinity":
+        return _LAST_INSTANT
+    if text == "-infinity":
+        return _FIRST_INSTANT
+    return parse_event_time(text)
+
+
+# The values of each Debezium timestamp that stand for PostgreSQL's infinities, which a columnar path leaves to the
+# record path's converters above.
+INFINITE_COUNTS = (_INT64_MIN, _INT64_MAX)
+INFINITE_TEXTS = ("infinity", "-infinity")

@@ -32,11 +32,19 @@ from kafka_lake.columnar_mapping import (
     _PII_SCALARS,
     _UUID_TEXT,
     _ZONED_TIMESTAMP,
+    DEBEZIUM_TIMESTAMP_RANGES,
     ColumnPseudonymize,
     NotColumnar,
     non_null,
 )
-from kafka_lake.connect_types import NANO_TIME, NANO_TIMESTAMP, VARIABLE_SCALE_DECIMAL, ZONED_TIMESTAMP, connect_name
+from kafka_lake.connect_types import (
+    INFINITE_COUNTS,
+    NANO_TIME,
+    NANO_TIMESTAMP,
+    VARIABLE_SCALE_DECIMAL,
+    ZONED_TIMESTAMP,
+    connect_name,
+)
 from kafka_lake.decoded_batch import Placement
 from kafka_lake.framing import FramedValues
 from kafka_lake.kafka_records import KafkaBatch, KafkaColumns
@@ -344,8 +352,13 @@ class _Decimal(_Node):
 class _Nanos(_Node):
     read_type = pa.int64()
 
-    def __init__(self, target: pa.DataType):
-        self.target = target
+    def __init__(self, target: pa.DataType, infinite: bool = False):
+        self.target, self.infinite = target, infinite
+
+    def refused(self, array):
+        if not self.infinite:
+            return None
+        return np.isin(array.fill_null(0).to_numpy(zero_copy_only=False), INFINITE_COUNTS)  # the record path lands them
 
     def convert(self, array):
         micros = np.floor_divide(array.fill_null(0).to_numpy(zero_copy_only=False), 1000)
@@ -455,7 +468,9 @@ class _Compiler:
         if kind == "map":
             raise NotColumnar("a map: the JSON reader reads objects only as records")
         if (kind, connect) in (("long", NANO_TIMESTAMP), ("long", NANO_TIME)):
-            return _Nanos(target)
+            return _Nanos(target, infinite=connect == NANO_TIMESTAMP)
+        if kind == "long" and connect in DEBEZIUM_TIMESTAMP_RANGES:
+            return _Scalar(pa.int64(), target, DEBEZIUM_TIMESTAMP_RANGES[connect], view=pa.int64())
         if (kind, connect) == ("string", ZONED_TIMESTAMP):
             return _Zoned(target)
         if logical == "decimal" and kind in ("bytes", "fixed"):

@@ -46,8 +46,9 @@ def why_undecodable(error: Exception, position: int, size: int) -> str:
         return f"a string that is not UTF-8, {where}: {_ANOTHER_SCHEMA}"
     if isinstance(error, MemoryError):
         return f"a length or count too large to hold, {where}: {_ANOTHER_SCHEMA}"
-    if isinstance(error, (ValueError, OverflowError)):  # a date, time or uuid out of its logical type's range
-        return f"a value its logical type cannot hold ({text or 'out of range'}), {where}: {_ANOTHER_SCHEMA}"
+    if isinstance(error, (ValueError, OverflowError)):  # a date, time, decimal or uuid its logical type cannot hold
+        # The bytes read as the schema says: the value is the producer's, no sign of another schema or corruption.
+        return f"a value its logical type cannot hold ({text or 'out of range'}), {where}"
     return f"the bytes do not read as this schema ({text or 'no reason given'}), {where}"
 
 

@@ -8,6 +8,7 @@ the project's encoder and decoded back.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from decimal import Decimal
 
 import pyarrow as pa
@@ -158,6 +159,73 @@ def test_a_connect_decimal_without_a_precision_gets_confluents_default_and_lands
     assert_same(columnar, reference)
     assert only_rows(columnar)[0]["amount"] == "-12345.6789"
     assert columnar.rows[next(iter(columnar.rows))].schema.field("amount").type == pa.string()
+
+
+# --- PostgreSQL's infinity, and timestamps beyond the years a column holds -------------------------------------
+
+INFINITY, MINUS_INFINITY = 2**63 - 1, -(2**63)  # what Debezium writes for PostgreSQL's 'infinity' and '-infinity'
+LAST_US = dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+LAST_MS = dt.datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)
+FIRST = dt.datetime(1, 1, 1, tzinfo=UTC)
+TIMES = {"type": "record", "name": "Times", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "created", "type": connect("long", "io.debezium.time.Timestamp")},
+    {"name": "created_us", "type": connect("long", "io.debezium.time.MicroTimestamp")},
+    {"name": "created_ns", "type": connect("long", "io.debezium.time.NanoTimestamp")},
+    {"name": "updated", "type": ["null", connect("string", "io.debezium.time.ZonedTimestamp")], "default": None},
+]}
+
+
+def times(n: int, count: int, text: str | None) -> dict:
+    return {"id": n, "created": count, "created_us": count, "created_ns": count, "updated": text}
+
+
+def test_given_postgresql_infinity_in_debezium_timestamps_then_the_change_lands_with_the_field_at_the_years_ends(
+        tmp_path):
+    """Given change events whose timestamps hold PostgreSQL's infinity and -infinity (Long.MAX and Long.MIN; the text
+    'infinity' in a ZonedTimestamp), in Avro and in JSON, beside ordinary ones."""
+    from tests.test_json_decoding import json_topic
+
+    avro = write_topic(tmp_path / "avro", [TIMES], time_partitioning={"source": "kafka_time"})
+    json_table = json_topic(tmp_path / "json", [TIMES], {"source": "kafka_time"})
+    events = [times(1, INFINITY, "infinity"), times(2, MINUS_INFINITY, "-infinity"), times(3, 1_700_000_000_123, None)]
+
+    for topic, values in ((avro, [framed(avro, event) for event in events]),
+                          (json_table, [json.dumps(event).encode() for event in events])):
+        columnar, reference, _ = decode_both(topic, values)
+
+        # Then every change lands, the infinities at the last and first instant of the years a timestamp holds.
+        assert_same(columnar, reference)
+        rows = {row["id"]: row for row in only_rows(columnar)}
+        assert [rows[1][f] for f in ("created", "created_us", "created_ns", "updated")] == [LAST_MS, LAST_US, LAST_US, LAST_US]
+        assert [rows[2][f] for f in ("created", "created_us", "created_ns", "updated")] == [FIRST] * 4
+        assert rows[3]["created"] == dt.datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=UTC)
+        assert rows[3]["created_ns"] == dt.datetime(1970, 1, 1, 0, 28, 20, tzinfo=UTC), "nanoseconds: 1,700 s"
+        assert not columnar.dead_letters
+
+
+def test_a_timestamp_beyond_the_years_a_column_holds_is_a_dead_letter_naming_the_field_not_blaming_the_bytes(tmp_path):
+    from tests.test_json_decoding import json_topic
+
+    plain = {"type": "record", "name": "Plain", "fields": [
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-micros"}}]}
+    avro = write_topic(tmp_path / "avro", [TIMES], time_partitioning={"source": "kafka_time"})
+    json_table = json_topic(tmp_path / "json", [TIMES], {"source": "kafka_time"})
+    avro_plain = write_topic(tmp_path / "plain", [plain], time_partitioning={"source": "kafka_time"})
+    beyond = {**times(1, 1_700_000_000_123, None), "created_us": 2**62}
+
+    for topic, value in ((avro, framed(avro, beyond)), (json_table, json.dumps(beyond).encode()),
+                         (avro_plain, framed(avro_plain, {"at": dt.datetime(2026, 1, 1, tzinfo=UTC)})[:5] + b"\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01")):
+        columnar, reference, _ = decode_both(topic, [value])
+
+        assert_same(columnar, reference)
+        [letter] = dead_letter_rows(columnar)
+        assert "another schema" not in letter["error"] and "corrupt" not in letter["error"], letter["error"]
+        if topic is not avro_plain:
+            assert ("created_us: 4611686018427387904 epoch microseconds is beyond the years 0001..9999 a timestamp "
+                    "holds") in letter["error"], letter["error"]
+        else:
+            assert "a value its logical type cannot hold" in letter["error"], letter["error"]
 
 
 # --- hostile parameters: the work per value is bounded before anything is built --------------------------------
