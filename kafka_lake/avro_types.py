@@ -85,6 +85,15 @@ def non_null_members(union: list) -> list[AvroType]:
     return [member for member in union if member != "null"]
 
 
+def json_keys(field: dict) -> tuple[str, ...]:
+    """The keys a JSON object may hold a record field's value under: its name, then its Avro `aliases` in order (the
+    key a producer writes that is no Avro name: `$schema`, `@timestamp`, `+1`)."""
+    aliases = field.get("aliases")
+    if not aliases:
+        return (field["name"],)
+    return (field["name"], *(alias for alias in dict.fromkeys(aliases) if alias != field["name"]))
+
+
 def unwrap_nullable(node: AvroType) -> AvroType:
     """`["null", T]` (in either order) → T; anything else unchanged."""
     if isinstance(node, list):
@@ -107,6 +116,21 @@ def field_type_at(schema: AvroType, path: tuple[str, ...]) -> AvroType | None:
             return None
         node = match["type"]
     return resolve(node, names)
+
+
+def json_keys_at(schema: AvroType, path: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """The JSON keys (`json_keys`) of each step of a dotted field path through nested records; a step no record has
+    keeps its name alone."""
+    names = named_types(schema)
+    node: AvroType = schema
+    keys = []
+    for step in path:
+        node = resolve(unwrap_nullable(resolve(node, names)), names)
+        fields = node.get("fields", []) if isinstance(node, dict) and node.get("type") in ("record", "error") else []
+        match = next((f for f in fields if f["name"] == step), None)
+        keys.append(json_keys(match) if match is not None else (step,))
+        node = match["type"] if match is not None else None
+    return tuple(keys)
 
 
 def refers_back(node: AvroType, open_records: Collection[int], names: dict[str, AvroType]) -> bool:
@@ -359,6 +383,8 @@ class _Shape:
         seen: dict[str, str] = {}
         levels, empty = 0, True
         space = full.rsplit(".", 1)[0] if "." in full else None
+        names = {child.get("name") for child in fields if isinstance(child, dict)}
+        keys: dict[str, str] = {}  # a JSON key (an alias) → the field it belongs to
         for child in fields:
             name = child.get("name") if isinstance(child, dict) else None
             if not isinstance(name, str) or not AVRO_NAME.match(name):
@@ -366,6 +392,7 @@ class _Shape:
                     f"record {full!r} has a field named {name!r:.80}: field names must be letters, digits and "
                     f"underscores, not starting with a digit"
                 )
+            self._check_aliases(full, name, child.get("aliases", []), names, keys)
             if name.lower() in seen:
                 raise _ShapeProblem(
                     f"record {full!r} has fields {seen[name.lower()]!r} and {name!r}, which differ only in case; "
@@ -376,6 +403,22 @@ class _Shape:
             levels, empty = max(levels, child_levels), empty and child_empty
         self.open.pop()
         return levels + 1, empty
+
+    @staticmethod
+    def _check_aliases(record: str, name: str, aliases: Any, names: set, keys: dict[str, str]) -> None:
+        """A field's aliases are other keys of its value in JSON: texts that no other field of the record is named or
+        aliased, so each key of an object names one field."""
+        if not isinstance(aliases, list) or not all(isinstance(alias, str) and alias for alias in aliases):
+            raise _ShapeProblem(f"field {name!r} of record {record!r} has aliases {aliases!r:.80}; aliases are a list of "
+                                f"non-empty texts")
+        for alias in aliases:
+            if alias == name:
+                continue
+            if alias in names or keys.get(alias, name) != name:
+                other = alias if alias in names else keys[alias]
+                raise _ShapeProblem(f"field {name!r} of record {record!r} has alias {alias!r:.80}, which is already field "
+                                    f"{other!r}'s {'name' if alias in names else 'alias'}; a JSON key names one field")
+            keys[alias] = name
 
     def _reference(self, name: str, namespace: str | None, depth: int, path: str) -> tuple[int, bool]:
         full = name if "." in name else f"{namespace}.{name}" if namespace else name

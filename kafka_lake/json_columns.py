@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from kafka_lake.arrow_mapping import MAX_DECIMAL_PRECISION, MAX_JSON_DEPTH, ArrowMapping
-from kafka_lake.avro_types import AvroType, logical_type, named_types, non_null_members, resolve, type_name
+from kafka_lake.avro_types import AvroType, json_keys, logical_type, named_types, non_null_members, resolve, type_name
 from kafka_lake.catalog import SchemaVersion
 from kafka_lake.columnar_mapping import (
     _COLUMNAR_LOGICAL_RANGES,
@@ -128,13 +128,14 @@ class _JsonLines:
         return self.data[self.line_starts[first]:self.line_starts[stop]]
 
 
-def read_json_field(framed: FramedValues, indices: np.ndarray, path: tuple[str, ...], leaf: pa.DataType
+def read_json_field(framed: FramedValues, indices: np.ndarray, path: tuple[tuple[str, ...], ...], leaf: pa.DataType
                     ) -> tuple[list[tuple[int, object]], list[int]]:
-    """(record index, value) of the field at `path` of the JSON objects at `indices` (one framing), read as `leaf` (None:
-    absent or null), and the records the reader would not vouch for, which the caller reads record by record."""
+    """(record index, value) of the field at `path` (each step's JSON keys, `json_keys_at`) of the JSON objects at
+    `indices` (one framing), read as `leaf` (None: absent or null), and the records the reader would not vouch for,
+    which the caller reads record by record."""
     read_type = leaf
-    for step in reversed(path):
-        read_type = pa.struct([pa.field(step, read_type)])
+    for keys in reversed(path):
+        read_type = pa.struct([pa.field(key, read_type) for key in keys])
     lines = _JsonLines(framed, indices)
     left: list[int] = list(lines.refused)
     found: list[tuple[int, object]] = []
@@ -142,8 +143,8 @@ def read_json_field(framed: FramedValues, indices: np.ndarray, path: tuple[str, 
         column = read.column(0)
         objects = non_null(column)  # a value that is JSON null is no object: the record path says so
         left.extend(part[~objects])
-        for step in path:
-            column = pc.struct_field(column, step)
+        for keys in path:
+            column = _Keys.first_present([pc.struct_field(column, key) for key in keys])
         found.extend((int(i), value) for i, value, fine in zip(part, column.to_pylist(), objects) if fine)
     return found, [int(i) for i in left]
 
@@ -209,27 +210,58 @@ def _read_lines(block: bytes, schema: pa.Schema, count: int) -> tuple[pa.RecordB
 # --- the mapping: what the reader reads, what the record path would refuse, the lake's columns -----------------
 
 
+class _Keys:
+    """The JSON keys of a record's fields, as the reader reads them: each field's name, then its Avro aliases (keys that
+    are no Avro names, `$schema`); a field's value is that of its first key present and not null, as on the record
+    path."""
+
+    def __init__(self, fields: list[dict]):
+        self.keys = [json_keys(f) for f in fields]
+        self.aliased = any(len(keys) > 1 for keys in self.keys)
+
+    def read_type(self, read_types: list[pa.DataType]) -> pa.StructType:
+        return pa.struct([pa.field(key, read_type) for keys, read_type in zip(self.keys, read_types) for key in keys])
+
+    def columns(self, array: pa.StructArray) -> list[pa.Array]:
+        """Each field's column of the objects read as `read_type`."""
+        if not self.aliased:
+            return [array.field(index) for index in range(len(self.keys))]
+        columns, at = [], 0
+        for keys in self.keys:
+            columns.append(self.first_present([array.field(index) for index in range(at, at + len(keys))]))
+            at += len(keys)
+        return columns
+
+    @staticmethod
+    def first_present(under_keys: list) -> pa.Array:
+        """Per row, the value under the first key that holds one not null."""
+        chosen = under_keys[-1]
+        for under in reversed(under_keys[:-1]):
+            chosen = pc.if_else(under.is_valid(), under, chosen)
+        return chosen
+
+
 class JsonMapping:
     """One schema version's columnar JSON reading: the schema the reader reads `v` with, and a node per field."""
 
-    def __init__(self, schema: pa.Schema, field_names: tuple[str, ...], nodes: tuple[_Node, ...]):
+    def __init__(self, schema: pa.Schema, field_names: tuple[str, ...], nodes: tuple[_Node, ...], keys: _Keys):
         self.schema = schema
         self.field_names = field_names
         self.nodes = nodes
-        self.read_schema = pa.schema([pa.field("v", pa.struct([pa.field(name, node.read_type)
-                                                             for name, node in zip(field_names, nodes)]))])
+        self.keys = keys
+        self.read_schema = pa.schema([pa.field("v", keys.read_type([node.read_type for node in nodes]))])
 
     def misfits(self, values: pa.StructArray) -> np.ndarray:
         found = ~non_null(values)  # never expected: every line holds an object
-        for index, node in enumerate(self.nodes):
-            mask = node.misfits(values.field(index))
+        for node, column in zip(self.nodes, self.keys.columns(values)):
+            mask = node.misfits(column)
             if mask is not None:
                 found |= mask
         return found
 
     def converted(self, values: pa.StructArray) -> list[pa.Array]:
         """The fields' columns before pseudonyms: what placement reads."""
-        return [node.convert(values.field(index)) for index, node in enumerate(self.nodes)]
+        return [node.convert(column) for node, column in zip(self.nodes, self.keys.columns(values))]
 
     def pseudonymized(self, converted: list[pa.Array]) -> list[pa.Array]:
         return [node.pseudonyms(column) for node, column in zip(self.nodes, converted)]
@@ -255,7 +287,7 @@ def json_mapping_for(version: SchemaVersion, mapping: ArrowMapping, pii_fields: 
         else:
             deeper = frozenset(p[1:] for p in pii_fields if len(p) > 1 and p[0] == name)
             nodes.append(compiler.node(avro_field["type"], target.type, deeper))
-    return JsonMapping(mapping.schema, mapping.field_names, tuple(nodes))
+    return JsonMapping(mapping.schema, mapping.field_names, tuple(nodes), _Keys(version.schema["fields"]))
 
 
 class _Node:
@@ -371,22 +403,22 @@ class _Zoned(_Text):
 
 
 class _Struct(_Node):
-    def __init__(self, names: list[str], children: list[_Node], target: pa.StructType):
-        self.names, self.children, self.target = names, children, target
-        self.read_type = pa.struct([pa.field(name, child.read_type) for name, child in zip(names, children)])
+    def __init__(self, keys: _Keys, children: list[_Node], target: pa.StructType):
+        self.keys, self.children, self.target = keys, children, target
+        self.read_type = keys.read_type([child.read_type for child in children])
 
     def refused(self, array):
         present = non_null(array)
         found = None
-        for index, child in enumerate(self.children):
-            mask = child.misfits(array.field(index))
+        for child, column in zip(self.children, self.keys.columns(array)):
+            mask = child.misfits(column)
             if mask is not None:
                 mask = mask & present  # a null record's fields are null too, and no fault of theirs
                 found = mask if found is None else found | mask
         return found
 
     def convert(self, array):
-        columns = [child.pseudonyms(child.convert(array.field(index))) for index, child in enumerate(self.children)]
+        columns = [child.pseudonyms(child.convert(column)) for child, column in zip(self.children, self.keys.columns(array))]
         mask = None if array.null_count == 0 else pc.invert(array.is_valid())
         return pa.StructArray.from_arrays(columns, fields=list(self.target), mask=mask)
 
@@ -453,7 +485,7 @@ class _Compiler:
         if (kind, connect) == ("record", VARIABLE_SCALE_DECIMAL):
             raise NotColumnar("a Debezium VariableScaleDecimal holds base64 bytes")
         if kind in ("record", "error"):
-            names, children = [], []
+            children = []
             for index, avro_field in enumerate(avro.get("fields", [])):
                 name = avro_field["name"]
                 if (name,) in pii:
@@ -461,8 +493,7 @@ class _Compiler:
                 else:
                     deeper = frozenset(p[1:] for p in pii if len(p) > 1 and p[0] == name)
                     children.append(self.node(avro_field["type"], target.field(index).type, deeper))
-                names.append(name)
-            return _Struct(names, children, target)
+            return _Struct(_Keys(avro.get("fields", [])), children, target)
         if kind == "array":
             return _List(self.node(avro["items"], target.value_type), target)
         if kind == "map":

@@ -7,8 +7,10 @@ within a float's range), text for string and enum (one of its symbols), base64 t
 its text for a decimal (no more fractional digits than its scale, no more digits than its precision), days for a
 date, milli- or microseconds for times and timestamps, an object for a record (a field absent or null only where the
 schema allows null; keys the schema does not know are ignored; a repeated key's last value counts), an array, an
-object for a map, the value of the first member that takes it for a union. Anything else is a dead letter whose error
-names the field and what it holds. A value nested more than `MAX_JSON_DEPTH` arrays and objects deep is one too.
+object for a map, the value of the first member that takes it for a union. A record field's value is under its name,
+or under one of its Avro `aliases` (keys that are no Avro names, like `$schema`): the first of them present and not
+null. Anything else is a dead letter whose error names the field and what it holds. A value nested more than
+`MAX_JSON_DEPTH` arrays and objects deep is one too.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from kafka_lake.arrow_mapping import MAX_JSON_DEPTH
-from kafka_lake.avro_types import NAMED_KINDS, AvroType, logical_type, named_types, type_name
+from kafka_lake.avro_types import NAMED_KINDS, AvroType, json_keys, logical_type, named_types, type_name
 from kafka_lake.catalog import SchemaVersion
 from kafka_lake.decoded_batch import Undecodable
 
@@ -257,14 +259,23 @@ class _Readers:
         raise ValueError(f"Avro type {node!r} has no JSON reading")
 
     def _record(self, node: dict) -> ReadJson:
-        fields = [(f["name"], self.reader(f["type"])) for f in node.get("fields", [])]
+        fields = [(f["name"], json_keys(f), self.reader(f["type"])) for f in node.get("fields", [])]
 
-        def read_record(value, path):
+        if all(len(keys) == 1 for _, keys, _ in fields):
+            def read_record(value, path):
+                if type(value) is not dict:
+                    raise _refuse(path, value, "an object (a record)")
+                prefix = f"{path}." if path else ""
+                return {name: read(value.get(name), prefix + name) for name, _, read in fields}
+            return read_record
+
+        def read_aliased_record(value, path):  # a field's value is under its first key present and not null
             if type(value) is not dict:
                 raise _refuse(path, value, "an object (a record)")
             prefix = f"{path}." if path else ""
-            return {name: read(value.get(name), prefix + name) for name, read in fields}
-        return read_record
+            return {name: read(next((value[key] for key in keys if value.get(key) is not None), None), prefix + name)
+                    for name, keys, read in fields}
+        return read_aliased_record
 
     def _union(self, union: list) -> ReadJson:
         takes_null = "null" in union

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafka_lake.arrow_mapping import column_at
+from kafka_lake.avro_types import json_keys_at
 from kafka_lake.catalog import SchemaVersion, TopicSpec, record_full_name
 from kafka_lake.decoded_batch import DecodedBatch, Undecodable
 from kafka_lake.framing import FramedValues, FramingError, split_confluent, split_json
@@ -97,8 +98,8 @@ class TopicRouter:
         field = self._route.field  # None: routed by the Avro record's full name
         if self._topic.format == "json" and field is not None:
             left = set(int(i) for i in np.flatnonzero(present))
-            for _, indices in framed.by_schema_id():  # the rest, record by record below
-                read, _ = read_json_field(framed, indices, field, _arrow_type(self._route.values))
+            for schema_id, indices in framed.by_schema_id():  # the rest, record by record below
+                read, _ = read_json_field(framed, indices, self._json_keys(schema_id), _arrow_type(self._route.values))
                 for index, value in read:
                     values[index] = _ABSENT if value is None else value
                     left.discard(index)
@@ -139,14 +140,21 @@ class TopicRouter:
                 elif isinstance(self._read_record_name(cast(bytes, batch.values[index]), why, index), _Elsewhere):
                     owner[index] = 1
 
+    def _json_keys(self, schema_id: int | None) -> tuple[tuple[str, ...], ...]:
+        """The JSON keys of the route field's path in the version a schema id names (a plain value's: the newest; an
+        unknown id's too, whose record is then no table's to decode)."""
+        version = self._version_for(schema_id) if schema_id is not None else None
+        schema = (version or self._topic.schema_versions[-1]).schema
+        return json_keys_at(schema, self._route.field or ())
+
     def _read_json_route(self, value: bytes, why: dict[int, str], index: int) -> Any:
         try:
-            _, payload = split_json(value)
+            schema_id, payload = split_json(value)
             document = parse_json_object(payload, "JSON value")
         except (FramingError, Undecodable) as error:
             why[index] = f"its route field cannot be read: {error}"
             return None
-        return _at_path(document, self._route.field)
+        return _at_path(document, self._json_keys(schema_id))
 
     def _read_record_name(self, value: bytes, why: dict[int, str], index: int) -> Any:
         """The full name of the record the value's schema id names; an `_Elsewhere` for an id only another table
@@ -177,11 +185,12 @@ def _is_in(column: pa.ChunkedArray, values: Sequence[object]) -> np.ndarray:
     return np.asarray(found.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def _at_path(document: dict, path: tuple[str, ...] | None) -> Any:
-    """The value at a field path of a JSON object (an object or array there is a value no route takes)."""
+def _at_path(document: dict, path: tuple[tuple[str, ...], ...]) -> Any:
+    """The value at a field path (each step's JSON keys) of a JSON object, as the record path reads it: under a step's
+    first key present and not null (an object or array there is a value no route takes)."""
     found: Any = document
-    for step in path or ():
-        found = found.get(step) if isinstance(found, dict) else None
+    for keys in path:
+        found = next((found[key] for key in keys if found.get(key) is not None), None) if isinstance(found, dict) else None
     return _ABSENT if found is None else found
 
 

@@ -372,3 +372,91 @@ def test_given_random_events_right_and_wrong_then_both_paths_land_and_refuse_the
 
     assert_same(columnar, reference)
     assert columnar.records == columnar.rows_count + sum(t.num_rows for t in columnar.dead_letters.values())
+
+
+# --- JSON keys that are no Avro names, read through Avro aliases ------------------------------------------------
+
+WIKI_EVENT = {
+    "type": "record", "name": "RecentChange", "namespace": "org.wikimedia", "fields": [
+        {"name": "schema_uri", "type": "string", "aliases": ["$schema"]},
+        {"name": "timestamp", "type": "string", "aliases": ["@timestamp"]},
+        {"name": "title", "type": ["null", "string"], "default": None},
+        {"name": "reactions", "type": ["null", {"type": "record", "name": "Reactions", "fields": [
+            {"name": "plus_one", "type": "int", "aliases": ["+1"]},
+            {"name": "minus_one", "type": "int", "aliases": ["-1"]},
+            {"name": "laugh", "type": "int"}]}], "default": None},
+    ],
+}
+
+
+def wiki_event(**overrides) -> dict:
+    value = {"$schema": "/mediawiki/recentchange/1.0.0", "@timestamp": "2026-11-01T13:05:06Z", "title": "Zoë",
+             "reactions": {"+1": 3, "-1": 0, "laugh": 1}, "meta": {"domain": "en.wikipedia.org"}}
+    return value | overrides
+
+
+def test_json_keys_that_are_no_avro_names_land_in_the_columns_their_aliases_name(tmp_path):
+    """Given Wikimedia's `$schema`, ECS's `@timestamp` (the event time) and GitHub's `+1` reactions, each named by an
+    Avro alias of a field whose name a column can take."""
+    topic = json_topic(tmp_path, [WIKI_EVENT], {"source": "event_time", "field": "timestamp"})
+    values = [text(wiki_event()),
+              text(wiki_event(schema_uri="/by/its/name", **{"$schema": "/by/its/alias"})),  # its name wins
+              text(wiki_event(schema_uri=None)),  # a null under its name: the alias's value
+              text(wiki_event(reactions={"plus_one": 5, "-1": 2, "laugh": 0})),
+              text({k: v for k, v in wiki_event().items() if k != "$schema"}),  # under no key: absent
+              text(wiki_event(reactions={"+1": "many", "-1": 0, "laugh": 1}))]
+
+    columnar, reference, left = decode_both(topic, values)
+
+    assert_same(columnar, reference)
+    rows = {row["_kafka_offset"]: row for row in next(iter(columnar.rows.values())).to_pylist()}
+    assert rows[0]["schema_uri"] == "/mediawiki/recentchange/1.0.0" and rows[0]["timestamp"] == "2026-11-01T13:05:06Z"
+    assert rows[0]["reactions"] == {"plus_one": 3, "minus_one": 0, "laugh": 1}
+    assert rows[1]["schema_uri"] == "/by/its/name" and rows[2]["schema_uri"] == "/mediawiki/recentchange/1.0.0"
+    assert rows[3]["reactions"] == {"plus_one": 5, "minus_one": 2, "laugh": 0}
+    assert list(columnar.rows)[0].hour == dt.datetime(2026, 11, 1, 13, tzinfo=UTC)
+    errors = {row["_kafka_offset"]: row["error"] for row in dead_letter_rows(columnar)}
+    assert errors[4].endswith("schema_uri: absent or null, and its type has no null")
+    assert errors[5].endswith('reactions.plus_one: "many" is not a whole number in -2147483648..2147483647')
+    assert 0 not in left, "aliases are read as columns"
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+def test_a_route_field_is_read_under_its_aliases_too(tmp_path, columnar):
+    from kafka_lake.catalog import load_catalog
+
+    for table, kind in (("opens", "cartOpen"), ("closes", "cartClose")):
+        schema = {"type": "record", "name": "Cart", "fields": [
+            {"name": "kind", "type": "string", "aliases": ["@type"]}, {"name": "n", "type": "int"}]}
+        folder = tmp_path / "shop" / table
+        folder.mkdir(parents=True)
+        (folder / "v1.avsc").write_text(json.dumps(schema))
+        (folder / "topic.yaml").write_text(json.dumps({
+            "topic": "shop.carts", "owner": "team-test", "format": "json", "start_hour": "2026-11-01T00:00Z",
+            "time_partitioning": {"source": "kafka_time"}, "route": {"field": "kind", "equals": kind},
+            "schema_versions": [{"version": 1, "file": "v1.avsc", "registry_id": 901 if table == "opens" else 902}]}))
+    catalog = load_catalog(tmp_path)
+    values = [b'{"@type": "cartOpen", "n": 1}', b'{"kind": "cartOpen", "n": 2}', b'{"@type": "cartClose", "n": 3}',
+              b'{"kind": null, "@type": "cartOpen", "n": 4}', b'{"n": 5}']
+
+    opens, closes = (BatchDecoder(table, CatalogSchemas(table), None, columnar=columnar).decode(records(values))
+                     for table in (catalog.by_name("shop", "opens"), catalog.by_name("shop", "closes")))
+
+    assert sorted(n for t in opens.rows.values() for n in t.column("n").to_pylist()) == [1, 2, 4]
+    assert sorted(n for t in closes.rows.values() for n in t.column("n").to_pylist()) == [3]
+    assert [row["_kafka_offset"] for t in closes.unrouted.values() for row in t.to_pylist()] == [4], "no key: unrouted"
+
+
+@pytest.mark.parametrize(("fields", "problem"), [
+    ([{"name": "a", "type": "int", "aliases": ["b"]}, {"name": "b", "type": "int"}],
+     "field 'a' of record 'R' has alias 'b', which is already field 'b''s name"),
+    ([{"name": "a", "type": "int", "aliases": ["$x"]}, {"name": "b", "type": "int", "aliases": ["$x"]}],
+     "field 'b' of record 'R' has alias '$x', which is already field 'a''s alias"),
+    ([{"name": "a", "type": "int", "aliases": "$x"}], "aliases are a list of non-empty texts"),
+])
+def test_an_alias_that_would_name_two_fields_fails_at_load_naming_the_file(tmp_path, fields, problem):
+    from kafka_lake.catalog import CatalogError
+
+    with pytest.raises(CatalogError) as refused:
+        json_topic(tmp_path, [{"type": "record", "name": "R", "fields": [{"name": "ts", "type": "long"}, *fields]}])
+    assert "v1.avsc" in str(refused.value) and problem in str(refused.value), str(refused.value)
