@@ -111,10 +111,10 @@ class _JsonLines:
             raise ValueError("a JSON block holds values of one framing")
         values = framed.values if len(indices) == len(framed.values) else framed.values.take(pa.array(indices))
         payloads = pc.binary_slice(values, int(header[0]) if len(indices) else 0, 2**31 - 1)
-        brackets = pc.add(pc.count_substring(payloads, "["), pc.count_substring(payloads, "{")).to_numpy(zero_copy_only=False)
-        breaks = pc.or_(pc.match_substring(payloads, "\n"), pc.match_substring(payloads, "\r")).to_numpy(zero_copy_only=False)
-        lenient = pc.or_(pc.match_substring(payloads, "NaN"), pc.match_substring(payloads, "Inf")).to_numpy(zero_copy_only=False)
-        fine = (brackets <= MAX_JSON_DEPTH) & ~breaks & ~lenient & (pc.binary_length(payloads).to_numpy(zero_copy_only=False) > 0)
+        brackets = pc.count_substring_regex(payloads, r"[\[{]").to_numpy(zero_copy_only=False)
+        # One pass for both: a line break, or the text of a literal the reader takes and JSON has not.
+        unreadable = pc.match_substring_regex(payloads, "[\n\r]|NaN|Inf").to_numpy(zero_copy_only=False)
+        fine = (brackets <= MAX_JSON_DEPTH) & ~unreadable & (pc.binary_length(payloads).to_numpy(zero_copy_only=False) > 0)
         fine &= _utf8(payloads)
         self.refused = list(indices[~fine])
         self.indices = indices[fine]

@@ -22,6 +22,7 @@ import decimal
 import json
 import math
 import re
+import sys
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -117,7 +118,7 @@ def parse_json_object(payload: memoryview | bytes, described: str) -> dict:
         raise Undecodable("undecodable_payload", f"{described} is not UTF-8 text: byte {error.start} of "
                                                  f"{len(data)} (0x{data[error.start]:02x})") from None
     try:
-        document = json.loads(text, parse_float=_json_number, parse_int=_json_whole_number, parse_constant=_no_constant)
+        document = _loads(text)
     except RecursionError:
         document = None  # nested too deeply for the parser: said below
         depth = MAX_JSON_DEPTH + 1
@@ -137,16 +138,22 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-# Python turns the text of a longer whole number into an int in time growing with the square of its digits, and
-# refuses to by default (`sys.get_int_max_str_digits`).
-_INT_TEXT_DIGITS = 4300
+def _loads(text: str) -> Any:
+    """The JSON value of `text`, numbers with a fraction or exponent as exact decimals. Python refuses to turn a whole
+    number of more than 4,300 digits into an int (it would take time growing with the square of its digits): such a
+    text is read again holding those numbers as decimals, exactly, which every column refuses as out of its range (as
+    the columnar reader does) and a field no schema names ignores. Only that text pays for reading numbers in Python."""
+    try:
+        return json.loads(text, parse_float=_json_number, parse_constant=_no_constant)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # the int conversion's limit; `_no_constant`'s refusal is raised again below
+        return json.loads(text, parse_float=_json_number, parse_int=_json_whole_number, parse_constant=_no_constant)
 
 
 def _json_whole_number(text: str) -> int | decimal.Decimal:
-    """A JSON number without fraction or exponent; one too long for an int is held as a decimal, exactly (read in
-    linear time), which every column refuses as out of its range, as the columnar reader does, and a field no schema
-    names ignores."""
-    return int(text) if len(text) <= _INT_TEXT_DIGITS else decimal.Decimal(text)
+    limit = sys.get_int_max_str_digits()  # 0: no limit
+    return int(text) if not limit or len(text) <= limit else decimal.Decimal(text)
 
 
 def _json_number(text: str) -> decimal.Decimal:
