@@ -193,48 +193,69 @@ def is_time_type(node: AvroType) -> bool:
 
 
 def evolution_problem(older: dict, newer: dict) -> str | None:
-    """Why `newer` cannot follow `older` in one table (a field's type narrowed or changed), or None."""
-    return _record_problem(older, newer, named_types(older), named_types(newer), prefix="")
+    """Why `newer` cannot follow `older` in one table (a field's type narrowed or changed), or None. A field of `newer`
+    that an `aliases` entry names after a field `older` has and `newer` lacks is that field renamed (Avro's way)."""
+    return _record_problem(older, newer, named_types(older), named_types(newer), prefix="", open_records=[])
 
 
-def _record_problem(old: dict, new: dict, old_names, new_names, prefix: str) -> str | None:
+def renamed_field(new_record: dict, old_name: str, old_names: set[str]) -> dict | None:
+    """The field of `new_record` that Avro's rename gives `old_name` (a field no longer there by that name): the one
+    naming it among its aliases, whose own name is new."""
+    if any(f["name"] == old_name for f in new_record.get("fields", [])):
+        return None
+    return next((f for f in new_record.get("fields", []) if f["name"] not in old_names and old_name in f.get("aliases", ())),
+                None)
+
+
+def _record_problem(old: dict, new: dict, old_names, new_names, prefix: str, open_records: list[int]) -> str | None:
+    if id(old) in open_records:  # a record that contains itself: its fields were compared where it opened
+        return None
+    open_records = [*open_records, id(old)]
     new_fields = {f["name"]: f for f in new.get("fields", [])}
+    old_field_names = {f["name"] for f in old.get("fields", [])}
     for old_field in old.get("fields", []):
-        new_field = new_fields.get(old_field["name"])
+        new_field = new_fields.get(old_field["name"]) or renamed_field(new, old_field["name"], old_field_names)
         if new_field is None:
             continue  # a removed field stays in the table as a column the new rows leave null
         path = f"{prefix}{old_field['name']}"
-        problem = _type_problem(old_field["type"], new_field["type"], old_names, new_names, path)
+        problem = _type_problem(old_field["type"], new_field["type"], old_names, new_names, path, open_records)
         if problem:
             return problem
     return None
 
 
-def _type_problem(old: AvroType, new: AvroType, old_names, new_names, path: str) -> str | None:
+def _type_problem(old: AvroType, new: AvroType, old_names, new_names, path: str, open_records: list[int]) -> str | None:
     old, new = resolve(old, old_names), resolve(new, new_names)
     old_kind, new_kind = type_name(old), type_name(new)
     if old_kind == "union" or new_kind == "union":
-        old_members = old if isinstance(old, list) else [old]
-        new_members = new if isinstance(new, list) else [new]
-        if len(non_null_members(old_members)) == 1 and len(non_null_members(new_members)) == 1:
+        old_members = [resolve(m, old_names) for m in non_null_members(old if isinstance(old, list) else [old])]
+        new_members = [resolve(m, new_names) for m in non_null_members(new if isinstance(new, list) else [new])]
+        if len(old_members) == 1 and len(new_members) == 1:
             # Nullability may change; the value type must stay compatible.
-            return _type_problem(
-                non_null_members(old_members)[0], non_null_members(new_members)[0], old_names, new_names, path
-            )
-        if _describe(old) != _describe(new):
-            return f"field {path!r} changed its union from {_describe(old)} to {_describe(new)}"
+            return _type_problem(old_members[0], new_members[0], old_names, new_names, path, open_records)
+        # A union may gain members (Avro's resolution and the registry's BACKWARD mode accept it: its struct gains a
+        # field); each member it had keeps its type.
+        new_by_key = {union_member_key(m): m for m in new_members}
+        dropped = [union_member_key(m) for m in old_members if union_member_key(m) not in new_by_key]
+        if dropped:
+            return (f"field {path!r} changed its union from {_describe(old)} to {_describe(new)}: a union may gain "
+                    f"members, not lose {', '.join(dropped)}")
+        for member in old_members:
+            problem = _type_problem(member, new_by_key[union_member_key(member)], old_names, new_names, path, open_records)
+            if problem:
+                return problem
         return None
     if logical_type(old) != logical_type(new):
         return f"field {path!r} changed logical type from {logical_type(old)} to {logical_type(new)}"
     if old_kind in ("record", "error"):
         if new_kind not in ("record", "error"):
             return f"field {path!r} changed from a record to {new_kind}"
-        return _record_problem(old, new, old_names, new_names, prefix=f"{path}.")
+        return _record_problem(old, new, old_names, new_names, f"{path}.", open_records)
     if old_kind in ("array", "map"):
         if new_kind != old_kind:
             return f"field {path!r} changed from {old_kind} to {new_kind}"
         key = "items" if old_kind == "array" else "values"
-        return _type_problem(old[key], new[key], old_names, new_names, f"{path}[]")
+        return _type_problem(old[key], new[key], old_names, new_names, f"{path}[]", open_records)
     if old_kind == "enum":
         if new_kind != "enum":
             return f"field {path!r} changed from enum to {new_kind}"
@@ -248,6 +269,14 @@ def _type_problem(old: AvroType, new: AvroType, old_names, new_names, path: str)
     if not avro_type_widens(old_kind, new_kind):
         return f"field {path!r} changed type from {old_kind} to {new_kind} (only int → long, int → float/double and float → double can share a table column)"
     return None
+
+
+def union_member_key(node: AvroType) -> str:
+    """What makes a union's member the same one in every version: its named type's name, else its kind (Avro allows
+    one member of each unnamed kind in a union)."""
+    if isinstance(node, dict) and node.get("type") in NAMED_KINDS:
+        return str(node.get("name"))
+    return type_name(node)
 
 
 def _describe(node: AvroType) -> str:
@@ -383,7 +412,7 @@ class _Shape:
         seen: dict[str, str] = {}
         levels, empty = 0, True
         space = full.rsplit(".", 1)[0] if "." in full else None
-        names = {child.get("name") for child in fields if isinstance(child, dict)}
+        names = {child.get("name") for child in fields if isinstance(child, dict) and isinstance(child.get("name"), str)}
         keys: dict[str, str] = {}  # a JSON key (an alias) → the field it belongs to
         for child in fields:
             name = child.get("name") if isinstance(child, dict) else None

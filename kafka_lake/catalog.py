@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -27,6 +27,7 @@ from kafka_lake.avro_types import (
     type_name,
     unwrap_nullable,
 )
+from kafka_lake.column_lineage import LineageError, column_paths, lineage
 from kafka_lake.connect_types import TIME_UNIT_OF, ConnectTypeError, connect_name, with_connect_logical_types
 from kafka_lake.layout import KAFKA_COLUMN_PREFIX, PARTITION_COLUMNS, is_lake_column
 from kafka_lake.topic_yaml import (
@@ -70,6 +71,8 @@ class SchemaVersion:
 
 
 RouteValue = str | int | bool
+# (version, Avro field path, the column path it lands in) of the fields that land in another column than their name.
+FieldColumns = tuple[tuple[int, tuple[str, ...], tuple[str, ...]], ...]
 
 
 @dataclass(frozen=True)
@@ -137,7 +140,8 @@ class TopicSpec:
     allowed_lateness_hours: int
     target_file_mb: int
     dead_letter_retention_days: int
-    # Top-level Avro field → column name, for fields whose own name a column cannot take (`date`, `hour`, …).
+    # Column → the name it lands under, for fields whose own name a column cannot take (`date`, `hour`, …); a column
+    # is named by the first name its field had (`field_columns`), as `rename` in topic.yaml may name any of its names.
     rename: tuple[tuple[str, str], ...]
     time_unit: str | None  # what a plain long event time counts (s, ms, us, ns); None: not set, ms
     source_file: str
@@ -153,6 +157,9 @@ class TopicSpec:
     # none takes is unrouted, and lands in the topic's unrouted dead letters through the first routed table alone.
     routed_siblings: tuple[RoutedSibling, ...] = ()
     lands_unrouted: bool = True
+    # (version, Avro field path, the column path it lands in) of every field renamed with an Avro alias, and the fields
+    # inside it: they land in the column of the field they renamed (`column_lineage`).
+    field_columns: FieldColumns = ()
 
     @property
     def placement(self) -> tuple:
@@ -171,12 +178,27 @@ class TopicSpec:
 
     @property
     def columns_by_field(self) -> dict[str, str]:
-        """The renamed top-level fields: Avro field name → column name."""
+        """The renamed columns: column (its first name) → the name it lands under (`rename`)."""
         return dict(self.rename)
 
+    def columns_of(self, version: SchemaVersion) -> dict[str, str]:
+        """A version's top-level Avro fields whose column has another name: by `rename`, or the field an alias renamed."""
+        renamed = dict(self.rename)
+        followed = {path[0]: landed[0] for number, path, landed in self.field_columns
+                    if number == version.version and len(path) == 1}
+        columns = {}
+        for avro_field in version.schema["fields"]:
+            column = followed.get(avro_field["name"], avro_field["name"])
+            column = renamed.get(column, column)
+            if column != avro_field["name"]:
+                columns[avro_field["name"]] = column
+        return columns
+
     def column_path(self, field_path: tuple[str, ...]) -> tuple[str, ...]:
-        """Where an Avro field path (as the catalog's keys name fields) lands among the table's columns."""
-        return (self.columns_by_field.get(field_path[0], field_path[0]), *field_path[1:])
+        """Where an Avro field path (as the catalog's keys name fields, in any version's names) lands among the
+        table's columns."""
+        landed = next((landed for _, path, landed in self.field_columns if path == field_path), field_path)
+        return (self.columns_by_field.get(landed[0], landed[0]), *landed[1:])
 
     @property
     def subject_column(self) -> tuple[str, ...] | None:
@@ -493,7 +515,8 @@ def _topic_spec(entry: TopicYaml, database: str, table: str, folder: Path, where
     `table_format`: the deployment's, unless the entry names its own."""
     versions = _load_versions(entry.schema_versions, folder, where)
     _check_recursion(entry.recursive_records, versions, where)
-    _check_rename(entry.rename, versions, where)
+    field_columns = _field_columns(versions, where)
+    rename = _rename_by_column(entry.rename, versions, field_columns, where)
     time_field = _check_time_partitioning(entry.time_partitioning, versions, where)
     time_unit = entry.time_partitioning.unit if entry.time_partitioning is not None else None
     if time_field is not None and time_unit is None:  # Debezium's NanoTimestamp says its unit itself
@@ -501,6 +524,7 @@ def _topic_spec(entry: TopicYaml, database: str, table: str, folder: Path, where
     pii_fields = tuple(tuple(p.split(".")) for p in entry.pii_fields)
     for pii in pii_fields:
         _check_field_path(versions, pii, f"pii_fields entry {'.'.join(pii)!r}", where, json_allowed=True)
+    pii_fields = _in_every_name(pii_fields, field_columns)
     if entry.subject_field is not None:
         _check_field_path(versions, tuple(entry.subject_field.split(".")), f"subject_field {entry.subject_field!r}", where)
     route = _check_route(entry.route, versions, where) if entry.route is not None else None
@@ -526,7 +550,7 @@ def _topic_spec(entry: TopicYaml, database: str, table: str, folder: Path, where
         allowed_lateness_hours=entry.lateness_hours,
         target_file_mb=entry.target_file_mb,
         dead_letter_retention_days=entry.dead_letter_retention_days,
-        rename=tuple(sorted(entry.rename.items())),
+        rename=tuple(sorted(rename.items())),
         time_unit=time_unit,
         source_file=where,
         table_format=_table_format_of(entry, table_format, where),
@@ -536,10 +560,61 @@ def _topic_spec(entry: TopicYaml, database: str, table: str, folder: Path, where
         key_schema=key_schema,
         keep_tombstones=entry.keep_tombstones,
         archived=archived,
+        field_columns=field_columns,
     )
+    _check_landed_schema(spec)
     if spec.table_format == "iceberg":
         _check_iceberg_table(spec)
     return spec
+
+
+def _field_columns(versions: list[SchemaVersion], where: str) -> FieldColumns:
+    """Where each version's fields renamed with an Avro alias land (`TopicSpec.field_columns`)."""
+    try:
+        root = lineage([version.schema for version in versions])
+    except LineageError as error:
+        version = versions[error.version]
+        raise CatalogError(f"{where}: version {version.version} ({version.file}): {error}") from None
+    return tuple((version.version, path, landed) for index, version in enumerate(versions)
+                 for path, landed in sorted(column_paths(root, index, version.schema).items()))
+
+
+def _in_every_name(paths: tuple[tuple[str, ...], ...], field_columns: FieldColumns) -> tuple[tuple[str, ...], ...]:
+    """Field paths (of `pii_fields`) with every other name their fields have in some version: a field renamed with an
+    alias is pseudonymized as the field it renamed, whichever name the catalog gives."""
+    columns = {next((landed for _, path, landed in field_columns if path == given), given) for given in paths}
+    more = sorted({path for _, path, landed in field_columns if landed in columns} | columns)
+    return paths + tuple(path for path in more if path not in paths)
+
+
+def _rename_by_column(rename: dict[str, str], versions: list[SchemaVersion], field_columns: FieldColumns,
+                      where: str) -> dict[str, str]:
+    """`rename` (a top-level Avro field, of any version → its column name) as column (its first name) → column name,
+    checked against every version's columns."""
+    def column_of(number: int, name: str) -> str:
+        return next((landed[0] for version, path, landed in field_columns if version == number and path == (name,)), name)
+
+    by_column: dict[str, tuple[str, str]] = {}  # column → (the name it lands under, the key that said so)
+    for field_name, name in rename.items():
+        landed = {column_of(v.version, field_name) for v in versions if field_name in _top_level_names(v)}
+        if not landed:
+            raise CatalogError(f"{where}: rename.{field_name} names no top-level field of any schema version")
+        for column in landed:
+            if column in by_column and by_column[column][0] != name:
+                raise CatalogError(f"{where}: rename.{field_name} and rename.{by_column[column][1]} name the same column "
+                                   f"{column!r} (a field and the field it renamed with an alias) with different names")
+            by_column[column] = (name, field_name)
+    names = {column: name for column, (name, _) in by_column.items()}
+
+    def labelled(version: SchemaVersion, field_name: str) -> tuple[str, str]:
+        column = column_of(version.version, field_name)
+        label = f"field {field_name!r}" + (f" (the field {column!r} renamed by its alias)" if column != field_name else "")
+        if column in by_column:
+            label += f" (renamed to {names[column]!r} by rename.{by_column[column][1]})"
+        return names.get(column, column), label
+
+    _check_columns(versions, labelled, where)
+    return names
 
 
 def _table_format_of(entry: TopicYaml, deployment: str, where: str) -> str:
@@ -550,6 +625,18 @@ def _table_format_of(entry: TopicYaml, deployment: str, where: str) -> str:
             raise CatalogError(f"{where}: table_format iceberg: a raw archive (format: raw) lands in the Hive layout only")
         return "hive"
     return entry.table_format or deployment
+
+
+def _check_landed_schema(spec: TopicSpec) -> None:
+    """Every version's fields must share the table's columns (`landed_schema`, imported only when a topic loads)."""
+    if spec.format == "raw":
+        return
+    from kafka_lake.landed_schema import LandedSchema, LandedSchemaError
+
+    try:
+        LandedSchema(spec)
+    except LandedSchemaError as error:
+        raise CatalogError(f"{spec.source_file}: {error}") from None
 
 
 def _check_iceberg_table(spec: TopicSpec) -> None:
@@ -646,17 +733,15 @@ def _check_recursion(choice: str, versions: list[SchemaVersion], where: str) -> 
                 )
 
 
-def _check_rename(rename: dict[str, str], versions: list[SchemaVersion], where: str) -> None:
-    """`rename` (top-level Avro field → column name) against every version's columns."""
-    for field_name in rename:
-        if not any(field_name in _top_level_names(v) for v in versions):
-            raise CatalogError(f"{where}: rename.{field_name} names no top-level field of any schema version")
+def _check_columns(versions: list[SchemaVersion], column_of: Callable[[SchemaVersion, str], tuple[str, str]],
+                   where: str) -> None:
+    """Every version's top-level columns (a field's column and how to name it in a message: `column_of`) against the
+    lake's own and each other."""
     for version in versions:
         schema_file = Path(where).parent / version.file
         taken: dict[str, str] = {}
         for field_name in _top_level_names(version):
-            column = rename.get(field_name, field_name)
-            label = f"field {field_name!r}" + (f" (renamed to {column!r} by rename.{field_name})" if column != field_name else "")
+            column, label = column_of(version, field_name)
             if is_lake_column(column):
                 fix = "choose another name in rename" if column != field_name else (
                     f"map it to another column with `rename: {{{field_name}: <column>}}`")

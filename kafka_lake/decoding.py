@@ -29,6 +29,7 @@ from kafka_lake.json_columns import JsonColumns, json_mapping_for
 from kafka_lake.json_records import JsonRecords
 from kafka_lake.kafka_records import BatchPositions, KafkaBatch, KafkaColumns, KafkaRecord, names_an_hour
 from kafka_lake.key_columns import EveryIdIsTheKey, KeyColumns, trailing_columns
+from kafka_lake.landed_schema import LandedSchema
 from kafka_lake.pii import ColumnPseudonymizer, pseudonymizer_for
 from kafka_lake.placement import HOUR_MS, TimePlacement, place_by_hour
 from kafka_lake.record_decoding import AvroRecords, DecodedValue, decode_records
@@ -87,6 +88,7 @@ class BatchDecoder:
         self._columnar = columnar
         self._by_schema_id: dict[int | None, VersionDecoding | str] = {}  # a decoding, or why the id is unknown
         self._by_version: dict[int, VersionDecoding] = {}
+        self._landed_schema: LandedSchema | None = None  # made when rows first land
         self._router = None
         if topic.route is not None:
             # An Avro field's route values are read from the values decoded as columns, before any table's own
@@ -203,8 +205,9 @@ class BatchDecoder:
     def _gathered(self, batch: KafkaBatch, present: np.ndarray, placed: dict[Placement, list[pa.Table]],
                   dead: dict[datetime, list[Rejected]], tombstones: int, keys: pa.Table | None = None,
                   records: int | None = None) -> DecodedBatch:
-        """`present`: whether each record of the batch has a value (False: a tombstone)."""
-        rows = {placement: _in_log_order(tables) for placement, tables in placed.items()}
+        """`present`: whether each record of the batch has a value (False: a tombstone). Rows of every schema version
+        land in the table's columns (`landed_schema`)."""
+        rows = {placement: self._landed(placement, _in_log_order(tables)) for placement, tables in placed.items()}
         if self._trailing and rows:
             trailing = KeyColumns.of(self._topic, self._trailing, batch, keys, present)
             rows = {placement: trailing.appended_to(table) for placement, table in rows.items()}
@@ -215,6 +218,13 @@ class BatchDecoder:
             dead_letter_causes=Counter(letter.cause for letters in dead.values() for letter in letters),
             records=len(batch) if records is None else records,
         )
+
+    def _landed(self, placement: Placement, rows: pa.Table) -> pa.Table:
+        if self._topic.format == "raw":
+            return rows
+        if self._landed_schema is None:
+            self._landed_schema = LandedSchema(self._topic)
+        return self._landed_schema.conform(placement.schema_version, rows)
 
     def _decode_records(self, batch: KafkaBatch, indices: list[int], placed: dict[Placement, list[pa.Table]],
                         dead: dict[datetime, list[Rejected]]) -> None:
@@ -247,7 +257,7 @@ class BatchDecoder:
     def _version_decoding(self, version: SchemaVersion) -> VersionDecoding:
         if version.version not in self._by_version:
             topic, pii_fields = self._topic, self._topic.pii_fields
-            mapping = arrow_mapping_for(version, pii_fields, self._pseudonymize, topic.columns_by_field)
+            mapping = arrow_mapping_for(version, pii_fields, self._pseudonymize, topic.columns_of(version))
             record_path = "fastavro" if topic.format == "avro" else "record by record"
             columns: ColumnarPath | None = None
             path = f"{record_path}: columnar decoding is switched off"
