@@ -112,8 +112,8 @@ def measure_ticks(catalog_dir: Path, work: Path, partitions: int, result: SizeRe
 
     from bench.sensor_ticks import create_topics, produce_closing_records
     from dev_services.tansu import TansuBroker
-    from kafka_lake.catalog import load_catalog
     from kafka_lake.hours import KafkaHour
+    from kafka_lake.topics.loader import load_catalog
     from platform_assets import sensors
     from platform_assets.keys import raw_key
     from resources import AlertWebhookResource, KafkaResource, LakeStorageResource

@@ -4,6 +4,7 @@ a plain long counting the topic's unit since the epoch, or RFC 3339 text; one va
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -66,10 +67,10 @@ def _unit_hint(value: int, unit: str | None) -> str:
 def _parse_rfc3339(text: str) -> datetime:
     match = _RFC3339.fullmatch(text)
     if match is None:
-        raise ValueError(f"{text!r} is not an RFC 3339 time like 2026-11-01T13:05:00Z")
+        raise ValueError(f"{_quoted(text)} is not an RFC 3339 time like 2026-11-01T13:05:00Z")
     year, month, day, hour, minute, second, fraction, zulu, sign, offset_h, offset_m = match.groups()
     if zulu is None and sign is None:
-        raise ValueError(f"{text!r} has no UTC offset (end it with Z or ±hh:mm)")
+        raise ValueError(f"{_quoted(text)} has no UTC offset (end it with Z or ±hh:mm)")
     offset = timedelta(0) if zulu else int(sign + "1") * timedelta(hours=int(offset_h), minutes=int(offset_m))
     microsecond = int((fraction or "0")[:6].ljust(6, "0"))  # nanosecond producers: keep microseconds
     try:
@@ -77,7 +78,12 @@ def _parse_rfc3339(text: str) -> datetime:
         moment = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), microsecond)
         return moment.replace(tzinfo=timezone(offset)).astimezone(timezone.utc)
     except (ValueError, OverflowError) as error:
-        raise ValueError(f"{text!r} is not a real time: {error}") from None
+        raise ValueError(f"{_quoted(text)} is not a real time: {error}") from None
+
+
+def _quoted(text: str) -> str:
+    """Text as an error shows it: in JSON's quotes, as the producers of JSON and Avro alike write text, cut short."""
+    return json.dumps(text[:80]) if len(text) <= 80 else f"{json.dumps(text[:80])[:-1]}…\""
 
 
 # --- the same times, a column at once: (epoch hour per row, rows left to `parse_event_time`) ------------------

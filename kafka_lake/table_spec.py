@@ -141,6 +141,8 @@ class SchemaVersion:
 
 
 RouteValue = str | int | bool
+# (version, Avro field path, the column path it lands in) of the fields that land in another column than their name.
+FieldColumns = tuple[tuple[int, tuple[str, ...], tuple[str, ...]], ...]
 
 
 @dataclass(frozen=True)
@@ -198,7 +200,8 @@ class TableSpec(TableKeys):
     schema_versions: tuple[SchemaVersion, ...]
     pii_fields: tuple[tuple[str, ...], ...]
     allowed_lateness_hours: int
-    # Top-level Avro field → column name, for fields whose own name a column cannot take (`date`, `hour`, …).
+    # Column → the name it lands under, for fields whose own name a column cannot take (`date`, `hour`, …); a column
+    # is named by the first name its field had (`field_columns`), as `rename` in topic.yaml may name any of its names.
     rename: tuple[tuple[str, str], ...] = ()
     route: Route | None = None  # None: every record of the topic
     key_schema: SchemaVersion | None = None  # the key's schema (version 0): its fields land as `_kafka_key_<field>`
@@ -207,6 +210,9 @@ class TableSpec(TableKeys):
     # takes is unrouted, and lands in the topic's unrouted dead letters through the first routed table alone.
     routed_siblings: tuple[RoutedSibling, ...] = ()
     lands_unrouted: bool = True
+    # (version, Avro field path, the column path it lands in) of every field renamed with an Avro alias, and the fields
+    # inside it: they land in the column of the field they renamed (`schemas.column_lineage`).
+    field_columns: FieldColumns = ()
 
     @property
     def placement(self) -> tuple:
@@ -225,12 +231,27 @@ class TableSpec(TableKeys):
 
     @property
     def columns_by_field(self) -> dict[str, str]:
-        """The renamed top-level fields: Avro field name → column name."""
+        """The renamed columns: column (its first name) → the name it lands under (`rename`)."""
         return dict(self.rename)
 
+    def columns_of(self, version: SchemaVersion) -> dict[str, str]:
+        """A version's top-level Avro fields whose column has another name: by `rename`, or the field an alias renamed."""
+        renamed = dict(self.rename)
+        followed = {path[0]: landed[0] for number, path, landed in self.field_columns
+                    if number == version.version and len(path) == 1}
+        columns = {}
+        for avro_field in version.schema["fields"]:
+            column = followed.get(avro_field["name"], avro_field["name"])
+            column = renamed.get(column, column)
+            if column != avro_field["name"]:
+                columns[avro_field["name"]] = column
+        return columns
+
     def column_path(self, field_path: tuple[str, ...]) -> tuple[str, ...]:
-        """Where an Avro field path (as the catalog's keys name fields) lands among the table's columns."""
-        return (self.columns_by_field.get(field_path[0], field_path[0]), *field_path[1:])
+        """Where an Avro field path (as the catalog's keys name fields, in any version's names) lands among the
+        table's columns."""
+        landed = next((landed for _, path, landed in self.field_columns if path == field_path), field_path)
+        return (self.columns_by_field.get(landed[0], landed[0]), *landed[1:])
 
     @property
     def subject_column(self) -> tuple[str, ...] | None:

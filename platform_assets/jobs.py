@@ -14,7 +14,7 @@ from dagster import AssetCheckKey, AssetKey, AssetSelection, RunRequest
 from dagster._core.definitions.assets.job.asset_job import build_asset_job, get_asset_graph_for_job
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
-from kafka_lake.topics.loader import TableSpec
+from kafka_lake.table_spec import TableSpec
 from platform_assets.checks import raw_check_keys
 from platform_assets.keys import asset_key, dead_letters_key, raw_key
 

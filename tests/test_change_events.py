@@ -8,6 +8,7 @@ the project's encoder and decoded back.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from decimal import Decimal
 
 import pyarrow as pa
@@ -15,7 +16,7 @@ import pytest
 
 from kafka_lake.tables.table_schema import table_columns
 from tests.test_columnar import assert_same, decode_both
-from tests.test_decoding import KAFKA_MS, framed, only_rows, write_topic
+from tests.test_decoding import KAFKA_MS, dead_letter_rows, framed, only_rows, write_topic
 
 UTC = dt.timezone.utc
 
@@ -158,3 +159,157 @@ def test_a_connect_decimal_without_a_precision_gets_confluents_default_and_lands
     assert_same(columnar, reference)
     assert only_rows(columnar)[0]["amount"] == "-12345.6789"
     assert columnar.rows[next(iter(columnar.rows))].schema.field("amount").type == pa.string()
+
+
+# --- PostgreSQL's infinity, and timestamps beyond the years a column holds -------------------------------------
+
+INFINITY, MINUS_INFINITY = 2**63 - 1, -(2**63)  # what Debezium writes for PostgreSQL's 'infinity' and '-infinity'
+LAST_US = dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+LAST_MS = dt.datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)
+FIRST = dt.datetime(1, 1, 1, tzinfo=UTC)
+TIMES = {"type": "record", "name": "Times", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "created", "type": connect("long", "io.debezium.time.Timestamp")},
+    {"name": "created_us", "type": connect("long", "io.debezium.time.MicroTimestamp")},
+    {"name": "created_ns", "type": connect("long", "io.debezium.time.NanoTimestamp")},
+    {"name": "updated", "type": ["null", connect("string", "io.debezium.time.ZonedTimestamp")], "default": None},
+]}
+
+
+def times(n: int, count: int, text: str | None) -> dict:
+    return {"id": n, "created": count, "created_us": count, "created_ns": count, "updated": text}
+
+
+def test_given_postgresql_infinity_in_debezium_timestamps_then_the_change_lands_with_the_field_at_the_years_ends(
+        tmp_path):
+    """Given change events whose timestamps hold PostgreSQL's infinity and -infinity (Long.MAX and Long.MIN; the text
+    'infinity' in a ZonedTimestamp), in Avro and in JSON, beside ordinary ones."""
+    from tests.test_json_decoding import json_topic
+
+    avro = write_topic(tmp_path / "avro", [TIMES], time_partitioning={"source": "kafka_time"})
+    json_table = json_topic(tmp_path / "json", [TIMES], {"source": "kafka_time"})
+    events = [times(1, INFINITY, "infinity"), times(2, MINUS_INFINITY, "-infinity"), times(3, 1_700_000_000_123, None)]
+
+    for topic, values in ((avro, [framed(avro, event) for event in events]),
+                          (json_table, [json.dumps(event).encode() for event in events])):
+        columnar, reference, _ = decode_both(topic, values)
+
+        # Then every change lands, the infinities at the last and first instant of the years a timestamp holds.
+        assert_same(columnar, reference)
+        rows = {row["id"]: row for row in only_rows(columnar)}
+        assert [rows[1][f] for f in ("created", "created_us", "created_ns", "updated")] == [LAST_MS, LAST_US, LAST_US, LAST_US]
+        assert [rows[2][f] for f in ("created", "created_us", "created_ns", "updated")] == [FIRST] * 4
+        assert rows[3]["created"] == dt.datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=UTC)
+        assert rows[3]["created_ns"] == dt.datetime(1970, 1, 1, 0, 28, 20, tzinfo=UTC), "nanoseconds: 1,700 s"
+        assert not columnar.dead_letters
+
+
+def test_a_timestamp_beyond_the_years_a_column_holds_is_a_dead_letter_naming_the_field_not_blaming_the_bytes(tmp_path):
+    from tests.test_json_decoding import json_topic
+
+    plain = {"type": "record", "name": "Plain", "fields": [
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-micros"}}]}
+    avro = write_topic(tmp_path / "avro", [TIMES], time_partitioning={"source": "kafka_time"})
+    json_table = json_topic(tmp_path / "json", [TIMES], {"source": "kafka_time"})
+    avro_plain = write_topic(tmp_path / "plain", [plain], time_partitioning={"source": "kafka_time"})
+    beyond = {**times(1, 1_700_000_000_123, None), "created_us": 2**62}
+
+    for topic, value in ((avro, framed(avro, beyond)), (json_table, json.dumps(beyond).encode()),
+                         (avro_plain, framed(avro_plain, {"at": dt.datetime(2026, 1, 1, tzinfo=UTC)})[:5] + b"\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01")):
+        columnar, reference, _ = decode_both(topic, [value])
+
+        assert_same(columnar, reference)
+        [letter] = dead_letter_rows(columnar)
+        assert "another schema" not in letter["error"] and "corrupt" not in letter["error"], letter["error"]
+        if topic is not avro_plain:
+            assert ("created_us: 4611686018427387904 epoch microseconds is beyond the years 0001..9999 a timestamp "
+                    "holds") in letter["error"], letter["error"]
+        else:
+            assert "a value its logical type cannot hold" in letter["error"], letter["error"]
+
+
+# --- hostile parameters: the work per value is bounded before anything is built --------------------------------
+
+@pytest.mark.parametrize("scale", [-(2**31), 2**31 - 1, -10_000_000, 10_000_000, 4300], ids=str)
+def test_a_variable_scale_decimal_whose_text_would_pass_the_digits_a_decimal_lands_with_is_a_dead_letter_at_once(
+        orders, scale):
+    """A 15-byte record whose scale is 2^31 - 1 once made a task build a 2 GB text (4 GiB of memory, 6.7 s)."""
+    import tracemalloc
+
+    values = [framed(orders, change(ratio={"scale": scale, "value": unscaled(-12345)})), framed(orders, change())]
+    tracemalloc.start()
+    try:
+        columnar, reference, _ = decode_both(orders, values)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+    assert_same(columnar, reference)
+    [letter] = dead_letter_rows(columnar)
+    assert letter["_kafka_offset"] == 0 and len(only_rows(columnar)) == 1
+    assert f"does not fit its table columns: ratio: a VariableScaleDecimal of scale {scale} and 5 digit(s) would be" \
+           in letter["error"], letter["error"]
+    assert "more than the 4300 a decimal lands with" in letter["error"]
+    assert peak < 32 * 2**20, f"{peak / 2**20:.0f} MiB of Python memory for two records"
+
+
+def test_a_variable_scale_decimal_of_4300_digits_lands_and_one_of_more_bytes_is_refused_before_its_digits_are_made(
+        orders):
+    widest = int("9" * 4300)
+    values = [framed(orders, change(ratio={"scale": 0, "value": unscaled(widest)})),
+              framed(orders, change(ratio={"scale": 2, "value": b"\x7f" + b"\xff" * 100_000}))]
+
+    columnar, reference, _ = decode_both(orders, values)
+
+    assert_same(columnar, reference)
+    assert only_rows(columnar)[0]["ratio"] == "9" * 4300
+    [letter] = dead_letter_rows(columnar)
+    assert "ratio: a VariableScaleDecimal whose unscaled value is 100001 bytes, more than the 4300 digits" in letter["error"]
+
+
+def test_a_decimal_of_more_bytes_than_its_precision_takes_is_refused_before_it_is_read(orders):
+    """fastavro reads a decimal in time growing with the square of its bytes: 100 KB in a decimal(10,2) took 4 s."""
+    values = [framed(orders, change(price=b"\x01" + b"\x00" * 100_000)), framed(orders, change(price=b"\x00" * 100_000 + b"\x01"))]
+
+    columnar, reference, _ = decode_both(orders, values)
+
+    assert_same(columnar, reference)
+    [letter] = dead_letter_rows(columnar)
+    assert letter["_kafka_offset"] == 0
+    assert "a value its logical type cannot hold (a decimal(10,2) of 100001 bytes, more digits than its precision)" \
+           in letter["error"], letter["error"]
+    assert only_rows(columnar)[0]["price"] == Decimal("0.01"), "leading zero bytes are no digits"
+
+
+@pytest.mark.parametrize(("parameters", "error"), [
+    ({"scale": "2147483647"}, "scale '2147483647' and connect.decimal.precision None: the scale must be a whole number "
+                              "of 0..4300 and the precision of 1..4300"),
+    ({"scale": "0", "connect.decimal.precision": "0"}, "connect.decimal.precision '0'"),
+    ({"scale": "-2"}, "scale '-2'"),
+    ({"scale": "two"}, "scale 'two'"),
+    ({"scale": "2", "connect.decimal.precision": "4301"}, "connect.decimal.precision '4301'"),
+    ({"scale": "70", "connect.decimal.precision": "4300"}, None),
+    ({"scale": "70"}, "decimal scale must be less than or equal to the precision of 64"),
+])
+def test_connect_decimal_parameters_no_column_holds_fail_at_load_naming_the_file(tmp_path, parameters, error):
+    from kafka_lake.topics.loader import CatalogError
+
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "amount", "type": connect("bytes", "org.apache.kafka.connect.data.Decimal",
+                                           **{"connect.parameters": parameters})}]}
+    if error is None:
+        write_topic(tmp_path, [schema], time_partitioning={"source": "kafka_time"})
+        return
+    with pytest.raises(CatalogError) as refused:
+        write_topic(tmp_path, [schema], time_partitioning={"source": "kafka_time"})
+    assert "v1.avsc" in str(refused.value) and error in str(refused.value), str(refused.value)
+
+
+def test_an_avro_decimal_of_more_digits_than_the_lake_lands_fails_at_load(tmp_path):
+    from kafka_lake.topics.loader import CatalogError
+
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 2**31 - 1, "scale": 0}}]}
+    with pytest.raises(CatalogError, match=r"v1.avsc: field 'amount' is a decimal of precision 2147483647; the lake holds "
+                                           r"decimals of at most 4300 digits"):
+        write_topic(tmp_path, [schema], time_partitioning={"source": "kafka_time"})

@@ -175,6 +175,7 @@ def test_files_landed_before_and_after_the_headers_column_compact_into_one_schem
     from kafka_lake.kafka.records import KAFKA_HEADERS_TYPE
     from kafka_lake.lake.storage import LakeStorage
     from kafka_lake.lake.table_partition import TablePartition
+    from kafka_lake.schemas.landed_schema import LandedSchema
     from kafka_lake.upkeep.compaction import CompactionTask
     from tests.landing_fixtures import write_test_topic
 
@@ -199,6 +200,8 @@ def test_files_landed_before_and_after_the_headers_column_compact_into_one_schem
 
     [written] = report.files
     rows = pq.read_table(storage.full_path(written.path), filesystem=storage.filesystem)
+    assert rows.column_names[:2] == [f.name for f in LandedSchema(topic).value_fields][:2], "led by the table's columns"
+    rows = rows.select(["id", "_kafka_partition", "_kafka_offset", "_kafka_headers"])
     assert rows.to_pylist() == [{"id": 1, "_kafka_partition": 0, "_kafka_offset": 0, "_kafka_headers": None},
                                 {"id": 2, "_kafka_partition": 0, "_kafka_offset": 1,
                                  "_kafka_headers": [{"key": "k", "value": b"v"}]}]

@@ -17,13 +17,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from kafka_lake.schemas.avro_files import MAX_SCHEMA_DEPTH
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.topics.loader import CatalogError, load_catalog, load_topic
-from tests.constants import REPO
+from tests.conftest import REPO
+from tests.test_columnar import assert_same
 
 SAMPLE = REPO / "schema_catalog" / "shop" / "page_views"
 FUZZ = settings(
@@ -484,6 +485,9 @@ def assert_each_is_a_row_a_dead_letter_or_a_tombstone(topic: TableSpec, values: 
     assert outcomes[0] == outcomes[1], "the columnar and the record path must sort the records alike"
 
 
+LENIENT_TOKENS = [b"NaN", b"-NaN", b"Infinity", b"-Infinity", b"Inf", b"01", b"-0.5e", b"+1", b".5", b"1.", b"0x1F",
+                  b"'text'", b"True", b"None", b"undefined", b"1 /* c */", b"1 // c", b"[1,]", b'{"a": 1,}', b'"\\x41"',
+                  b'"\\q"', b'"tab\there"']
 JSON_MUTATIONS = st.one_of(
     st.tuples(st.just("intact")),
     st.tuples(st.just("tombstone")),
@@ -494,6 +498,8 @@ JSON_MUTATIONS = st.one_of(
         b"{", b"}", b"[", b"]", b",", b":", b'"', b"\\", b"\\u", b"\\ud800", b"null", b"true", b"1e999", b"-",
         b"99999999999999999999999", b"NaN", b"\n", b"\r\n", b"\x00", b"\xff", b"\xef\xbb\xbf", b"[" * 150,
         b'{"a":' * 120, b'"type":"x",', b"\xf0\x9f\x98", b"\t"])),
+    # A value replaced by what a lenient parser reads and JSON has not: both paths must refuse it alike.
+    st.tuples(st.just("value"), st.integers(0, 60), st.sampled_from(LENIENT_TOKENS)),
     st.tuples(st.just("frame"), st.integers(0, 2**32 - 1)),  # a Confluent header, of a known or unknown schema id
     st.tuples(st.just("random"), st.binary(max_size=80)),
     st.tuples(st.just("text"), st.text(max_size=60)),
@@ -505,6 +511,14 @@ def json_mutated(good: bytes, mutation: tuple) -> bytes | None:
     if kind == "splice":
         at = args[0] % (len(good) + 1)
         return good[:at] + args[1] + good[at:]
+    if kind == "value":  # the value after the n-th colon, up to the next comma or closing bracket
+        colons = [at for at, byte in enumerate(good) if byte == ord(":")]
+        if not colons:
+            return good
+        start = colons[args[0] % len(colons)] + 1
+        end = min((at for at in (good.find(b",", start), good.find(b"}", start), good.find(b"]", start)) if at >= 0),
+                  default=len(good))
+        return good[:start] + b" " + args[1] + good[end:]
     if kind == "frame":
         return b"\x00" + (901 if args[0] % 2 else args[0]).to_bytes(4, "big") + good
     if kind == "text":
@@ -561,6 +575,123 @@ def test_given_corrupted_json_values_when_decoded_then_each_record_is_a_row_a_de
             assert_reads_as_a_cause(letter["error"])
         batches.append(batch)
     assert_same(*batches)  # the columnar path lands and refuses exactly what the record path does, value for value
+
+
+# --- Kafka Connect and Debezium types with extreme parameters and values ----------------------------------------
+
+INT32_EDGES = [-(2**31), -(2**31) + 1, -719_163, -719_162, -1, 0, 1, 86_399_999, 86_400_000, 2_932_896, 2_932_897,
+               2**31 - 1]
+INT64_EDGES = [-(2**63), -(2**63) + 1, -(2**62), -62_135_596_800_000_001, -1, 0, 1, 86_399_999_999,
+               253_402_300_799_999_999, 253_402_300_800_000_000, 2**62, 2**63 - 2, 2**63 - 1]
+PARAMETER_TEXTS = ["0", "1", "2", "38", "39", "64", "4300", "4301", "2147483647", "2147483648", "-1", "-2147483648",
+                   "", "abc", "1e3", " 2", "\u0663", "99999999999999999999"]
+DECIMAL_BYTES = st.sampled_from([0, 1, 16, 17, 32, 1786, 1787, 5000, 100_000]).flatmap(
+    lambda size: st.sampled_from([b"\x00", b"\xff", b"\x7f", b"\x80"]).map(lambda byte: byte * size))
+
+
+def connect_field(kind: str, name: str, **extra) -> dict:
+    return {"type": kind, "connect.version": 1, "connect.name": name, **extra}
+
+
+# (Avro type node, values to write): every Connect and Debezium logical type, its parameters from the extremes.
+CONNECT_TYPES = st.one_of(
+    st.tuples(st.sampled_from(["io.debezium.time.Date", "org.apache.kafka.connect.data.Date", "io.debezium.time.Time",
+                               "org.apache.kafka.connect.data.Time"]).map(lambda name: connect_field("int", name)),
+              st.lists(st.sampled_from(INT32_EDGES), min_size=1, max_size=6)),
+    st.tuples(st.sampled_from(["io.debezium.time.MicroTime", "io.debezium.time.NanoTime", "io.debezium.time.Timestamp",
+                               "io.debezium.time.MicroTimestamp", "io.debezium.time.NanoTimestamp",
+                               "org.apache.kafka.connect.data.Timestamp"]).map(lambda name: connect_field("long", name)),
+              st.lists(st.sampled_from(INT64_EDGES), min_size=1, max_size=6)),
+    st.tuples(st.just(connect_field("string", "io.debezium.time.ZonedTimestamp")),
+              st.lists(st.sampled_from(["infinity", "-infinity", "+infinity", "Infinity", "", "0001-01-01T00:00:00Z",
+                                        "9999-12-31T23:59:59.999999999Z", "9999-12-31T23:59:59-00:01",
+                                        "2026-11-01T13:05:00+99:99", "x" * 100_000]), min_size=1, max_size=6)),
+    st.tuples(st.builds(lambda scale, precision: connect_field(
+        "bytes", "org.apache.kafka.connect.data.Decimal",
+        **{"connect.parameters": {"scale": scale, **({} if precision is None else {"connect.decimal.precision": precision})}}),
+        st.sampled_from(PARAMETER_TEXTS), st.one_of(st.none(), st.sampled_from(PARAMETER_TEXTS))),
+        st.lists(DECIMAL_BYTES, min_size=1, max_size=4)),
+    st.tuples(st.builds(lambda precision, scale: {"type": "bytes", "logicalType": "decimal", "precision": precision,
+                                                  "scale": scale},
+                        st.sampled_from([1, 38, 39, 4300, 4301, 2**31 - 1]), st.sampled_from([0, 1, 38, 4300, 2**31 - 1])),
+              st.lists(DECIMAL_BYTES, min_size=1, max_size=4)),
+    st.tuples(st.just({"type": "record", "name": "VariableScaleDecimal", "namespace": "io.debezium.data",
+                       "connect.name": "io.debezium.data.VariableScaleDecimal",
+                       "fields": [{"name": "scale", "type": "int"}, {"name": "value", "type": "bytes"}]}),
+              st.lists(st.builds(lambda scale, value: {"scale": scale, "value": value},
+                                 st.sampled_from([*INT32_EDGES, 16_383, 4299, 4300, 4301]), DECIMAL_BYTES),
+                       min_size=1, max_size=4)),
+)
+
+
+def as_json_value(value):
+    """A value of an Avro field as a JSON producer writes it: bytes as base64."""
+    import base64
+
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, dict):
+        return {key: as_json_value(item) for key, item in value.items()}
+    return value
+
+
+@settings(FUZZ, max_examples=int(os.environ.get("HOSTILE_EXAMPLES", 150)))
+@given(field_and_values=CONNECT_TYPES, payload_format=st.sampled_from(["avro", "json"]))
+def test_every_connect_and_debezium_type_with_extreme_parameters_loads_or_is_refused_and_decodes_in_bounded_memory(
+        field_and_values, payload_format):
+    """Scales, precisions and lengths from the int limits, dates and times at them: the catalog loads the schema or
+    refuses it naming the file, and each value is a row or a dead letter naming its field, alike on both paths, with
+    the Python memory of decoding bounded (a scale of 2^31 once built a 2 GB text)."""
+    import tracemalloc
+
+    import fastavro
+
+    from kafka_lake.decoding.batch_decoder import BatchDecoder
+    from kafka_lake.kafka.framing import encode_confluent
+    from kafka_lake.kafka.records import KafkaRecord
+    from kafka_lake.kafka.schema_resolution import CatalogSchemas
+
+    field, values = field_and_values
+    schema = {"type": "record", "name": "Change", "fields": [{"name": "id", "type": "int"}, {"name": "x", "type": field}]}
+    with tempfile.TemporaryDirectory() as root:
+        folder = Path(root) / "db" / "changes"
+        folder.mkdir(parents=True)
+        (folder / "v1.avsc").write_text(json.dumps(schema))
+        (folder / "topic.yaml").write_text(json.dumps({
+            "topic": "db.changes", "owner": "team-test", "start_hour": "2026-11-01T00:00Z", "format": payload_format,
+            "time_partitioning": {"source": "kafka_time"},
+            "schema_versions": [{"version": 1, "file": "v1.avsc", "registry_id": 77}]}))
+        topic = load_or_refuse(folder)
+    event(f"{'refused' if isinstance(topic, CatalogError) else 'loaded'} {field.get('connect.name', 'decimal')}")
+    if isinstance(topic, CatalogError):
+        return
+    plain = fastavro.parse_schema({**schema, "fields": [schema["fields"][0], {"name": "x", "type": json.loads(
+        json.dumps(field).replace('"logicalType"', '"ignoredType"'))}]})  # the bytes as they are, whatever they mean
+    if payload_format == "avro":
+        payloads = [encode_confluent(77, plain, {"id": n, "x": value}) for n, value in enumerate(values)]
+    else:
+        payloads = [json.dumps({"id": n, "x": as_json_value(value)}).encode() for n, value in enumerate(values)]
+    records = [KafkaRecord(0, offset, 1_793_000_000_000, None, payload) for offset, payload in enumerate(payloads)]
+
+    batches = []
+    for columnar in (True, False):
+        tracemalloc.start()
+        try:
+            batch = BatchDecoder(topic, CatalogSchemas(topic), None, columnar=columnar).decode(records)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 64 * 2**20, f"decoding {len(values)} values took {peak / 2**20:.0f} MiB of Python memory"
+        rows = sorted(o for t in batch.rows.values() for o in t.column("_kafka_offset").to_pylist())
+        dead = [letter for t in batch.dead_letters.values() for letter in t.to_pylist()]
+        assert sorted(rows + [d["_kafka_offset"] for d in dead]) == list(range(len(values)))
+        for letter in dead:
+            assert_reads_as_a_cause(letter["error"])
+            assert len(letter["error"]) < 2000, "a cause is a sentence, not the value"
+            if "does not fit its table columns" in letter["error"]:
+                assert "table columns: x" in letter["error"], f"the cause names the field: {letter['error']}"
+        batches.append(batch)
+    assert_same(*batches)
 
 
 # --- names that become paths and SQL identifiers -----------------------------------------------------------

@@ -81,15 +81,23 @@ def test_given_a_new_version_then_the_table_evolves_by_schema_updates_keeping_ev
         == evolved.metadata.current_schema_id  # nothing to change the second time
 
 
-def test_a_change_iceberg_cannot_express_fails_naming_the_file_and_the_field(tmp_path):
-    """int → double is a widening the topic catalog and the Hive layout take (Spark reads int32 as double); Iceberg
-    has no such promotion, so the topic cannot be an Iceberg table."""
+def test_a_widening_iceberg_has_no_promotion_for_is_the_new_tables_type_and_fails_on_a_table_that_exists(tmp_path):
+    """int → double is a widening the topic catalog takes; Iceberg has no such promotion. Every version lands in the
+    table's widest type (`landed_schema`), so a table made with both versions declares double; a table that exists
+    with an int column cannot become double, and its evolution fails naming the file and the field."""
     count_as_double = record("Reading", [("sensor", "string"), ("count", "double"), ("ratio", "float"),
                                          ("place", record("Place", [("x", "int")]))])
-    topic = write_topic(tmp_path, "sensors", "readings", [V1, count_as_double])
+    lake = str(tmp_path / "lake")
+    storage, catalog = LakeStorage(lake), open_catalog(IcebergCatalogConfig(lake))
+    topic = write_topic(tmp_path / "both", "sensors", "readings", [V1, count_as_double])
+    assert str(table_schema(topic).find_type("count")) == "double"
+    ensure_table(catalog, write_topic(tmp_path / "v1", "sensors", "readings", [V1]),
+                 table_location(storage, "sensors", "readings"))
+
     with pytest.raises(IcebergSchemaError) as refused:
-        table_schema(topic)
-    assert "v2.avsc" in str(refused.value) and "count" in str(refused.value) and "topic.yaml" in str(refused.value)
+        ensure_table(catalog, topic, table_location(storage, "sensors", "readings"))
+
+    assert "count" in str(refused.value) and "topic.yaml" in str(refused.value), str(refused.value)
 
 
 def test_a_type_no_iceberg_table_holds_fails_naming_the_field(tmp_path):

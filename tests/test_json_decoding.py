@@ -154,21 +154,21 @@ def test_given_json_events_when_decoded_then_they_land_as_the_columns_avro_lands
         (b'{"type": "x"', "is not JSON: Expecting ',' delimiter"),
         (b'\xff{}', "is not UTF-8 text: byte 0 of 3"),
         (text(event(small=2**31)), "small: 2147483648 is not a whole number in -2147483648..2147483647"),
-        (text(event(small=1.0)), "small: Decimal('1.0') is not a whole number"),
+        (text(event(small=1.0)), "small: 1.0 is not a whole number"),
         (text(event(flag=1)), "flag: 1 is not true or false"),
-        (text(event(ratio=1e39)), "ratio: Decimal('1E+39') is beyond the range of a float"),
-        (text(event(color="PURPLE")), "color: 'PURPLE' is not one of the symbols ['RED', 'GREEN', 'BLUE']"),
-        (text(event(total="12.3456")), "total: '12.3456' has more than 3 digits after the point (decimal(12,3))"),
-        (text(event(total="1234567890.5")), "total: '1234567890.5' has more than 9 digits before the point"),
-        (text(event(total="1,5")), "total: '1,5' is not a decimal number or its text"),
+        (text(event(ratio=1e39)), "ratio: 1E+39 is beyond the range of a float"),
+        (text(event(color="PURPLE")), 'color: "PURPLE" is not one of the symbols ["RED", "GREEN", "BLUE"]'),
+        (text(event(total="12.3456")), 'total: "12.3456" has more than 3 digits after the point (decimal(12,3))'),
+        (text(event(total="1234567890.5")), 'total: "1234567890.5" has more than 9 digits before the point'),
+        (text(event(total="1,5")), 'total: "1,5" is not a decimal number or its text'),
         (text(event(lunch=86_400_000)), "lunch: 86400000 is no time of day (0 to a day, in milliseconds)"),
         (text(event(day=3_000_000)), "day: 3000000 is no date of the years 0001..9999"),
-        (text(event(id="nope")), "id: 'nope' is not a UUID"),
+        (text(event(id="nope")), 'id: "nope" is not a UUID'),
         (text({k: v for k, v in event().items() if k != "big"}), "big: absent or null, and its type has no null"),
         (text(event(items=[{"sku": "a", "qty": None}])), "items[0].qty: absent or null, and its type has no null"),
-        (text(event(tags="x")), "tags: 'x' is not an array"),
+        (text(event(tags="x")), 'tags: "x" is not an array'),
         (text(event(nothing=0)), "nothing: 0 is not null"),
-        (b'{"type": "\\ud800"}', "type: '\\ud800' holds a lone surrogate escape"),
+        (b'{"type": "\\ud800"}', 'type: "\\ud800" holds a lone surrogate escape'),
         (b'{"ts": NaN}', "is not JSON: NaN is not a JSON number"),
         (b'{"a":' * 101 + b"1" + b"}" * 101, "is nested more than 100 arrays and objects deep"),
         (b"\x00\x00\x00", "value is 3 bytes, shorter than the 5-byte header"),
@@ -184,6 +184,96 @@ def test_given_a_value_that_is_no_json_object_or_does_not_fit_then_it_alone_is_a
     assert letter["value"] == value and letter["_kafka_offset"] == 10
     assert letter["error"].startswith("undecodable_payload: ") and error in letter["error"], letter["error"]
     assert columnar.rows_count == 20
+
+
+# Text a lenient parser reads but JSON (RFC 8259) does not: (what is replaced in the event's text, by what).
+NOT_JSON = {
+    "NaN in a double": ('"precise": 2.25', '"precise": NaN'),
+    "Infinity in a double": ('"precise": 2.25', '"precise": Infinity'),
+    "-Infinity in a float": ('"ratio": 1.5', '"ratio": -Infinity'),
+    "NaN in a field no schema names": ('"extra": {', '"unnamed": NaN, "extra": {'),
+    "Infinity deep in a field no schema names": ('"not": ["in"', '"not": [-Infinity, "in"'),
+    "NaN in a record's field no schema names": ('"country": "ignored"', '"country": NaN'),
+    "Inf, a spelling some parsers take": ('"precise": 2.25', '"precise": Inf'),
+    "-NaN": ('"precise": 2.25', '"precise": -NaN'),
+    "a leading zero": ('"small": -7', '"small": -07'),
+    "a leading zero where no schema looks": ('"extra": {', '"unnamed": 007, "extra": {'),
+    "a plus sign": ('"small": -7', '"small": +1'),
+    "single quotes": ('"type": "cartOpen"', "'type': 'cartOpen'"),
+    "a comment": ('"flag": true', '"flag": true /* yes */'),
+    "a line comment at the end": ('"schema"]}}', '"schema"]}} // end'),
+    "a trailing comma in an array": ('"tags": ["x", null]', '"tags": ["x", null,]'),
+    "a trailing comma in an object": ('"schema"]}}', '"schema"]},}'),
+    "a \\x escape": ('"type": "cartOpen"', '"type": "cart\\x4fpen"'),
+    "a hexadecimal number": ('"small": -7', '"small": 0x10'),
+    "a point without digits after it": ('"precise": 2.25', '"precise": 2.'),
+    "a point without digits before it": ('"precise": 2.25', '"precise": .25'),
+    "True in capitals": ('"flag": true', '"flag": True'),
+    "undefined": ('"nothing": null', '"nothing": undefined'),
+}
+
+
+@pytest.mark.parametrize(
+    ("changes", "error"),
+    [
+        ({"small": True}, "small: true is not a whole number"),
+        ({"small": 3.5}, "small: 3.5 is not a whole number"),
+        ({"small": [1, None]}, "small: [1, null] is not a whole number"),
+        ({"type": {"userid": 4711}}, 'type: {"userid": 4711} is not text'),
+        ({"flag": "yes"}, 'flag: "yes" is not true or false'),
+        ({"ts": "noon"}, 'ts: "noon" is not a whole number'),
+        ({"address": {"street": False}}, "address.street: false is not text"),
+        ({"items": [{"sku": "a", "qty": {"n": [None, True, "x", 1.50]}}]},
+         'items[0].qty: {"n": [null, true, "x", 1.5]} is not a whole number'),
+        ({"flag": "x" * 100}, 'flag: "' + "x" * 80 + '…" is not true or false'),
+    ],
+)
+def test_dead_letter_causes_of_json_records_show_values_as_json(events, changes, error):
+    """The people who read these causes wrote JSON: `null`, `true`, `3.5` and `{"userid": 4711}`, never Python's
+    `None`, `True`, `Decimal('3.5')` or `{'userid': 4711}`."""
+    columnar, reference, _ = decode_both(events, [text(event(**changes))])
+
+    assert_same(columnar, reference)
+    [letter] = dead_letter_rows(columnar)
+    assert error in letter["error"], letter["error"]
+    assert not any(python in letter["error"] for python in ("None", "True", "False", "Decimal(", "'")), letter["error"]
+
+
+@pytest.mark.parametrize(("replaced", "by"), list(NOT_JSON.values()), ids=list(NOT_JSON))
+def test_given_text_a_lenient_parser_reads_but_json_does_not_then_both_paths_make_it_a_dead_letter(events, replaced, by):
+    good = text(event())
+    assert replaced.encode() in good
+    value = good.replace(replaced.encode(), by.encode(), 1)
+
+    columnar, reference, _ = decode_both(events, [good] * 10 + [value] + [good] * 10)
+
+    assert_same(columnar, reference)
+    [letter] = dead_letter_rows(columnar)
+    assert letter["value"] == value and letter["_kafka_offset"] == 10
+    assert letter["error"].startswith("undecodable_payload: JSON value (version 1, v1.avsc) is not JSON: "), letter["error"]
+    assert columnar.rows_count == 20
+
+
+def test_numbers_past_what_a_decimal_or_a_whole_number_holds_have_one_verdict_on_both_paths(events):
+    """JSON sets no limit on a number's digits or exponent; Python's decimal and int do. A double reads an exponent
+    past every decimal's as 0, a decimal column refuses it, and a whole number longer than any column holds is refused
+    by a field that reads it and ignored by the others."""
+    good = text(event())
+    tiny = good.replace(b'"precise": 2.25', b'"precise": 1e-30099999999999999999999')
+    tiny_total = good.replace(b'"total": "1234.5"', b'"total": -1e-30099999999999999999999')
+    huge_total = good.replace(b'"total": "1234.5"', b'"total": 1e30099999999999999999999')
+    long_unnamed = good.replace(b'"extra": {', b'"unnamed": ' + b"9" * 5000 + b', "extra": {')
+    long_big = good.replace(b'"big": 1099511627776', b'"big": -' + b"9" * 5000)
+
+    columnar, reference, _ = decode_both(events, [good, tiny, tiny_total, huge_total, long_unnamed, long_big])
+
+    assert_same(columnar, reference)
+    [rows] = columnar.rows.values()
+    assert rows.column("_kafka_offset").to_pylist() == [0, 1, 4] and rows.column("precise").to_pylist()[1] == 0.0
+    errors = {row["_kafka_offset"]: row["error"] for row in dead_letter_rows(columnar)}
+    assert "total: -1E-1999999999999999997 has more than 3 digits after the point" in errors[2]
+    assert "total: 1E+999999999999999999 has more than 9 digits before the point" in errors[3]
+    assert "big: -99999999" in errors[5] and "is not a whole number in -9223372036854775808..9223372036854775807" in errors[5]
 
 
 def test_a_framed_json_value_names_its_version_and_a_plain_one_is_read_with_the_newest(tmp_path):
@@ -283,3 +373,91 @@ def test_given_random_events_right_and_wrong_then_both_paths_land_and_refuse_the
 
     assert_same(columnar, reference)
     assert columnar.records == columnar.rows_count + sum(t.num_rows for t in columnar.dead_letters.values())
+
+
+# --- JSON keys that are no Avro names, read through Avro aliases ------------------------------------------------
+
+WIKI_EVENT = {
+    "type": "record", "name": "RecentChange", "namespace": "org.wikimedia", "fields": [
+        {"name": "schema_uri", "type": "string", "aliases": ["$schema"]},
+        {"name": "timestamp", "type": "string", "aliases": ["@timestamp"]},
+        {"name": "title", "type": ["null", "string"], "default": None},
+        {"name": "reactions", "type": ["null", {"type": "record", "name": "Reactions", "fields": [
+            {"name": "plus_one", "type": "int", "aliases": ["+1"]},
+            {"name": "minus_one", "type": "int", "aliases": ["-1"]},
+            {"name": "laugh", "type": "int"}]}], "default": None},
+    ],
+}
+
+
+def wiki_event(**overrides) -> dict:
+    value = {"$schema": "/mediawiki/recentchange/1.0.0", "@timestamp": "2026-11-01T13:05:06Z", "title": "Zoë",
+             "reactions": {"+1": 3, "-1": 0, "laugh": 1}, "meta": {"domain": "en.wikipedia.org"}}
+    return value | overrides
+
+
+def test_json_keys_that_are_no_avro_names_land_in_the_columns_their_aliases_name(tmp_path):
+    """Given Wikimedia's `$schema`, ECS's `@timestamp` (the event time) and GitHub's `+1` reactions, each named by an
+    Avro alias of a field whose name a column can take."""
+    topic = json_topic(tmp_path, [WIKI_EVENT], {"source": "event_time", "field": "timestamp"})
+    values = [text(wiki_event()),
+              text(wiki_event(schema_uri="/by/its/name", **{"$schema": "/by/its/alias"})),  # its name wins
+              text(wiki_event(schema_uri=None)),  # a null under its name: the alias's value
+              text(wiki_event(reactions={"plus_one": 5, "-1": 2, "laugh": 0})),
+              text({k: v for k, v in wiki_event().items() if k != "$schema"}),  # under no key: absent
+              text(wiki_event(reactions={"+1": "many", "-1": 0, "laugh": 1}))]
+
+    columnar, reference, left = decode_both(topic, values)
+
+    assert_same(columnar, reference)
+    rows = {row["_kafka_offset"]: row for row in next(iter(columnar.rows.values())).to_pylist()}
+    assert rows[0]["schema_uri"] == "/mediawiki/recentchange/1.0.0" and rows[0]["timestamp"] == "2026-11-01T13:05:06Z"
+    assert rows[0]["reactions"] == {"plus_one": 3, "minus_one": 0, "laugh": 1}
+    assert rows[1]["schema_uri"] == "/by/its/name" and rows[2]["schema_uri"] == "/mediawiki/recentchange/1.0.0"
+    assert rows[3]["reactions"] == {"plus_one": 5, "minus_one": 2, "laugh": 0}
+    assert list(columnar.rows)[0].hour == dt.datetime(2026, 11, 1, 13, tzinfo=UTC)
+    errors = {row["_kafka_offset"]: row["error"] for row in dead_letter_rows(columnar)}
+    assert errors[4].endswith("schema_uri: absent or null, and its type has no null")
+    assert errors[5].endswith('reactions.plus_one: "many" is not a whole number in -2147483648..2147483647')
+    assert 0 not in left, "aliases are read as columns"
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+def test_a_route_field_is_read_under_its_aliases_too(tmp_path, columnar):
+    from kafka_lake.topics.loader import load_catalog
+
+    for table, kind in (("opens", "cartOpen"), ("closes", "cartClose")):
+        schema = {"type": "record", "name": "Cart", "fields": [
+            {"name": "kind", "type": "string", "aliases": ["@type"]}, {"name": "n", "type": "int"}]}
+        folder = tmp_path / "shop" / table
+        folder.mkdir(parents=True)
+        (folder / "v1.avsc").write_text(json.dumps(schema))
+        (folder / "topic.yaml").write_text(json.dumps({
+            "topic": "shop.carts", "owner": "team-test", "format": "json", "start_hour": "2026-11-01T00:00Z",
+            "time_partitioning": {"source": "kafka_time"}, "route": {"field": "kind", "equals": kind},
+            "schema_versions": [{"version": 1, "file": "v1.avsc", "registry_id": 901 if table == "opens" else 902}]}))
+    catalog = load_catalog(tmp_path)
+    values = [b'{"@type": "cartOpen", "n": 1}', b'{"kind": "cartOpen", "n": 2}', b'{"@type": "cartClose", "n": 3}',
+              b'{"kind": null, "@type": "cartOpen", "n": 4}', b'{"n": 5}']
+
+    opens, closes = (BatchDecoder(table, CatalogSchemas(table), None, columnar=columnar).decode(records(values))
+                     for table in (catalog.by_name("shop", "opens"), catalog.by_name("shop", "closes")))
+
+    assert sorted(n for t in opens.rows.values() for n in t.column("n").to_pylist()) == [1, 2, 4]
+    assert sorted(n for t in closes.rows.values() for n in t.column("n").to_pylist()) == [3]
+    assert [row["_kafka_offset"] for t in closes.unrouted.values() for row in t.to_pylist()] == [4], "no key: unrouted"
+
+
+@pytest.mark.parametrize(("fields", "problem"), [
+    ([{"name": "a", "type": "int", "aliases": ["b"]}, {"name": "b", "type": "int"}],
+     "field 'a' of record 'R' has alias 'b', which is already field 'b''s name"),
+    ([{"name": "a", "type": "int", "aliases": ["$x"]}, {"name": "b", "type": "int", "aliases": ["$x"]}],
+     "field 'b' of record 'R' has alias '$x', which is already field 'a''s alias"),
+    ([{"name": "a", "type": "int", "aliases": "$x"}], "aliases are a list of non-empty texts"),
+])
+def test_an_alias_that_would_name_two_fields_fails_at_load_naming_the_file(tmp_path, fields, problem):
+    from kafka_lake.topics.loader import CatalogError
+
+    with pytest.raises(CatalogError) as refused:
+        json_topic(tmp_path, [{"type": "record", "name": "R", "fields": [{"name": "ts", "type": "long"}, *fields]}])
+    assert "v1.avsc" in str(refused.value) and problem in str(refused.value), str(refused.value)

@@ -126,7 +126,47 @@ def test_framed_json_with_an_unknown_schema_id_is_a_dead_letter_of_the_table_its
     for letter, folder in ((order_letter, "orders"), (refund_letter, "refunds")):
         assert letter["error"].startswith("unknown_schema_id: schema id 99 is no registry_id of topic shop.mixed")
         assert f"shop/{folder}/topic.yaml" in letter["error"]
-    assert unrouted(orders) == [(3, "unrouted: no table of topic 'shop.mixed' takes kind = 'z'")]
+    assert unrouted(orders) == [(3, 'unrouted: no table of topic \'shop.mixed\' takes kind = "z"')]
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+def test_why_a_json_record_is_unrouted_is_told_in_json(tmp_path, columnar):
+    write(tmp_path, "shop/orders", ORDER, 11, format="json", route={"field": "kind", "equals": "o"})
+    write(tmp_path, "shop/refunds", REFUND, 12, format="json", route={"field": "kind", "equals": "r"})
+    catalog = load_catalog(tmp_path)
+    values = [b"null", b'{"kind": {"userid": 4711}}', b'{"kind": true}', b'{"kind": "z"}', b'{"kind": null}', b"{}"]
+    table = catalog.by_name("shop", "orders")
+    records = [KafkaRecord(0, offset, KAFKA_MS + offset, None, value) for offset, value in enumerate(values)]
+
+    orders = BatchDecoder(table, CatalogSchemas(table), None, columnar=columnar).decode(records)
+
+    assert unrouted(orders) == [
+        (0, "unrouted: its route field cannot be read: undecodable_payload: JSON value is JSON null, not an object"),
+        (1, 'unrouted: no table of topic \'shop.mixed\' takes kind = {"userid": 4711}'),
+        (2, "unrouted: no table of topic 'shop.mixed' takes kind = true"),
+        (3, 'unrouted: no table of topic \'shop.mixed\' takes kind = "z"'),
+        (4, "unrouted: route field 'kind' is absent or null"),
+        (5, "unrouted: route field 'kind' is absent or null"),
+    ]
+
+
+def test_a_json_value_holding_nan_has_one_verdict_in_every_table_of_its_topic(tmp_path):
+    """Given a JSON topic routed into a table read as columns and one read record by record (its map), and values
+    holding NaN or Infinity, which JSON has not, where no schema looks."""
+    with_map = {**ORDER, "fields": [*ORDER["fields"], {"name": "tags", "type": {"type": "map", "values": "string"}}]}
+    write(tmp_path, "shop/orders", with_map, 11, format="json", route={"field": "kind", "equals": "o"})
+    write(tmp_path, "shop/refunds", REFUND, 12, format="json", route={"field": "kind", "equals": "r"})
+    catalog = load_catalog(tmp_path)
+    values = [b'{"kind": "r", "amount": 3, "note": NaN}', b'{"kind": "o", "id": 1, "tags": {}, "rate": Infinity}',
+              b'{"kind": "r", "amount": 4}']
+
+    orders, refunds = decoded(catalog, "shop/orders", values), decoded(catalog, "shop/refunds", values)
+
+    # Then neither table lands them: each is unrouted, kept once, saying why, whichever table reads it.
+    assert (offsets(orders), offsets(refunds)) == ([], [2])
+    assert [o for o, _ in unrouted(orders)] == [0, 1] and unrouted(refunds) == []
+    assert all("is not JSON" in why for _, why in unrouted(orders)), unrouted(orders)
+    assert not orders.dead_letters and not refunds.dead_letters
 
 
 def test_the_dead_letter_rate_of_a_routed_table_counts_only_the_records_it_took():

@@ -119,19 +119,19 @@ def test_given_two_schema_versions_whose_nested_records_gain_fields_then_any_par
     land_on_spark(topic, settings, spark, [hour])
     table_folder = Path(settings.lake_root) / layout.table_prefix(topic.database, topic.table)
 
-    # When pyarrow.dataset reads the whole table folder with the schema unifying every file's,
+    # When pyarrow.dataset reads the whole table folder, inferring its schema from a file,
     files = ds.dataset(table_folder, format="parquet", partitioning="hive")
-    unified = pa.unify_schemas([fragment.physical_schema for fragment in files.get_fragments()],
-                               promote_options="permissive")
-    rows = ds.dataset(table_folder, format="parquet", partitioning="hive", schema=unified).to_table().to_pylist()
+    rows = files.to_table().to_pylist()
 
-    # then every row is there, the fields a version lacks read as null.
+    # then every row is there, the fields a version lacks read as null: every file holds the table's columns.
     assert sorted(row["id"] for row in rows) == list(range(6))
     by_id = {row["id"]: row for row in rows}
     assert by_id[0]["shipping"] == {"city": "c0", "lines": [{"sku": "s0", "gift": None}], "country": None}
     assert by_id[0]["coupon"] is None
     assert by_id[4]["shipping"] == {"city": "c4", "lines": [{"sku": "s4", "gift": True}], "country": "DE"}
-    assert all(field.nullable for field in unified)
+    schemas = [fragment.physical_schema.remove_metadata() for fragment in files.get_fragments()]
+    assert len(schemas) == 2 and schemas[0] == schemas[1], "v1's file and v2's hold the same columns"
+    assert all(field.nullable for field in files.schema)
 
     # And Spark's own Parquet reader, merging the schemas, reads every row too.
     merged = spark.read.option("mergeSchema", "true").parquet(str(table_folder))
@@ -139,6 +139,107 @@ def test_given_two_schema_versions_whose_nested_records_gain_fields_then_any_par
     assert sorted(spark_rows) == list(range(6))
     assert spark_rows[1]["shipping"]["country"] is None and spark_rows[5]["shipping"]["country"] == "DE"
     assert spark_rows[5]["shipping"]["lines"] == [{"sku": "s5", "gift": True}]
+
+
+# Two versions changing every way the catalog lets a table change: a long widening an int, a double a float, a field
+# added inside a record, a member added to a union, a field renamed with an Avro alias; and a time of day (TIME).
+READING_V1 = {
+    "type": "record", "name": "Reading", "namespace": "com.example", "fields": [
+        {"name": "id", "type": "int"},
+        {"name": "occurred_at", "type": "string"},
+        {"name": "n", "type": "int"},
+        {"name": "ratio", "type": "float"},
+        {"name": "nested", "type": {"type": "record", "name": "Nested", "fields": [{"name": "a", "type": "int"}]}},
+        {"name": "choice", "type": ["null", "int", "string"]},
+        {"name": "device", "type": "string"},
+        {"name": "lap", "type": {"type": "long", "logicalType": "time-micros"}},
+    ],
+}
+READING_V2 = {
+    **READING_V1, "fields": [
+        *READING_V1["fields"][:2],
+        {"name": "n", "type": "long"},
+        {"name": "ratio", "type": "double"},
+        {"name": "nested", "type": {"type": "record", "name": "Nested", "fields": [
+            {"name": "a", "type": "int"}, {"name": "data", "type": ["null", "string"], "default": None}]}},
+        {"name": "choice", "type": ["null", "int", "string", "boolean"]},
+        {"name": "device_id", "type": "string", "aliases": ["device"]},
+        READING_V1["fields"][7],
+    ],
+}
+
+
+def reading(n: int, moment: datetime, version: int) -> dict:
+    value = {"id": n, "occurred_at": f"{moment:%Y-%m-%dT%H:%M:%S}Z", "n": n * 592_917_279_982 if version == 2 else n,
+             "ratio": n + 0.5, "nested": {"a": n}, "choice": [n, f"s{n}", n % 2 == 0][n % (1 + version)],
+             ("device_id" if version == 2 else "device"): f"d-{n}", "lap": 1_000_000 + n}
+    if version == 2:
+        value["nested"]["data"] = f"x{n}"
+    return value
+
+
+def test_every_reader_the_docs_name_reads_a_table_of_two_versions_as_one_with_every_value(broker, spark, tmp_path):
+    """Given a topic whose v2 changes its v1 every way a table may change (widenings, a struct field, a union member,
+    a field renamed with an alias), with records of both versions landed on Spark into a local lake."""
+    import duckdb
+
+    topic = write_topic(tmp_path / "catalog", unique_topic_name(), [READING_V1, READING_V2])
+    hour = HOURS[0]
+    sent = {}
+    items = []
+    for n in range(1, 9):
+        version = 1 if n <= 4 else 2
+        moment = hour + timedelta(minutes=n)
+        sent[n] = (version, reading(n, moment, version))
+        items.append(produced(topic, version, sent[n][1], moment + timedelta(seconds=30)))
+    on_broker(broker, topic, items)
+    settings = landing_settings(str(tmp_path / "lake"), broker.bootstrap_servers)
+    land_on_spark(topic, settings, spark, [hour])
+    folder = str(Path(settings.lake_root) / layout.table_prefix(topic.database, topic.table))
+
+    def expected(n: int) -> dict:
+        version, value = sent[n]
+        choice = value["choice"]
+        member = {int: "member0", str: "member1", bool: "member2"}[type(choice)]
+        return {"id": n, "n": value["n"], "ratio": n + 0.5, "nested": {"a": n, "data": f"x{n}" if version == 2 else None},
+                "choice": {m: (choice if m == member else None) for m in ("member0", "member1", "member2")},
+                "device": f"d-{n}", "schema_version": version}
+
+    def compared(rows: list[dict]) -> dict[int, dict]:
+        return {row["id"]: {key: row[key] for key in ("id", "n", "ratio", "nested", "choice", "device", "schema_version")}
+                for row in rows}
+
+    # When pyarrow.dataset reads the folder, as the README writes it,
+    rows = ds.dataset(folder, format="parquet", partitioning="hive").to_table()
+    # then every row of both versions is there, each value as it was sent, in the table's columns: one `device`.
+    assert compared(rows.to_pylist()) == {n: expected(n) for n in sent}
+    assert "device_id" not in rows.column_names and rows.schema.field("n").type == pa.int64()
+
+    # And DuckDB, as the README writes it.
+    duckdb_rows = duckdb.sql(f"SELECT * FROM read_parquet('{folder}/*/*/*/*.parquet', hive_partitioning = true, "
+                             f"union_by_name = true)").to_arrow_table().to_pylist()
+    assert compared(duckdb_rows) == {n: expected(n) for n in sent}
+
+    # And Spark with mergeSchema, as the README writes it, which reads Parquet TIME(MICROS) once told to.
+    spark.conf.set("spark.sql.timeType.enabled", "true")
+    try:
+        merged = spark.read.option("mergeSchema", "true").parquet(folder)
+        spark_rows = [row.asDict(recursive=True) for row in merged.collect()]
+    finally:
+        spark.conf.unset("spark.sql.timeType.enabled")
+    assert compared(spark_rows) == {n: expected(n) for n in sent}
+
+
+def test_what_the_docs_say_spark_cannot_read_it_cannot(spark, tmp_path):
+    """The README says Spark reads no Parquet TIME(MILLIS), and TIME(MICROS) only with spark.sql.timeType.enabled:
+    should a Spark release read them, this fails, and the README should say so."""
+    import pyarrow.parquet as pq
+
+    for unit, kind, refusal in (("ms", pa.time32("ms"), "PARQUET_TYPE_ILLEGAL"), ("us", pa.time64("us"), "UNSUPPORTED_TIME_TYPE")):
+        (tmp_path / unit).mkdir()
+        pq.write_table(pa.table({"at": pa.array([1_000], kind)}), tmp_path / unit / "part.parquet")
+        with pytest.raises(Exception, match=refusal):
+            spark.read.parquet(str(tmp_path / unit)).collect()
 
 
 # --- renamed fields, wide decimals and a recursive record, named everywhere ------------------------------------

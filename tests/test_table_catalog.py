@@ -257,6 +257,31 @@ def test_the_table_is_created_from_v1_then_evolved_by_v2_and_refuses_an_incompat
         table_catalog.ensure_table(table_definition(clash, str(tmp_path / "lake" / "evo" / "nested")))
 
 
+def test_a_union_that_gains_a_member_gains_a_field_in_the_registered_table(table_catalog, tmp_path):
+    """Given a table registered while its union had two types, and a version adding a third (Avro's resolution and
+    the registry's BACKWARD mode accept it); and one whose field had one type, which becomes a union."""
+    v1 = record("E", [("id", "string"), ("choice", ["null", "int", "string"])])
+    v2 = record("E", [("id", "string"), ("choice", ["null", "int", "string", "boolean"])])
+    location = str(tmp_path / "lake" / "evo" / "choices")
+    table_catalog.ensure_table(table_definition(write_topic(tmp_path / "at_v1", "evo", "choices", [v1]), location))
+
+    # When the table is registered with both versions, then its struct gains the member, in place.
+    both = write_topic(tmp_path / "both", "evo", "choices", [v1, v2])
+    assert table_catalog.ensure_table(table_definition(both, location)).widened_columns == ("choice",)
+    assert hive_columns(table_catalog.table_columns(table_definition(both, location)))["choice"] == \
+        "struct<member0:int,member1:string,member2:boolean>"
+
+    # A column registered as one type cannot become a union's struct: registration says so, naming the column.
+    plain, union = record("E", [("id", "string"), ("x", ["null", "string"])]), \
+        record("E", [("id", "string"), ("x", ["null", "string", "long"])])
+    location = str(tmp_path / "lake" / "evo" / "plain")
+    table_catalog.ensure_table(table_definition(write_topic(tmp_path / "plain", "evo", "plain", [plain]), location))
+    with pytest.raises(TableSchemaError, match=r"column 'x' is string in the table evo\.plain in the catalog but "
+                                               r"struct<member0:string,member1:bigint>"):
+        table_catalog.ensure_table(table_definition(write_topic(tmp_path / "union", "evo", "plain", [plain, union]),
+                                                    location))
+
+
 def test_columns_holding_text_for_what_readers_cannot_hold_say_so_in_the_catalogs_comments(table_catalog, tmp_path):
     """Given a topic with a decimal(65,30), a nested one, and a record that contains itself, registered."""
     topic = write_topic(tmp_path / "catalog", "types", "commented", [EVERY_TYPE])

@@ -177,7 +177,7 @@ def test_a_json_topic_routed_into_a_table_per_type_holds_every_offset_once_whate
 
     assert_every_offset_once(storage, catalog, kafka_topic, expected)
     unrouted = [row.row for row in read_lake(storage, layout.unrouted_prefix(kafka_topic))]
-    assert any("no table of topic" in row["error"] and "'tap'" in row["error"] for row in unrouted)
+    assert any("no table of topic" in row["error"] and '"tap"' in row["error"] for row in unrouted)  # as JSON
     assert any("is not JSON" in row["error"] for row in unrouted)
     assert any("route field 'type' is absent" in row["error"] for row in unrouted)
 

@@ -7,6 +7,7 @@ same `ArrowMapping` (`payload_format.PayloadFormat`, chosen from the table's `fo
 decodes nothing: the value's bytes are its column.
 """
 
+
 from __future__ import annotations
 
 from collections import Counter, defaultdict
@@ -31,6 +32,7 @@ from kafka_lake.kafka.framing import FramedValues, FramingError, schema_id_of
 from kafka_lake.kafka.records import BatchPositions, KafkaBatch, KafkaColumns, KafkaRecord, names_an_hour
 from kafka_lake.kafka.schema_resolution import SchemaResolver
 from kafka_lake.schemas.arrow_mapping import RAW_MAPPING, RAW_SCHEMA_VERSION, ArrowMapping, arrow_mapping_for
+from kafka_lake.schemas.landed_schema import LandedSchema
 from kafka_lake.table_spec import SchemaVersion, TableSpec
 
 
@@ -68,6 +70,7 @@ class BatchDecoder:
         self._columnar = columnar
         self._by_schema_id: dict[int | None, VersionDecoding | str] = {}  # a decoding, or why the id is unknown
         self._by_version: dict[int, VersionDecoding] = {}
+        self._landed_schema: LandedSchema | None = None  # made when rows first land
         self._router = None
         if topic.route is not None:
             # An Avro field's route values are read from the values decoded as columns, before any table's own
@@ -183,8 +186,9 @@ class BatchDecoder:
     def _gathered(self, batch: KafkaBatch, present: np.ndarray, placed: dict[Placement, list[pa.Table]],
                   dead: dict[datetime, list[Rejected]], tombstones: int, keys: pa.Table | None = None,
                   records: int | None = None) -> DecodedBatch:
-        """`present`: whether each record of the batch has a value (False: a tombstone)."""
-        rows = {placement: _in_log_order(tables) for placement, tables in placed.items()}
+        """`present`: whether each record of the batch has a value (False: a tombstone). Rows of every schema version
+        land in the table's columns (`landed_schema`)."""
+        rows = {placement: self._landed(placement, _in_log_order(tables)) for placement, tables in placed.items()}
         if self._trailing and rows:
             trailing = KeyColumns.of(self._topic, self._trailing, batch, keys, present)
             rows = {placement: trailing.appended_to(table) for placement, table in rows.items()}
@@ -197,6 +201,13 @@ class BatchDecoder:
             unknown_schema_ids=Counter(schema_id_of(letter.record.value) for letters in dead.values() for letter in letters
                                        if letter.cause == "unknown_schema_id" and letter.record.value is not None),
         )
+
+    def _landed(self, placement: Placement, rows: pa.Table) -> pa.Table:
+        if not self._format.has_schemas:
+            return rows
+        if self._landed_schema is None:
+            self._landed_schema = LandedSchema(self._topic)
+        return self._landed_schema.conform(placement.schema_version, rows)
 
     def _decode_records(self, batch: KafkaBatch, indices: list[int], placed: dict[Placement, list[pa.Table]],
                         dead: dict[datetime, list[Rejected]]) -> None:
@@ -229,7 +240,7 @@ class BatchDecoder:
     def _version_decoding(self, version: SchemaVersion) -> VersionDecoding:
         if version.version not in self._by_version:
             topic, pii_fields = self._topic, self._topic.pii_fields
-            mapping = arrow_mapping_for(version, pii_fields, self._pseudonymize, topic.columns_by_field)
+            mapping = arrow_mapping_for(version, pii_fields, self._pseudonymize, topic.columns_of(version))
             record_path = self._format.record_path_name
             columns: ColumnarPath | None = None
             path = f"{record_path}: columnar decoding is switched off"

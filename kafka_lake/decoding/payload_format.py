@@ -4,6 +4,7 @@ decode paths and how a route reads them. The formats (Avro, JSON, raw) are chose
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -119,8 +120,13 @@ class PayloadFormat(Protocol):
         `Undecodable` where the payload cannot say."""
         ...
 
-    def route_values(self, batch: KafkaBatch, framed: FramedValues, field: tuple[str, ...],
-                     value_type: pa.DataType) -> RouteValues | None:
+    def route_values(self, batch: KafkaBatch, framed: FramedValues, field: tuple[str, ...], value_type: pa.DataType,
+                     version_of: Callable[[int | None], SchemaVersion]) -> RouteValues | None:
         """The route field read from the values before decoding, where the format reads one field cheaper than a
-        whole value; None: the route reads it from the values decoded by the table's versions."""
+        whole value, under its names in the version `version_of` a schema id names; None: the route reads it from the
+        values decoded by the table's versions."""
+        ...
+
+    def shown(self, value: Any) -> str:
+        """A value as its producers wrote it, for the cause of a dead letter or of an unrouted record."""
         ...

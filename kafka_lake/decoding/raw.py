@@ -2,9 +2,12 @@
 nothing here decodes (`batch_decoder` lands the batch as it is).
 """
 
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -12,7 +15,7 @@ from kafka_lake.decoding.payload_format import ColumnarInputs, ColumnarPath, Loa
 from kafka_lake.kafka.framing import FramedValues
 from kafka_lake.kafka.records import KafkaBatch
 from kafka_lake.kafka.schema_resolution import CatalogSchemas, SchemaResolver
-from kafka_lake.table_spec import SchemaVersion, TableSpec
+from kafka_lake.table_spec import SchemaVersion, TableSpec, shown
 
 
 class RawPayloads:
@@ -50,9 +53,12 @@ class RawPayloads:
     def record_name(self, version: SchemaVersion, payload: memoryview) -> str:
         raise TypeError("a raw value names no record")
 
-    def route_values(self, batch: KafkaBatch, framed: FramedValues, field: tuple[str, ...],
-                     value_type: pa.DataType) -> RouteValues | None:
+    def route_values(self, batch: KafkaBatch, framed: FramedValues, field: tuple[str, ...], value_type: pa.DataType,
+                     version_of: Callable[[int | None], SchemaVersion]) -> RouteValues | None:
         raise TypeError("a raw table has no route")
+
+    def shown(self, value: Any) -> str:
+        return shown(value)
 
 
 RAW = RawPayloads()

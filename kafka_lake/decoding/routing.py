@@ -25,7 +25,7 @@ from kafka_lake.decoding.formats import payload_format
 from kafka_lake.kafka.framing import FramedValues, FramingError
 from kafka_lake.kafka.records import BatchPositions, KafkaBatch
 from kafka_lake.schemas.arrow_mapping import column_at
-from kafka_lake.table_spec import SchemaVersion, TableSpec, shown
+from kafka_lake.table_spec import SchemaVersion, TableSpec
 
 _ABSENT = object()
 
@@ -58,7 +58,8 @@ class TopicRouter:
         owner = np.full(len(batch), -1, dtype=np.int64)  # 0: this table, 1: another, -1: none
         why: dict[int, str] = {}
         field = self._route.field  # None: routed by the record's full name
-        read = None if field is None else self._format.route_values(batch, framed, field, _arrow_type(self._route.values))
+        read = None if field is None else self._format.route_values(batch, framed, field, _arrow_type(self._route.values),
+                                                                         self._version_of)
         if field is not None and read is None:
             self._route_by_columns(batch, field, owner, why)
         elif read is not None:
@@ -94,7 +95,13 @@ class TopicRouter:
         return f"route field {self._route.field_text!r} is absent or null"
 
     def _taken_by_none(self, value: Any) -> str:
-        return f"no table of topic {self._topic.topic!r} takes {self._route.field_text} = {shown(value)}"
+        return f"no table of topic {self._topic.topic!r} takes {self._route.field_text} = {self._format.shown(value)}"
+
+    def _version_of(self, schema_id: int | None) -> SchemaVersion:
+        """The version whose names a value of `schema_id` is read in: its own, else (a plain JSON value, an unknown id,
+        whose record is then no table's to decode) the newest."""
+        version = self._version_for(schema_id) if schema_id is not None else None
+        return version or self._topic.schema_versions[-1]
 
     def _record_names(self, batch: KafkaBatch, present: np.ndarray, why: dict[int, str]) -> list:
         """The record full name of each present record, or an `_Elsewhere` (a schema id only another table knows);

@@ -20,7 +20,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafka_lake.event_time import parse_event_time
 from kafka_lake.kafka.records import KAFKA_COLUMNS
 from kafka_lake.schemas.avro_types import (
     NAMED_KINDS,
@@ -33,12 +32,16 @@ from kafka_lake.schemas.avro_types import (
     type_name,
 )
 from kafka_lake.schemas.connect_types import (
+    MICRO_TIMESTAMP,
     NANO_TIME,
     NANO_TIMESTAMP,
+    TIMESTAMP,
     VARIABLE_SCALE_DECIMAL,
     ZONED_TIMESTAMP,
     connect_name,
+    debezium_timestamp,
     variable_scale_decimal_text,
+    zoned_timestamp,
 )
 from kafka_lake.table_spec import RAW_SCHEMA_VERSION, SchemaVersion
 
@@ -107,14 +110,38 @@ class ArrowMapping:
     field_names: tuple[str, ...]  # the Avro name of each top-level field, which `rename` may have given another column
 
     def record_columns(self, records: list[dict]) -> list[pa.Array]:
-        """The Avro fields' columns of `records` (decoded with `return_named_type=True`)."""
+        """The Avro fields' columns of `records` (decoded with `return_named_type=True`); a value no column holds
+        raises `ColumnMisfit` naming its field."""
         columns = []
         for name, column, convert in zip(self.field_names, self.schema, self.converters):  # stops before the Kafka columns
             values = list(map(itemgetter(name), records))
-            if convert is not None:
-                values = list(map(convert, values))
-            columns.append(pa.array(values, type=column.type))
+            try:
+                if convert is not None:
+                    values = list(map(convert, values))
+                columns.append(pa.array(values, type=column.type))
+            except UNFIT_FOR_ARROW as error:
+                raise ColumnMisfit.at(name, error) from None
         return columns
+
+
+class ColumnMisfit(ValueError):
+    """A decoded value its column cannot hold, naming the field where it sits (`address.zip`, `items[].price`)."""
+
+    def __init__(self, path: str, why: str):
+        super().__init__(f"{path}: {why}")
+        self.path, self.why = path, why
+
+    @classmethod
+    def at(cls, step: str, error: Exception) -> ColumnMisfit:
+        """`error`, raised by the value at `step` (a field name, `[]` for an item, `{}` for a map value) or below."""
+        if isinstance(error, ColumnMisfit):
+            joined = f"{step}{error.path}" if error.path.startswith(("[", "{")) else f"{step}.{error.path}"
+            return cls(joined, error.why)
+        return cls(step, str(error) or type(error).__name__)
+
+
+# What converting a decoded value or building its column raises for a value the column cannot hold.
+UNFIT_FOR_ARROW = (pa.ArrowException, ValueError, TypeError, OverflowError)
 
 
 # A raw table (`format: raw`): the value's bytes as they are, then the Kafka columns, in `schema_version=0`.
@@ -344,10 +371,12 @@ def _jsonable(value: Any, depth: int) -> Any:
 
 # Kafka Connect and Debezium types without an Avro twin (see `connect_types`), by (Avro type, connect.name).
 _CONNECT_COLUMNS: dict[tuple[str, str | None], _Mapped] = {
-    ("long", NANO_TIMESTAMP): _Mapped(pa.timestamp("us", tz="UTC"), lambda nanos: nanos // 1000),
+    ("long", TIMESTAMP): _Mapped(pa.timestamp("ms", tz="UTC"), debezium_timestamp("ms")),
+    ("long", MICRO_TIMESTAMP): _Mapped(pa.timestamp("us", tz="UTC"), debezium_timestamp("us")),
+    ("long", NANO_TIMESTAMP): _Mapped(pa.timestamp("us", tz="UTC"), debezium_timestamp("ns")),
     ("long", NANO_TIME): _Mapped(pa.time64("us"), lambda nanos: nanos // 1000),
     # RFC 3339 text with an offset, to UTC; the digits past the microsecond are cut.
-    ("string", ZONED_TIMESTAMP): _Mapped(pa.timestamp("us", tz="UTC"), parse_event_time),
+    ("string", ZONED_TIMESTAMP): _Mapped(pa.timestamp("us", tz="UTC"), zoned_timestamp),
     ("record", VARIABLE_SCALE_DECIMAL): _Mapped(pa.string(), variable_scale_decimal_text, (
         ("", "Debezium VariableScaleDecimal as its exact decimal text"),)),
 }
@@ -366,7 +395,10 @@ def _record_converter(names: list[str], converters: list[Converter]) -> Converte
     def convert_record(record: dict) -> dict:
         out = dict(record)  # a copy: converting twice (after a failed batch) must not pseudonymize twice
         for name, convert in converted:
-            out[name] = convert(out[name])
+            try:
+                out[name] = convert(out[name])
+            except UNFIT_FOR_ARROW as error:
+                raise ColumnMisfit.at(name, error) from None
         return out
 
     return convert_record
@@ -375,13 +407,27 @@ def _record_converter(names: list[str], converters: list[Converter]) -> Converte
 def _list_converter(convert_item: Converter) -> Converter:
     if convert_item is None:
         return None
-    return lambda items: [convert_item(item) for item in items]
+
+    def convert_list(items: list) -> list:
+        try:
+            return [convert_item(item) for item in items]
+        except UNFIT_FOR_ARROW as error:
+            raise ColumnMisfit.at("[]", error) from None
+
+    return convert_list
 
 
 def _map_converter(convert_value: Converter) -> Converter:
     if convert_value is None:
         return None
-    return lambda entries: {key: convert_value(value) for key, value in entries.items()}
+
+    def convert_map(entries: dict) -> dict:
+        try:
+            return {key: convert_value(value) for key, value in entries.items()}
+        except UNFIT_FOR_ARROW as error:
+            raise ColumnMisfit.at("{}", error) from None
+
+    return convert_map
 
 
 def _nullable_converter(convert: Converter, tagged: bool) -> Converter:

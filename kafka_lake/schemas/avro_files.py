@@ -11,7 +11,7 @@ from typing import Any
 import fastavro
 
 from kafka_lake.schemas.avro_types import schema_shape
-from kafka_lake.schemas.connect_types import with_connect_logical_types
+from kafka_lake.schemas.connect_types import ConnectTypeError, with_connect_logical_types
 from kafka_lake.table_spec import SchemaFileError
 
 # Records, arrays and maps inside each other: deeper schemas are refused at load. Generous for real events,
@@ -33,7 +33,10 @@ def read_avro_schema(path: Path, text: str) -> tuple[dict, Any, tuple[str, ...]]
     shape = schema_shape(schema, MAX_SCHEMA_DEPTH)
     if shape.problem:
         raise SchemaFileError(f"{path}: {shape.problem}")
-    schema = with_connect_logical_types(schema)
+    try:
+        schema = with_connect_logical_types(schema)
+    except ConnectTypeError as error:
+        raise SchemaFileError(f"{path}: {error}") from None
     try:
         parsed = fastavro.parse_schema(schema)
     except Exception as error:  # fastavro raises several types for bad schemas

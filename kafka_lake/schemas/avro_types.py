@@ -16,6 +16,10 @@ from kafka_lake.schemas.type_widening import avro_type_widens
 AvroType = Any  # a str, dict or list, as in the .avsc JSON
 
 _PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
+# The most digits a decimal lands with (as text past the 38 readers hold as decimals): more than any database declares
+# (PostgreSQL's NUMERIC(p) stops at 1000), and where turning a number into digits starts to cost time growing with the
+# square of its length (Python refuses longer int texts by default for that reason).
+MAX_DECIMAL_DIGITS = 4300
 NAMED_KINDS = ("record", "error", "enum", "fixed")  # the types a schema defines by name
 
 
@@ -81,6 +85,15 @@ def non_null_members(union: list) -> list[AvroType]:
     return [member for member in union if member != "null"]
 
 
+def json_keys(field: dict) -> tuple[str, ...]:
+    """The keys a JSON object may hold a record field's value under: its name, then its Avro `aliases` in order (the
+    key a producer writes that is no Avro name: `$schema`, `@timestamp`, `+1`)."""
+    aliases = field.get("aliases")
+    if not aliases:
+        return (field["name"],)
+    return (field["name"], *(alias for alias in dict.fromkeys(aliases) if alias != field["name"]))
+
+
 def unwrap_nullable(node: AvroType) -> AvroType:
     """`["null", T]` (in either order) → T; anything else unchanged."""
     if isinstance(node, list):
@@ -103,6 +116,21 @@ def field_type_at(schema: AvroType, path: tuple[str, ...]) -> AvroType | None:
             return None
         node = match["type"]
     return resolve(node, names)
+
+
+def json_keys_at(schema: AvroType, path: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """The JSON keys (`json_keys`) of each step of a dotted field path through nested records; a step no record has
+    keeps its name alone."""
+    names = named_types(schema)
+    node: AvroType = schema
+    keys = []
+    for step in path:
+        node = resolve(unwrap_nullable(resolve(node, names)), names)
+        fields = node.get("fields", []) if isinstance(node, dict) and node.get("type") in ("record", "error") else []
+        match = next((f for f in fields if f["name"] == step), None)
+        keys.append(json_keys(match) if match is not None else (step,))
+        node = match["type"] if match is not None else None
+    return tuple(keys)
 
 
 def refers_back(node: AvroType, open_records: Collection[int], names: dict[str, AvroType]) -> bool:
@@ -165,48 +193,69 @@ def is_time_type(node: AvroType) -> bool:
 
 
 def evolution_problem(older: dict, newer: dict) -> str | None:
-    """Why `newer` cannot follow `older` in one table (a field's type narrowed or changed), or None."""
-    return _record_problem(older, newer, named_types(older), named_types(newer), prefix="")
+    """Why `newer` cannot follow `older` in one table (a field's type narrowed or changed), or None. A field of `newer`
+    that an `aliases` entry names after a field `older` has and `newer` lacks is that field renamed (Avro's way)."""
+    return _record_problem(older, newer, named_types(older), named_types(newer), prefix="", open_records=[])
 
 
-def _record_problem(old: dict, new: dict, old_names, new_names, prefix: str) -> str | None:
+def renamed_field(new_record: dict, old_name: str, old_names: set[str]) -> dict | None:
+    """The field of `new_record` that Avro's rename gives `old_name` (a field no longer there by that name): the one
+    naming it among its aliases, whose own name is new."""
+    if any(f["name"] == old_name for f in new_record.get("fields", [])):
+        return None
+    return next((f for f in new_record.get("fields", []) if f["name"] not in old_names and old_name in f.get("aliases", ())),
+                None)
+
+
+def _record_problem(old: dict, new: dict, old_names, new_names, prefix: str, open_records: list[int]) -> str | None:
+    if id(old) in open_records:  # a record that contains itself: its fields were compared where it opened
+        return None
+    open_records = [*open_records, id(old)]
     new_fields = {f["name"]: f for f in new.get("fields", [])}
+    old_field_names = {f["name"] for f in old.get("fields", [])}
     for old_field in old.get("fields", []):
-        new_field = new_fields.get(old_field["name"])
+        new_field = new_fields.get(old_field["name"]) or renamed_field(new, old_field["name"], old_field_names)
         if new_field is None:
             continue  # a removed field stays in the table as a column the new rows leave null
         path = f"{prefix}{old_field['name']}"
-        problem = _type_problem(old_field["type"], new_field["type"], old_names, new_names, path)
+        problem = _type_problem(old_field["type"], new_field["type"], old_names, new_names, path, open_records)
         if problem:
             return problem
     return None
 
 
-def _type_problem(old: AvroType, new: AvroType, old_names, new_names, path: str) -> str | None:
+def _type_problem(old: AvroType, new: AvroType, old_names, new_names, path: str, open_records: list[int]) -> str | None:
     old, new = resolve(old, old_names), resolve(new, new_names)
     old_kind, new_kind = type_name(old), type_name(new)
     if old_kind == "union" or new_kind == "union":
-        old_members = old if isinstance(old, list) else [old]
-        new_members = new if isinstance(new, list) else [new]
-        if len(non_null_members(old_members)) == 1 and len(non_null_members(new_members)) == 1:
+        old_members = [resolve(m, old_names) for m in non_null_members(old if isinstance(old, list) else [old])]
+        new_members = [resolve(m, new_names) for m in non_null_members(new if isinstance(new, list) else [new])]
+        if len(old_members) == 1 and len(new_members) == 1:
             # Nullability may change; the value type must stay compatible.
-            return _type_problem(
-                non_null_members(old_members)[0], non_null_members(new_members)[0], old_names, new_names, path
-            )
-        if _describe(old) != _describe(new):
-            return f"field {path!r} changed its union from {_describe(old)} to {_describe(new)}"
+            return _type_problem(old_members[0], new_members[0], old_names, new_names, path, open_records)
+        # A union may gain members (Avro's resolution and the registry's BACKWARD mode accept it: its struct gains a
+        # field); each member it had keeps its type.
+        new_by_key = {union_member_key(m): m for m in new_members}
+        dropped = [union_member_key(m) for m in old_members if union_member_key(m) not in new_by_key]
+        if dropped:
+            return (f"field {path!r} changed its union from {_describe(old)} to {_describe(new)}: a union may gain "
+                    f"members, not lose {', '.join(dropped)}")
+        for member in old_members:
+            problem = _type_problem(member, new_by_key[union_member_key(member)], old_names, new_names, path, open_records)
+            if problem:
+                return problem
         return None
     if logical_type(old) != logical_type(new):
         return f"field {path!r} changed logical type from {logical_type(old)} to {logical_type(new)}"
     if old_kind in ("record", "error"):
         if new_kind not in ("record", "error"):
             return f"field {path!r} changed from a record to {new_kind}"
-        return _record_problem(old, new, old_names, new_names, prefix=f"{path}.")
+        return _record_problem(old, new, old_names, new_names, f"{path}.", open_records)
     if old_kind in ("array", "map"):
         if new_kind != old_kind:
             return f"field {path!r} changed from {old_kind} to {new_kind}"
         key = "items" if old_kind == "array" else "values"
-        return _type_problem(old[key], new[key], old_names, new_names, f"{path}[]")
+        return _type_problem(old[key], new[key], old_names, new_names, f"{path}[]", open_records)
     if old_kind == "enum":
         if new_kind != "enum":
             return f"field {path!r} changed from enum to {new_kind}"
@@ -220,6 +269,14 @@ def _type_problem(old: AvroType, new: AvroType, old_names, new_names, path: str)
     if not avro_type_widens(old_kind, new_kind):
         return f"field {path!r} changed type from {old_kind} to {new_kind} (only int → long, int → float/double and float → double can share a table column)"
     return None
+
+
+def union_member_key(node: AvroType) -> str:
+    """What makes a union's member the same one in every version: its named type's name, else its kind (Avro allows
+    one member of each unnamed kind in a union)."""
+    if isinstance(node, dict) and node.get("type") in NAMED_KINDS:
+        return str(node.get("name"))
+    return type_name(node)
 
 
 def _describe(node: AvroType) -> str:
@@ -300,6 +357,10 @@ class _Shape:
         kind = node.get("type")
         if node.get("logicalType") == "decimal" and node.get("precision") == 0:  # fastavro refuses only negatives
             raise _ShapeProblem(f"{where} is a decimal of precision 0; a decimal holds at least one digit")
+        precision = node.get("precision")
+        if node.get("logicalType") == "decimal" and isinstance(precision, int) and precision > MAX_DECIMAL_DIGITS:
+            raise _ShapeProblem(f"{where} is a decimal of precision {precision}; the lake holds decimals of at most "
+                                f"{MAX_DECIMAL_DIGITS} digits")
         if isinstance(kind, (dict, list)):  # `{"type": {...}}`: a wrapper, counted as a level like any nesting
             self._check_depth(depth, path)
             return self.walk(kind, namespace, depth + 1, path)
@@ -351,6 +412,8 @@ class _Shape:
         seen: dict[str, str] = {}
         levels, empty = 0, True
         space = full.rsplit(".", 1)[0] if "." in full else None
+        names = {child.get("name") for child in fields if isinstance(child, dict) and isinstance(child.get("name"), str)}
+        keys: dict[str, str] = {}  # a JSON key (an alias) → the field it belongs to
         for child in fields:
             name = child.get("name") if isinstance(child, dict) else None
             if not isinstance(name, str) or not AVRO_NAME.match(name):
@@ -358,6 +421,7 @@ class _Shape:
                     f"record {full!r} has a field named {name!r:.80}: field names must be letters, digits and "
                     f"underscores, not starting with a digit"
                 )
+            self._check_aliases(full, name, child.get("aliases", []), names, keys)
             if name.lower() in seen:
                 raise _ShapeProblem(
                     f"record {full!r} has fields {seen[name.lower()]!r} and {name!r}, which differ only in case; "
@@ -368,6 +432,22 @@ class _Shape:
             levels, empty = max(levels, child_levels), empty and child_empty
         self.open.pop()
         return levels + 1, empty
+
+    @staticmethod
+    def _check_aliases(record: str, name: str, aliases: Any, names: set, keys: dict[str, str]) -> None:
+        """A field's aliases are other keys of its value in JSON: texts that no other field of the record is named or
+        aliased, so each key of an object names one field."""
+        if not isinstance(aliases, list) or not all(isinstance(alias, str) and alias for alias in aliases):
+            raise _ShapeProblem(f"field {name!r} of record {record!r} has aliases {aliases!r:.80}; aliases are a list of "
+                                f"non-empty texts")
+        for alias in aliases:
+            if alias == name:
+                continue
+            if alias in names or keys.get(alias, name) != name:
+                other = alias if alias in names else keys[alias]
+                raise _ShapeProblem(f"field {name!r} of record {record!r} has alias {alias!r:.80}, which is already field "
+                                    f"{other!r}'s {'name' if alias in names else 'alias'}; a JSON key names one field")
+            keys[alias] = name
 
     def _reference(self, name: str, namespace: str | None, depth: int, path: str) -> tuple[int, bool]:
         full = name if "." in name else f"{namespace}.{name}" if namespace else name

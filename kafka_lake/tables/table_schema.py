@@ -1,8 +1,9 @@
 """The table a topic becomes in a table catalog (Glue or Hive): columns, partition keys, Parquet, location.
 
-Column types come from the Arrow schema of each version's Parquet files (`arrow_mapping`), so the catalog
-declares exactly what landing writes; versions merge into one table, widening only where readers can.
+Column types come from the Arrow schema every version's Parquet files are written with (`landed_schema`), so the
+catalog declares exactly what landing writes; a table already in the catalog evolves only where readers can.
 """
+
 
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from kafka_lake.decoding.formats import payload_format
 from kafka_lake.decoding.key_columns import trailing_columns
 from kafka_lake.kafka.records import KAFKA_COLUMNS
 from kafka_lake.lake.layout import PARTITION_COLUMN_TYPES, is_lake_column
-from kafka_lake.schemas.arrow_mapping import RAW_MAPPING, arrow_schema_for, column_comment
+from kafka_lake.schemas.arrow_mapping import RAW_MAPPING, column_comment
 from kafka_lake.schemas.avro_types import AVRO_NAME
+from kafka_lake.schemas.landed_schema import LandedSchema, LandedSchemaError
 from kafka_lake.schemas.type_widening import shared_column_type
 from kafka_lake.table_spec import TableSpec
 
@@ -131,8 +133,9 @@ def table_definition(topic: TableSpec, location: str) -> TableDefinition:
 
 
 def table_columns(topic: TableSpec) -> tuple[Column, ...]:
-    """The union of every version's fields in version order (new fields appended, struct fields
-    unioned, types widened), then the `_kafka_*` columns, then the key's and `_kafka_tombstone` (`key_columns`).
+    """The columns every version lands in (`landed_schema`: new fields appended, struct fields and union members
+    unioned, types widened, renamed fields in their first column), then the `_kafka_*` columns, then the key's and
+    `_kafka_tombstone` (`key_columns`).
 
     Names are lowercase, struct fields' too (`orderId` → `orderid`): Glue's and Athena's rule, and what the Hive
     metastore keeps of a top-level name. Parquet readers match the files' own names without regard to case, and names
@@ -143,20 +146,15 @@ def table_columns(topic: TableSpec) -> tuple[Column, ...]:
     if not payload_format(topic).has_schemas:  # no schema: the value's bytes
         return tuple(column_of(f, f"{topic.name}: the raw value" if f.name not in kafka_names else "the Kafka columns")
                      for f in RAW_MAPPING.schema) + tuple(map(lowercase, trailing))
-    per_version = []
-    for version in topic.schema_versions:
-        label = f"{topic.source_file or topic.name}: version {version.version} ({version.file})"
-        schema = arrow_schema_for(version, topic.pii_fields, topic.columns_by_field)
-        columns = tuple(column_of(f, label) for f in schema if f.name not in kafka_names)
-        _check_names(columns, label, top_level=True)
-        per_version.append((label, tuple(lowercase(column) for column in columns)))
-    merged = per_version[0][1]
-    for index, (_label, columns) in enumerate(per_version[1:], start=1):
-        try:
-            merged = merge_columns(merged, columns)
-        except _Conflict as conflict:
-            raise _name_versions(conflict, per_version[: index + 1]) from None
-    return merged + tuple(column_of(f, "the Kafka columns") for f in KAFKA_COLUMNS) + tuple(map(lowercase, trailing))
+    label = topic.source_file or topic.name
+    try:
+        landed = LandedSchema(topic)
+    except LandedSchemaError as error:
+        raise TableSchemaError(f"{label}: {error}") from None
+    columns = tuple(column_of(f, label) for f in landed.value_fields)
+    _check_names(columns, label, top_level=True)
+    return (tuple(lowercase(column) for column in columns) + tuple(column_of(f, "the Kafka columns") for f in KAFKA_COLUMNS)
+            + tuple(map(lowercase, trailing)))
 
 
 def column_of(arrow_field: pa.Field, where: str) -> Column:
@@ -287,33 +285,6 @@ def widest(old: HiveType, new: HiveType, path: tuple[str, ...]) -> HiveType:
     if shared is None:
         raise _Conflict(path, old, new)
     return HiveType(shared)
-
-
-def _type_at(columns: tuple[Column, ...], path: tuple[str, ...]) -> HiveType | None:
-    node: HiveType | None = HiveType("struct", fields=columns)
-    for step in path:
-        if node is None:
-            return None
-        if step in ("[]", "{}"):
-            node = node.element
-        else:
-            node = next((f.type for f in node.fields if f.name.lower() == step.lower()), None)
-    return node
-
-
-def _name_versions(conflict: _Conflict, versions: list[tuple[str, tuple[Column, ...]]]) -> TableSchemaError:
-    """Names the earlier version whose type at the conflicting path the newest one cannot share a column with."""
-    newest_label, newest = versions[-1]
-    new_type = _type_at(newest, conflict.path)
-    for label, columns in versions[:-1]:
-        old_type = _type_at(columns, conflict.path)
-        if old_type is None or new_type is None:
-            continue
-        try:
-            widest(old_type, new_type, conflict.path)
-        except _Conflict:
-            return incompatible(conflict.dotted, label, old_type, newest_label, new_type)
-    return incompatible(conflict.dotted, "an earlier version", conflict.old, newest_label, conflict.new)
 
 
 def incompatible(column: str, old_label: str, old: HiveType, new_label: str, new: HiveType) -> TableSchemaError:

@@ -3,11 +3,12 @@
 Loads and validates every topic up front so a bad entry fails at load, naming the file.
 """
 
+
 from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,16 +27,18 @@ from kafka_lake.schemas.avro_types import (
     type_name,
     unwrap_nullable,
 )
+from kafka_lake.schemas.column_lineage import LineageError, column_paths, lineage
 from kafka_lake.schemas.connect_types import TIME_UNIT_OF, connect_name
+from kafka_lake.schemas.landed_schema import LandedSchema, LandedSchemaError
 from kafka_lake.settings import DEFAULT_TABLE_FORMAT
 from kafka_lake.table_spec import (
     RECORD_NAME,
+    FieldColumns,
     Route,
     RoutedSibling,
     SchemaFileError,
     SchemaVersion,
     TableSpec,
-    is_table_name,
     shown,
 )
 from kafka_lake.tables.formats import TABLE_FORMATS, table_format_type
@@ -47,6 +50,7 @@ from kafka_lake.topics.topic_yaml import (
     TopicYaml,
     TopicYamlError,
     archived_topic_yaml,
+    is_table_name,
     read_archive_yaml,
     read_topic_yaml,
 )
@@ -398,7 +402,8 @@ def _topic_spec(entry: TopicYaml, database: str, table: str, folder: Path, where
     payloads = PAYLOAD_FORMATS[entry.payload_format]
     versions = _load_versions(payloads, entry.schema_versions, folder, where)
     _check_recursion(entry.recursive_records, versions, where)
-    _check_rename(entry.rename, versions, where)
+    field_columns = _field_columns(versions, where)
+    rename = _rename_by_column(entry.rename, versions, field_columns, where)
     time_field = _check_time_partitioning(entry.time_partitioning, versions, where)
     time_unit = entry.time_partitioning.unit if entry.time_partitioning is not None else None
     if time_field is not None and time_unit is None:  # Debezium's NanoTimestamp says its unit itself
@@ -406,6 +411,7 @@ def _topic_spec(entry: TopicYaml, database: str, table: str, folder: Path, where
     pii_fields = tuple(tuple(p.split(".")) for p in entry.pii_fields)
     for pii in pii_fields:
         _check_field_path(versions, pii, f"pii_fields entry {'.'.join(pii)!r}", where, json_allowed=True)
+    pii_fields = _in_every_name(pii_fields, field_columns)
     if entry.subject_field is not None:
         _check_field_path(versions, tuple(entry.subject_field.split(".")), f"subject_field {entry.subject_field!r}", where)
     route = _check_route(entry.route, versions, where) if entry.route is not None else None
@@ -424,15 +430,66 @@ def _topic_spec(entry: TopicYaml, database: str, table: str, folder: Path, where
         schema_versions=tuple(versions),
         pii_fields=pii_fields,
         allowed_lateness_hours=entry.lateness_hours,
-        rename=tuple(sorted(entry.rename.items())),
+        rename=tuple(sorted(rename.items())),
         route=route,
         key_schema=key_schema,
         archived=archived,
+        field_columns=field_columns,
     )
+    _check_landed_schema(spec)
     problem = table_format_type(spec).schema_problem(spec)
     if problem:
         raise CatalogError(problem)
     return spec
+
+
+def _field_columns(versions: list[SchemaVersion], where: str) -> FieldColumns:
+    """Where each version's fields renamed with an Avro alias land (`TableSpec.field_columns`)."""
+    try:
+        root = lineage([version.schema for version in versions])
+    except LineageError as error:
+        version = versions[error.version]
+        raise CatalogError(f"{where}: version {version.version} ({version.file}): {error}") from None
+    return tuple((version.version, path, landed) for index, version in enumerate(versions)
+                 for path, landed in sorted(column_paths(root, index, version.schema).items()))
+
+
+def _in_every_name(paths: tuple[tuple[str, ...], ...], field_columns: FieldColumns) -> tuple[tuple[str, ...], ...]:
+    """Field paths (of `pii_fields`) with every other name their fields have in some version: a field renamed with an
+    alias is pseudonymized as the field it renamed, whichever name the catalog gives."""
+    columns = {next((landed for _, path, landed in field_columns if path == given), given) for given in paths}
+    more = sorted({path for _, path, landed in field_columns if landed in columns} | columns)
+    return paths + tuple(path for path in more if path not in paths)
+
+
+def _rename_by_column(rename: dict[str, str], versions: list[SchemaVersion], field_columns: FieldColumns,
+                      where: str) -> dict[str, str]:
+    """`rename` (a top-level Avro field, of any version → its column name) as column (its first name) → column name,
+    checked against every version's columns."""
+    def column_of(number: int, name: str) -> str:
+        return next((landed[0] for version, path, landed in field_columns if version == number and path == (name,)), name)
+
+    by_column: dict[str, tuple[str, str]] = {}  # column → (the name it lands under, the key that said so)
+    for field_name, name in rename.items():
+        landed = {column_of(v.version, field_name) for v in versions if field_name in _top_level_names(v)}
+        if not landed:
+            raise CatalogError(f"{where}: rename.{field_name} names no top-level field of any schema version")
+        for column in landed:
+            if column in by_column and by_column[column][0] != name:
+                raise CatalogError(f"{where}: rename.{field_name} and rename.{by_column[column][1]} name the same column "
+                                   f"{column!r} (a field and the field it renamed with an alias) with different names")
+            by_column[column] = (name, field_name)
+    names = {column: name for column, (name, _) in by_column.items()}
+
+    def labelled(version: SchemaVersion, field_name: str) -> tuple[str, str]:
+        column = column_of(version.version, field_name)
+        label = f"field {field_name!r}" + (f" (the field {column!r} renamed by its alias)" if column != field_name else "")
+        if column in by_column:
+            label += f" (renamed to {names[column]!r} by rename.{by_column[column][1]})"
+        return names.get(column, column), label
+
+    _check_columns(versions, labelled, where)
+    return names
 
 
 def _table_format_of(entry: TopicYaml, deployment: str, where: str) -> str:
@@ -445,6 +502,16 @@ def _table_format_of(entry: TopicYaml, deployment: str, where: str) -> str:
                                f"make a {chosen} table of; leave table_format out to land it in the {DEFAULT_TABLE_FORMAT} table format")
         return DEFAULT_TABLE_FORMAT
     return chosen
+
+
+def _check_landed_schema(spec: TableSpec) -> None:
+    """Every version's fields must share the table's columns (`landed_schema`)."""
+    if not PAYLOAD_FORMATS[spec.payload_format].has_schemas:
+        return
+    try:
+        LandedSchema(spec)
+    except LandedSchemaError as error:
+        raise CatalogError(f"{spec.source_file}: {error}") from None
 
 
 def _check_route(route: RouteYaml, versions: list[SchemaVersion], where: str) -> Route:
@@ -527,17 +594,15 @@ def _check_recursion(choice: str, versions: list[SchemaVersion], where: str) -> 
                 )
 
 
-def _check_rename(rename: dict[str, str], versions: list[SchemaVersion], where: str) -> None:
-    """`rename` (top-level Avro field → column name) against every version's columns."""
-    for field_name in rename:
-        if not any(field_name in _top_level_names(v) for v in versions):
-            raise CatalogError(f"{where}: rename.{field_name} names no top-level field of any schema version")
+def _check_columns(versions: list[SchemaVersion], column_of: Callable[[SchemaVersion, str], tuple[str, str]],
+                   where: str) -> None:
+    """Every version's top-level columns (a field's column and how to name it in a message: `column_of`) against the
+    lake's own and each other."""
     for version in versions:
         schema_file = Path(where).parent / version.file
         taken: dict[str, str] = {}
         for field_name in _top_level_names(version):
-            column = rename.get(field_name, field_name)
-            label = f"field {field_name!r}" + (f" (renamed to {column!r} by rename.{field_name})" if column != field_name else "")
+            column, label = column_of(version, field_name)
             if is_lake_column(column):
                 fix = "choose another name in rename" if column != field_name else (
                     f"map it to another column with `rename: {{{field_name}: <column>}}`")

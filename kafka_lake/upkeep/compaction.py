@@ -5,6 +5,7 @@ switching the catalog partition to it, and only then are its sources deleted: at
 moment a catalog reader sees each row exactly once, and a crash leaves old or new files.
 """
 
+
 from __future__ import annotations
 
 import hashlib
@@ -28,6 +29,7 @@ from kafka_lake.lake.parquet_output import ParquetOutput
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.lake.table_partition import TablePartition, partition_of_path
 from kafka_lake.schemas.arrow_mapping import column_at
+from kafka_lake.schemas.landed_schema import LandedSchema
 from kafka_lake.table_spec import TableSpec
 
 log = logging.getLogger(__name__)
@@ -185,13 +187,14 @@ def compact_partition(task: CompactionTask) -> CompactionReport:
     directory = task.partition.compacted_directory(task.topic.database, task.topic.table, task.generation)
     for leftover in storage.list_files(directory):  # a crashed attempt at this same generation
         storage.delete(leftover.path)
-    schema = _sources_schema(storage, task.sources)
+    landed = _LandedAs(task.topic, task.partition.schema_version)
+    schema = _sources_schema(storage, task.sources, landed)
     writer = _RollingParquet(storage, directory, task.target_bytes, schema)
     seen_keys: set[int] = set()
     key_tables, rows_read, rows_erased, source_bytes = [], 0, 0, 0
     try:
         for path in task.sources:
-            table = _conformed(pq.read_table(storage.full_path(path), filesystem=storage.filesystem), schema)
+            table = _conformed(landed.rows(pq.read_table(storage.full_path(path), filesystem=storage.filesystem)), schema)
             source_bytes += storage.filesystem.get_file_info(storage.full_path(path)).size
             rows_read += table.num_rows
             table = _without_seen(table, seen_keys)
@@ -231,13 +234,44 @@ def _without_seen(table: pa.Table, seen: set[int]) -> pa.Table:
     return table if all(fresh) else table.filter(pa.array(fresh))
 
 
-def _sources_schema(storage: LakeStorage, sources: Iterable[str]) -> pa.Schema | None:
-    """One schema holding every source file's rows: files landed by an older release may lack a column (the Kafka
-    headers) or declare fields non-nullable; a column any file has is kept, nullable where any file's is."""
-    schemas = [pq.read_schema(storage.full_path(path), filesystem=storage.filesystem) for path in sources]
+class _LandedAs:
+    """What one schema version's rows land as now (`landed_schema`): files written before the table's columns
+    changed, in the version's own columns, are brought to them; files written in the table's columns of an earlier
+    catalog take its new columns when the sources' schemas unify."""
+
+    def __init__(self, topic: TableSpec, version: int):
+        self._landed = LandedSchema(topic) if topic.schema_versions else None
+        self._version = version
+
+    @property
+    def columns(self) -> list[pa.Schema]:
+        """The table's columns now, which every rewritten file holds: none for a raw table."""
+        return [] if self._landed is None else [self._landed.schema_for(self._version)]
+
+    def schema(self, written: pa.Schema) -> pa.Schema:
+        """The schema of a file's rows once brought to the table's columns."""
+        return self.columns[0] if self._in_own_columns(written) else written
+
+    def rows(self, table: pa.Table) -> pa.Table:
+        if self._landed is None or not self._in_own_columns(table.schema):
+            return table
+        return self._landed.conform(self._version, table)
+
+    def _in_own_columns(self, written: pa.Schema) -> bool:
+        if self._landed is None:
+            return False
+        own = self._landed.own_schema(self._version)
+        return written.equals(own) and not written.equals(self._landed.schema_for(self._version))
+
+
+def _sources_schema(storage: LakeStorage, sources: Iterable[str], landed: _LandedAs) -> pa.Schema | None:
+    """One schema holding every source file's rows, led by the table's columns now: files landed by an older release
+    may lack a column (the Kafka headers) or declare fields non-nullable, or hold a version's own columns, or the
+    table's of an earlier catalog; a column any file has is kept, in the widest type, nullable where any file's is."""
+    schemas = [landed.schema(pq.read_schema(storage.full_path(path), filesystem=storage.filesystem)) for path in sources]
     if not schemas:
         return None
-    return pa.unify_schemas(schemas, promote_options="permissive").with_metadata(schemas[0].metadata)
+    return pa.unify_schemas([*landed.columns, *schemas], promote_options="permissive").with_metadata(schemas[0].metadata)
 
 
 def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:

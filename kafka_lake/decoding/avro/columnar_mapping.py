@@ -34,8 +34,11 @@ from kafka_lake.schemas.avro_types import (
     type_name,
 )
 from kafka_lake.schemas.connect_types import (
+    INFINITE_COUNTS,
+    MICRO_TIMESTAMP,
     NANO_TIME,
     NANO_TIMESTAMP,
+    TIMESTAMP,
     VARIABLE_SCALE_DECIMAL,
     ZONED_TIMESTAMP,
     connect_name,
@@ -59,6 +62,12 @@ _COLUMNAR_LOGICAL_RANGES: dict[tuple[str, str | None], tuple[int, int]] = {
     ("long", "timestamp-micros"): (_FIRST_S * 10**6, _LAST_S * 10**6 + 999_999),
     ("long", "local-timestamp-millis"): (_FIRST_S * 1000, _LAST_S * 1000 + 999),
     ("long", "local-timestamp-micros"): (_FIRST_S * 10**6, _LAST_S * 10**6 + 999_999),
+}
+# Debezium's timestamps in milli- and microseconds, by connect.name: the same ranges; PostgreSQL's infinities (Long.MAX
+# and Long.MIN) lie outside them and are landed at the years' ends by the record path's converter.
+DEBEZIUM_TIMESTAMP_RANGES: dict[str | None, tuple[int, int]] = {
+    TIMESTAMP: _COLUMNAR_LOGICAL_RANGES["long", "timestamp-millis"],
+    MICRO_TIMESTAMP: _COLUMNAR_LOGICAL_RANGES["long", "timestamp-micros"],
 }
 _UUID_TEXT = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 _PII_SCALARS = ("string", "int", "long", "boolean", "enum")  # whose text pyarrow's cast writes as Python's str does
@@ -147,7 +156,9 @@ class _ColumnarCompiler:
         kind = type_name(avro)
         connect = connect_name(avro)
         if (kind, connect) in (("long", NANO_TIMESTAMP), ("long", NANO_TIME)):
-            return _Nanos(target)
+            return _Nanos(target, infinite=connect == NANO_TIMESTAMP)
+        if kind == "long" and connect in DEBEZIUM_TIMESTAMP_RANGES:
+            return _Varint(DEBEZIUM_TIMESTAMP_RANGES[connect], target)
         if (kind, connect) == ("string", ZONED_TIMESTAMP):
             return _ZonedTimestamp(target)
         if (kind, connect) == ("record", VARIABLE_SCALE_DECIMAL):
@@ -361,10 +372,15 @@ class _Bytes(_Node):
 
 
 class _Nanos(_Varint):
-    """Debezium's NanoTimestamp and NanoTime: nanoseconds, landed in microseconds (rounded down, as `//` does)."""
+    """Debezium's NanoTimestamp and NanoTime: nanoseconds, landed in microseconds (rounded down, as `//` does). A
+    NanoTimestamp's infinities are left to the record path, which lands them at the years' ends."""
 
-    def __init__(self, target: pa.DataType):
+    def __init__(self, target: pa.DataType, infinite: bool = False):
         super().__init__(None, target)
+        self.infinite = infinite
+
+    def misfits(self, array):
+        return np.isin(self._integers(array), INFINITE_COUNTS) if self.infinite else None
 
     def convert(self, array):
         micros = self._integers(array) // 1000

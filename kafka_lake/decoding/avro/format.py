@@ -2,9 +2,12 @@
 `topic.yaml` names another.
 """
 
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -17,7 +20,7 @@ from kafka_lake.kafka.records import KafkaBatch
 from kafka_lake.kafka.schema_resolution import AvroForms, CatalogSchemas, RegistrySchemas, SchemaResolver
 from kafka_lake.schemas.avro_files import read_avro_schema
 from kafka_lake.schemas.avro_types import evolution_problem, record_full_name
-from kafka_lake.table_spec import SchemaVersion, TableSpec
+from kafka_lake.table_spec import SchemaVersion, TableSpec, shown
 
 
 class AvroPayloads:
@@ -57,9 +60,12 @@ class AvroPayloads:
     def record_name(self, version: SchemaVersion, payload: memoryview) -> str:
         return record_full_name(version.schema)
 
-    def route_values(self, batch: KafkaBatch, framed: FramedValues, field: tuple[str, ...],
-                     value_type: pa.DataType) -> RouteValues | None:
+    def route_values(self, batch: KafkaBatch, framed: FramedValues, field: tuple[str, ...], value_type: pa.DataType,
+                     version_of: Callable[[int | None], SchemaVersion]) -> RouteValues | None:
         return None  # read as a column of the values decoded by the table's versions, as columns where they can
+
+    def shown(self, value: Any) -> str:
+        return shown(value)
 
 
 AVRO = AvroPayloads()

@@ -18,12 +18,8 @@ import pyarrow as pa
 from kafka_lake.decoding.decoded_batch import Placement, Rejected, Undecodable
 from kafka_lake.decoding.placement import TimePlacement
 from kafka_lake.kafka.records import KafkaBatch, KafkaRecord, kafka_columns
-from kafka_lake.schemas.arrow_mapping import MAX_JSON_DEPTH, ArrowMapping
+from kafka_lake.schemas.arrow_mapping import MAX_JSON_DEPTH, UNFIT_FOR_ARROW, ArrowMapping
 from kafka_lake.table_spec import SchemaVersion
-
-# What Arrow raises for a decoded value its column cannot hold (a decimal beyond its precision, …).
-UNFIT_FOR_ARROW = (pa.ArrowException, ValueError, TypeError, OverflowError)
-
 
 _CLAIMED_LENGTH = re.compile(r"Expected (-?\d+) bytes, read (\d+)")
 _ANOTHER_SCHEMA = "written with another schema than its id says, or corrupt"
@@ -50,9 +46,31 @@ def why_undecodable(error: Exception, position: int, size: int) -> str:
         return f"a string that is not UTF-8, {where}: {_ANOTHER_SCHEMA}"
     if isinstance(error, MemoryError):
         return f"a length or count too large to hold, {where}: {_ANOTHER_SCHEMA}"
-    if isinstance(error, (ValueError, OverflowError)):  # a date, time or uuid out of its logical type's range
-        return f"a value its logical type cannot hold ({text or 'out of range'}), {where}: {_ANOTHER_SCHEMA}"
+    if isinstance(error, (ValueError, OverflowError)):  # a date, time, decimal or uuid its logical type cannot hold
+        # The bytes read as the schema says: the value is the producer's, no sign of another schema or corruption.
+        return f"a value its logical type cannot hold ({text or 'out of range'}), {where}"
     return f"the bytes do not read as this schema ({text or 'no reason given'}), {where}"
+
+
+def _bounded_decimal(read_decimal: Callable[..., Any]) -> Callable[..., Any]:
+    """fastavro's decimal reader, refusing before any work an unscaled value of more significant bytes than its
+    precision's digits take: turning a number into a decimal takes time growing with the square of its length (a
+    decimal(10,2) holding 100 KB of bytes took 4 s, 1 MB would take minutes), and such a value fits no column."""
+
+    def read(data: bytes, writer_schema: dict, reader_schema: Any = None) -> Any:
+        precision = writer_schema["precision"]
+        significant = len(data.lstrip(b"\xff" if data[:1] >= b"\x80" else b"\x00"))  # without the sign's own bytes
+        if significant > (precision * 3322 // 1000 + 8) // 8 + 1:  # log2(10) < 3.322 bits a digit
+            raise ValueError(f"a decimal({precision},{writer_schema.get('scale', 0)}) of {len(data)} bytes, more digits "
+                             f"than its precision")
+        return read_decimal(data, writer_schema, reader_schema)
+
+    return read
+
+
+# fastavro's documented way to read a logical type otherwise; one table serves its compiled and its Python reader.
+for _logical in ("bytes-decimal", "fixed-decimal"):
+    fastavro.read.LOGICAL_READERS[_logical] = _bounded_decimal(fastavro.read.LOGICAL_READERS[_logical])
 
 
 def _reader_for(version: SchemaVersion) -> Callable[..., Any]:

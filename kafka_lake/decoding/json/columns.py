@@ -6,8 +6,9 @@ The reader takes a block of lines. Each record becomes one line, `{"v":` + its J
 whatever a value holds: a value that is no object, two objects or a broken one fails its line. The reader refuses a
 whole block for one bad line; the block is then cut around it (the line it names, or halves), so a broken record costs
 only itself. What the reader might read otherwise than the record path is never given to it: values with line breaks,
-values that are no UTF-8 text, and values with more than `MAX_JSON_DEPTH` brackets (deep nesting the record path
-refuses). Each column is read in the reader's widest type and checked as the record path checks it (an int's range, a
+values that are no UTF-8 text, values with more than `MAX_JSON_DEPTH` brackets (deep nesting the record path
+refuses), and values holding `NaN` or `Inf` (the reader takes NaN and infinities as numbers, in any field, though JSON
+has no such literals). Each column is read in the reader's widest type and checked as the record path checks it (an int's range, a
 float's, a decimal's digits, an enum's symbols, a date's years, a field absent where its type has no null).
 """
 
@@ -28,6 +29,7 @@ from kafka_lake.decoding.avro.columnar_mapping import (
     _PII_SCALARS,
     _UUID_TEXT,
     _ZONED_TIMESTAMP,
+    DEBEZIUM_TIMESTAMP_RANGES,
     ColumnPseudonymize,
     NotColumnar,
     non_null,
@@ -38,8 +40,17 @@ from kafka_lake.decoding.placement import TimePlacement, place_by_hour
 from kafka_lake.kafka.framing import FramedValues
 from kafka_lake.kafka.records import KafkaBatch, KafkaColumns
 from kafka_lake.schemas.arrow_mapping import MAX_DECIMAL_PRECISION, MAX_JSON_DEPTH, ArrowMapping
-from kafka_lake.schemas.avro_types import AvroType, logical_type, named_types, non_null_members, resolve, type_name
+from kafka_lake.schemas.avro_types import (
+    AvroType,
+    json_keys,
+    logical_type,
+    named_types,
+    non_null_members,
+    resolve,
+    type_name,
+)
 from kafka_lake.schemas.connect_types import (
+    INFINITE_COUNTS,
     NANO_TIME,
     NANO_TIMESTAMP,
     VARIABLE_SCALE_DECIMAL,
@@ -98,8 +109,9 @@ class JsonColumns:
 
 class _JsonLines:
     """The records' JSON payloads (one schema id, so one framing) each wrapped as one line `{"v":…}`, end to end; a
-    stretch of them as a block. Values with a line break, or with brackets enough to nest past `MAX_JSON_DEPTH`, are
-    `refused`: the record path reads them."""
+    stretch of them as a block. Values with a line break, with brackets enough to nest past `MAX_JSON_DEPTH`, or with
+    the text of a literal the reader takes and JSON has not (`NaN`, `Inf`, `Infinity`, signed or not) are `refused`:
+    the record path reads them (a value that merely says "Info" in a string is read there too, to the same row)."""
 
     def __init__(self, framed: FramedValues, indices: np.ndarray):
         header = framed.payload_starts[indices] - framed.offsets[indices]
@@ -107,9 +119,10 @@ class _JsonLines:
             raise ValueError("a JSON block holds values of one framing")
         values = framed.values if len(indices) == len(framed.values) else framed.values.take(pa.array(indices))
         payloads = pc.binary_slice(values, int(header[0]) if len(indices) else 0, 2**31 - 1)
-        brackets = pc.add(pc.count_substring(payloads, "["), pc.count_substring(payloads, "{")).to_numpy(zero_copy_only=False)
-        breaks = pc.or_(pc.match_substring(payloads, "\n"), pc.match_substring(payloads, "\r")).to_numpy(zero_copy_only=False)
-        fine = (brackets <= MAX_JSON_DEPTH) & ~breaks & (pc.binary_length(payloads).to_numpy(zero_copy_only=False) > 0)
+        brackets = pc.count_substring_regex(payloads, r"[\[{]").to_numpy(zero_copy_only=False)
+        # One pass for both: a line break, or the text of a literal the reader takes and JSON has not.
+        unreadable = pc.match_substring_regex(payloads, "[\n\r]|NaN|Inf").to_numpy(zero_copy_only=False)
+        fine = (brackets <= MAX_JSON_DEPTH) & ~unreadable & (pc.binary_length(payloads).to_numpy(zero_copy_only=False) > 0)
         fine &= _utf8(payloads)
         self.refused = list(indices[~fine])
         self.indices = indices[fine]
@@ -123,21 +136,24 @@ class _JsonLines:
         return self.data[self.line_starts[first]:self.line_starts[stop]]
 
 
-def read_json_field(framed: FramedValues, indices: np.ndarray, path: tuple[str, ...], leaf: pa.DataType
+def read_json_field(framed: FramedValues, indices: np.ndarray, path: tuple[tuple[str, ...], ...], leaf: pa.DataType
                     ) -> tuple[list[tuple[int, object]], list[int]]:
-    """(record index, value) of the field at `path` of the JSON objects at `indices` (one framing), read as `leaf` (None:
-    absent or null), and the records the reader would not vouch for, which the caller reads record by record."""
+    """(record index, value) of the field at `path` (each step's JSON keys, `json_keys_at`) of the JSON objects at
+    `indices` (one framing), read as `leaf` (None: absent or null), and the records the reader would not vouch for,
+    which the caller reads record by record."""
     read_type = leaf
-    for step in reversed(path):
-        read_type = pa.struct([pa.field(step, read_type)])
+    for keys in reversed(path):
+        read_type = pa.struct([pa.field(key, read_type) for key in keys])
     lines = _JsonLines(framed, indices)
     left: list[int] = list(lines.refused)
     found: list[tuple[int, object]] = []
     for part, read in _read_isolating(lines, pa.schema([pa.field("v", read_type)]), left):
         column = read.column(0)
-        for step in path:
-            column = pc.struct_field(column, step)
-        found.extend(zip((int(i) for i in part), column.to_pylist()))
+        objects = non_null(column)  # a value that is JSON null is no object: the record path says so
+        left.extend(part[~objects])
+        for keys in path:
+            column = _Keys.first_present([pc.struct_field(column, key) for key in keys])
+        found.extend((int(i), value) for i, value, fine in zip(part, column.to_pylist(), objects) if fine)
     return found, [int(i) for i in left]
 
 
@@ -202,27 +218,58 @@ def _read_lines(block: bytes, schema: pa.Schema, count: int) -> tuple[pa.RecordB
 # --- the mapping: what the reader reads, what the record path would refuse, the lake's columns -----------------
 
 
+class _Keys:
+    """The JSON keys of a record's fields, as the reader reads them: each field's name, then its Avro aliases (keys that
+    are no Avro names, `$schema`); a field's value is that of its first key present and not null, as on the record
+    path."""
+
+    def __init__(self, fields: list[dict]):
+        self.keys = [json_keys(f) for f in fields]
+        self.aliased = any(len(keys) > 1 for keys in self.keys)
+
+    def read_type(self, read_types: list[pa.DataType]) -> pa.StructType:
+        return pa.struct([pa.field(key, read_type) for keys, read_type in zip(self.keys, read_types) for key in keys])
+
+    def columns(self, array: pa.StructArray) -> list[pa.Array]:
+        """Each field's column of the objects read as `read_type`."""
+        if not self.aliased:
+            return [array.field(index) for index in range(len(self.keys))]
+        columns, at = [], 0
+        for keys in self.keys:
+            columns.append(self.first_present([array.field(index) for index in range(at, at + len(keys))]))
+            at += len(keys)
+        return columns
+
+    @staticmethod
+    def first_present(under_keys: list) -> pa.Array:
+        """Per row, the value under the first key that holds one not null."""
+        chosen = under_keys[-1]
+        for under in reversed(under_keys[:-1]):
+            chosen = pc.if_else(under.is_valid(), under, chosen)
+        return chosen
+
+
 class JsonMapping:
     """One schema version's columnar JSON reading: the schema the reader reads `v` with, and a node per field."""
 
-    def __init__(self, schema: pa.Schema, field_names: tuple[str, ...], nodes: tuple[_Node, ...]):
+    def __init__(self, schema: pa.Schema, field_names: tuple[str, ...], nodes: tuple[_Node, ...], keys: _Keys):
         self.schema = schema
         self.field_names = field_names
         self.nodes = nodes
-        self.read_schema = pa.schema([pa.field("v", pa.struct([pa.field(name, node.read_type)
-                                                             for name, node in zip(field_names, nodes)]))])
+        self.keys = keys
+        self.read_schema = pa.schema([pa.field("v", keys.read_type([node.read_type for node in nodes]))])
 
     def misfits(self, values: pa.StructArray) -> np.ndarray:
         found = ~non_null(values)  # never expected: every line holds an object
-        for index, node in enumerate(self.nodes):
-            mask = node.misfits(values.field(index))
+        for node, column in zip(self.nodes, self.keys.columns(values)):
+            mask = node.misfits(column)
             if mask is not None:
                 found |= mask
         return found
 
     def converted(self, values: pa.StructArray) -> list[pa.Array]:
         """The fields' columns before pseudonyms: what placement reads."""
-        return [node.convert(values.field(index)) for index, node in enumerate(self.nodes)]
+        return [node.convert(column) for node, column in zip(self.nodes, self.keys.columns(values))]
 
     def pseudonymized(self, converted: list[pa.Array]) -> list[pa.Array]:
         return [node.pseudonyms(column) for node, column in zip(self.nodes, converted)]
@@ -248,7 +295,7 @@ def json_mapping_for(version: SchemaVersion, mapping: ArrowMapping, pii_fields: 
         else:
             deeper = frozenset(p[1:] for p in pii_fields if len(p) > 1 and p[0] == name)
             nodes.append(compiler.node(avro_field["type"], target.type, deeper))
-    return JsonMapping(mapping.schema, mapping.field_names, tuple(nodes))
+    return JsonMapping(mapping.schema, mapping.field_names, tuple(nodes), _Keys(version.schema["fields"]))
 
 
 class _Node:
@@ -345,8 +392,13 @@ class _Decimal(_Node):
 class _Nanos(_Node):
     read_type = pa.int64()
 
-    def __init__(self, target: pa.DataType):
-        self.target = target
+    def __init__(self, target: pa.DataType, infinite: bool = False):
+        self.target, self.infinite = target, infinite
+
+    def refused(self, array):
+        if not self.infinite:
+            return None
+        return np.isin(array.fill_null(0).to_numpy(zero_copy_only=False), INFINITE_COUNTS)  # the record path lands them
 
     def convert(self, array):
         micros = np.floor_divide(array.fill_null(0).to_numpy(zero_copy_only=False), 1000)
@@ -359,22 +411,22 @@ class _Zoned(_Text):
 
 
 class _Struct(_Node):
-    def __init__(self, names: list[str], children: list[_Node], target: pa.StructType):
-        self.names, self.children, self.target = names, children, target
-        self.read_type = pa.struct([pa.field(name, child.read_type) for name, child in zip(names, children)])
+    def __init__(self, keys: _Keys, children: list[_Node], target: pa.StructType):
+        self.keys, self.children, self.target = keys, children, target
+        self.read_type = keys.read_type([child.read_type for child in children])
 
     def refused(self, array):
         present = non_null(array)
         found = None
-        for index, child in enumerate(self.children):
-            mask = child.misfits(array.field(index))
+        for child, column in zip(self.children, self.keys.columns(array)):
+            mask = child.misfits(column)
             if mask is not None:
                 mask = mask & present  # a null record's fields are null too, and no fault of theirs
                 found = mask if found is None else found | mask
         return found
 
     def convert(self, array):
-        columns = [child.pseudonyms(child.convert(array.field(index))) for index, child in enumerate(self.children)]
+        columns = [child.pseudonyms(child.convert(column)) for child, column in zip(self.children, self.keys.columns(array))]
         mask = None if array.null_count == 0 else pc.invert(array.is_valid())
         return pa.StructArray.from_arrays(columns, fields=list(self.target), mask=mask)
 
@@ -441,7 +493,7 @@ class _Compiler:
         if (kind, connect) == ("record", VARIABLE_SCALE_DECIMAL):
             raise NotColumnar("a Debezium VariableScaleDecimal holds base64 bytes")
         if kind in ("record", "error"):
-            names, children = [], []
+            children = []
             for index, avro_field in enumerate(avro.get("fields", [])):
                 name = avro_field["name"]
                 if (name,) in pii:
@@ -449,14 +501,15 @@ class _Compiler:
                 else:
                     deeper = frozenset(p[1:] for p in pii if len(p) > 1 and p[0] == name)
                     children.append(self.node(avro_field["type"], target.field(index).type, deeper))
-                names.append(name)
-            return _Struct(names, children, target)
+            return _Struct(_Keys(avro.get("fields", [])), children, target)
         if kind == "array":
             return _List(self.node(avro["items"], target.value_type), target)
         if kind == "map":
             raise NotColumnar("a map: the JSON reader reads objects only as records")
         if (kind, connect) in (("long", NANO_TIMESTAMP), ("long", NANO_TIME)):
-            return _Nanos(target)
+            return _Nanos(target, infinite=connect == NANO_TIMESTAMP)
+        if kind == "long" and connect in DEBEZIUM_TIMESTAMP_RANGES:
+            return _Scalar(pa.int64(), target, DEBEZIUM_TIMESTAMP_RANGES[connect], view=pa.int64())
         if (kind, connect) == ("string", ZONED_TIMESTAMP):
             return _Zoned(target)
         if logical == "decimal" and kind in ("bytes", "fixed"):

@@ -7,8 +7,10 @@ within a float's range), text for string and enum (one of its symbols), base64 t
 its text for a decimal (no more fractional digits than its scale, no more digits than its precision), days for a
 date, milli- or microseconds for times and timestamps, an object for a record (a field absent or null only where the
 schema allows null; keys the schema does not know are ignored; a repeated key's last value counts), an array, an
-object for a map, the value of the first member that takes it for a union. Anything else is a dead letter whose error
-names the field and what it holds. A value nested more than `MAX_JSON_DEPTH` arrays and objects deep is one too.
+object for a map, the value of the first member that takes it for a union. A record field's value is under its name,
+or under one of its Avro `aliases` (keys that are no Avro names, like `$schema`): the first of them present and not
+null. Anything else is a dead letter whose error names the field and what it holds. A value nested more than
+`MAX_JSON_DEPTH` arrays and objects deep is one too.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import decimal
 import json
 import math
 import re
+import sys
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -28,8 +31,8 @@ import numpy as np
 
 from kafka_lake.decoding.decoded_batch import Undecodable
 from kafka_lake.schemas.arrow_mapping import MAX_JSON_DEPTH
-from kafka_lake.schemas.avro_types import NAMED_KINDS, AvroType, logical_type, named_types, type_name
-from kafka_lake.table_spec import SchemaVersion, shown
+from kafka_lake.schemas.avro_types import NAMED_KINDS, AvroType, json_keys, logical_type, named_types, type_name
+from kafka_lake.table_spec import SchemaVersion
 
 # A value in the JSON read as it is; `path` names where it sits, for the error.
 ReadJson = Callable[[Any, str], Any]
@@ -51,7 +54,39 @@ class _Misfit(ValueError):
 
 
 def _refuse(path: str, value: Any, what: str) -> _Misfit:
-    return _Misfit(path, f"{shown(value)} is not {what}")
+    return _Misfit(path, f"{shown_as_json(value)} is not {what}")
+
+
+# Shown values are cut short, as `topic_yaml.shown` cuts a catalog's: a huge value must not become a huge message.
+_SHOWN_TEXT, _SHOWN_ITEMS, _SHOWN_LEVELS = 80, 6, 3
+
+
+def shown_as_json(value: Any, level: int = 0) -> str:
+    """A value of a JSON record as an error message shows it to the people who wrote it: as JSON (`null`, `true`,
+    `3.5`, `"text"`, `{"userid": 4711}`), cut short."""
+    if value is None or type(value) is bool:
+        return json.dumps(value)
+    if type(value) in (int, decimal.Decimal):
+        digits = str(value)
+        return digits if len(digits) <= _SHOWN_TEXT else f"{digits[:_SHOWN_TEXT // 2]}…({len(digits)} characters)"
+    if type(value) is str:
+        cut = value[:_SHOWN_TEXT]
+        try:
+            cut.encode("utf-8")
+            quoted = json.dumps(cut, ensure_ascii=False)
+        except UnicodeEncodeError:  # a lone surrogate, which no UTF-8 text (and no Parquet string) holds
+            quoted = json.dumps(cut)
+        return quoted if len(cut) == len(value) else f"{quoted[:-1]}…\""
+    if type(value) in (list, dict):
+        if level >= _SHOWN_LEVELS:
+            return "[…]" if type(value) is list else "{…}"
+        items = list(value.items() if type(value) is dict else enumerate(value))
+        parts = [shown_as_json(item, level + 1) if type(value) is list else
+                 f"{shown_as_json(key, level + 1)}: {shown_as_json(item, level + 1)}" for key, item in items[:_SHOWN_ITEMS]]
+        if len(items) > _SHOWN_ITEMS:
+            parts.append("…")
+        return ("[{}]" if type(value) is list else "{{{}}}").format(", ".join(parts))
+    return str(value)
 
 
 class JsonRecords:
@@ -81,13 +116,13 @@ def parse_json_object(payload: memoryview | bytes, described: str) -> dict:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise Undecodable("undecodable_payload", f"{described} is not UTF-8 text: byte {error.start} of "
-                                                 f"{len(data)} ({data[error.start:error.start + 1]!r})") from None
+                                                 f"{len(data)} (0x{data[error.start]:02x})") from None
     try:
-        document = json.loads(text, parse_float=decimal.Decimal, parse_constant=_no_constant)
+        document = _loads(text)
     except RecursionError:
         document = None  # nested too deeply for the parser: said below
         depth = MAX_JSON_DEPTH + 1
-    except ValueError as error:  # JSONDecodeError, and numbers too long to convert
+    except ValueError as error:  # JSONDecodeError
         raise Undecodable("undecodable_payload", f"{described} is not JSON: {error}") from None
     else:
         depth = _depth(document) if text.count("[") + text.count("{") > MAX_JSON_DEPTH else 0
@@ -101,6 +136,41 @@ def parse_json_object(payload: memoryview | bytes, described: str) -> dict:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+def _loads(text: str) -> Any:
+    """The JSON value of `text`, numbers with a fraction or exponent as exact decimals. Python refuses to turn a whole
+    number of more than 4,300 digits into an int (it would take time growing with the square of its digits): such a
+    text is read again holding those numbers as decimals, exactly, which every column refuses as out of its range (as
+    the columnar reader does) and a field no schema names ignores. Only that text pays for reading numbers in Python."""
+    try:
+        return json.loads(text, parse_float=_json_number, parse_constant=_no_constant)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # the int conversion's limit; `_no_constant`'s refusal is raised again below
+        return json.loads(text, parse_float=_json_number, parse_int=_json_whole_number, parse_constant=_no_constant)
+
+
+def _json_whole_number(text: str) -> int | decimal.Decimal:
+    limit = sys.get_int_max_str_digits()  # 0: no limit
+    return int(text) if not limit or len(text) <= limit else decimal.Decimal(text)
+
+
+def _json_number(text: str) -> decimal.Decimal:
+    """A JSON number with a fraction or an exponent, exactly. JSON sets no limit on exponents and a decimal does
+    (±999,999,999,999,999,999): one past it becomes the decimal of the same sign nearest it, which no decimal column
+    holds either, and which a double reads as what a parser of doubles gives (0, or beyond its range)."""
+    try:
+        return decimal.Decimal(text)
+    except decimal.InvalidOperation:
+        sign = int(text.startswith("-"))
+        if _ZERO.match(text):
+            return decimal.Decimal((sign, (0,), 0))
+        return decimal.Decimal((sign, (1,), decimal.MIN_ETINY if _NEGATIVE_EXPONENT.search(text) else decimal.MAX_EMAX))
+
+
+_ZERO = re.compile(r"-?0+(\.0*)?[eE]")
+_NEGATIVE_EXPONENT = re.compile(r"[eE]-")
 
 
 def _depth(document: Any) -> int:
@@ -187,7 +257,7 @@ class _Readers:
         if kind == "enum":
             symbols = frozenset(node["symbols"])
             return lambda value, path: value if type(value) is str and value in symbols else _fail(
-                path, value, f"one of the symbols {shown(node['symbols'])}")
+                path, value, f"one of the symbols {shown_as_json(node['symbols'])}")
         if kind in ("bytes", "fixed"):
             size = node.get("size") if kind == "fixed" else None
             return lambda value, path: _base64(value, path, size)
@@ -196,14 +266,23 @@ class _Readers:
         raise ValueError(f"Avro type {node!r} has no JSON reading")
 
     def _record(self, node: dict) -> ReadJson:
-        fields = [(f["name"], self.reader(f["type"])) for f in node.get("fields", [])]
+        fields = [(f["name"], json_keys(f), self.reader(f["type"])) for f in node.get("fields", [])]
 
-        def read_record(value, path):
+        if all(len(keys) == 1 for _, keys, _ in fields):
+            def read_record(value, path):
+                if type(value) is not dict:
+                    raise _refuse(path, value, "an object (a record)")
+                prefix = f"{path}." if path else ""
+                return {name: read(value.get(name), prefix + name) for name, _, read in fields}
+            return read_record
+
+        def read_aliased_record(value, path):  # a field's value is under its first key present and not null
             if type(value) is not dict:
                 raise _refuse(path, value, "an object (a record)")
             prefix = f"{path}." if path else ""
-            return {name: read(value.get(name), prefix + name) for name, read in fields}
-        return read_record
+            return {name: read(next((value[key] for key in keys if value.get(key) is not None), None), prefix + name)
+                    for name, keys, read in fields}
+        return read_aliased_record
 
     def _union(self, union: list) -> ReadJson:
         takes_null = "null" in union
@@ -228,7 +307,7 @@ class _Readers:
                 except _Misfit:
                     continue
                 return found if name is None else (name, found)
-            raise _Misfit(path, f"{shown(value)} is none of the members of its union")
+            raise _Misfit(path, f"{shown_as_json(value)} is none of the members of its union")
         return read_union
 
 
@@ -257,7 +336,7 @@ def _number(float32: bool) -> ReadJson:
         except OverflowError:
             number = math.inf
         if not math.isfinite(number) or (float32 and abs(number) > _FLOAT32_MAX and np.isinf(_as_float32(number))):
-            raise _Misfit(path, f"{shown(value)} is beyond the range of a {'float' if float32 else 'double'}")
+            raise _Misfit(path, f"{shown_as_json(value)} is beyond the range of a {'float' if float32 else 'double'}")
         return number
     return read
 
@@ -295,7 +374,7 @@ def _text(value, path):
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise _Misfit(path, f"{shown(value)} holds a lone surrogate escape (\\ud800…\\udfff), which is no UTF-8 text") from None
+        raise _Misfit(path, f"{shown_as_json(value)} holds a lone surrogate escape (\\ud800…\\udfff), which is no UTF-8 text") from None
     return value
 
 
@@ -329,11 +408,11 @@ def decimal_value(value: Any, path: str, precision: int, scale: int) -> decimal.
     if number.is_zero():
         return decimal.Decimal((0, (0,), -scale))
     if number.adjusted() >= precision - scale:
-        raise _Misfit(path, f"{shown(value)} has more than {precision - scale} digits before the point "
+        raise _Misfit(path, f"{shown_as_json(value)} has more than {precision - scale} digits before the point "
                             f"(decimal({precision},{scale}))")
     exact = number.quantize(decimal.Decimal((0, (1,), -scale)), context=_EXACT)
     if exact != number:
-        raise _Misfit(path, f"{shown(value)} has more than {scale} digits after the point (decimal({precision},{scale}))")
+        raise _Misfit(path, f"{shown_as_json(value)} has more than {scale} digits after the point (decimal({precision},{scale}))")
     return exact
 
 

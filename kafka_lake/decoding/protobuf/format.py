@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from kafka_lake.kafka.records import KafkaBatch
 from kafka_lake.kafka.schema_resolution import CatalogSchemas, RegistrySchemas, SchemaResolver
 from kafka_lake.schemas.avro_files import read_avro_schema
 from kafka_lake.schemas.avro_types import evolution_problem
-from kafka_lake.table_spec import SchemaFileError, SchemaVersion, TableSpec
+from kafka_lake.table_spec import SchemaFileError, SchemaVersion, TableSpec, shown
 
 
 class ProtobufPayloads:
@@ -71,9 +72,12 @@ class ProtobufPayloads:
         messages of several tables of one topic."""
         return message_full_name(_compiled(version), payload)
 
-    def route_values(self, batch: KafkaBatch, framed: FramedValues, field: tuple[str, ...],
-                     value_type: pa.DataType) -> RouteValues | None:
+    def route_values(self, batch: KafkaBatch, framed: FramedValues, field: tuple[str, ...], value_type: pa.DataType,
+                     version_of: Callable[[int | None], SchemaVersion]) -> RouteValues | None:
         return None  # read as a column of the values decoded by the table's versions
+
+    def shown(self, value: Any) -> str:
+        return shown(value)
 
 
 class ProtobufForms:

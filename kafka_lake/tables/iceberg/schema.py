@@ -1,8 +1,10 @@
-"""The Iceberg table a topic becomes: its schema folded from the catalog's versions, its partitioning, its properties.
+"""The Iceberg table a topic becomes: its schema from the columns every version lands in, its partitioning, its
+properties.
 
-Columns are those of the Hive table (`table_schema`): each version's landed Arrow schema (`avro_arrow`), the
-`_kafka_*` columns, then `schema_version`, `date`, `hour`. Versions apply in order as Iceberg schema updates
-matched by name, so a column keeps its field id for ever; a change Iceberg cannot express fails naming the file.
+Columns are those of the Hive table (`table_schema`): the landed schema of the topic's versions (`landed_schema`), the
+`_kafka_*` columns, then `schema_version`, `date`, `hour`. They apply to the table as Iceberg schema updates matched by
+name, so a column keeps its field id for ever; a change Iceberg cannot make to a table that exists (a column's type
+that is no promotion) fails naming the file and the field.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from pyiceberg.transforms import IdentityTransform
 from kafka_lake.decoding.key_columns import trailing_columns
 from kafka_lake.kafka.records import KAFKA_COLUMNS
 from kafka_lake.lake.layout import KAFKA_COLUMN_PREFIX, PARTITION_COLUMNS
-from kafka_lake.schemas.arrow_mapping import arrow_schema_for
-from kafka_lake.table_spec import SchemaVersion, TableSpec
+from kafka_lake.schemas.landed_schema import LandedSchema
+from kafka_lake.table_spec import TableSpec
 from kafka_lake.tables.table_schema import PARTITION_KEYS
 
 FORMAT_VERSION = "2"
@@ -45,14 +47,11 @@ class IcebergSchemaError(ValueError):
 
 
 def table_schema(topic: TableSpec) -> Schema:
-    """The Iceberg schema of the topic's table: version 1's columns, then each later version applied as a schema
-    update by name (new fields, new struct fields, int → long, float → double), new top-level fields placed before
-    the `_kafka_*` columns as in the Hive table."""
+    """The Iceberg schema of the topic's table: the columns every version lands in (`landed_schema`), then the key's
+    and tombstone columns and the placement columns, as one schema update of an empty table."""
     building = _scratch_transaction()
-    for version in topic.schema_versions:
-        where = f"{topic.source_file or topic.name}: version {version.version} ({version.file})"
-        columns = version_columns(version, topic.pii_fields, where, trailing_columns(topic), topic.columns_by_field)
-        evolve_schema(building, columns, where)
+    where = topic.source_file or topic.name
+    evolve_schema(building, landed_columns(topic, where), where)
     return building.table_metadata.schema()
 
 
@@ -62,14 +61,15 @@ def check_topic(topic: TableSpec) -> None:
     table_schema(topic)
 
 
-def version_columns(version: SchemaVersion, pii_fields: tuple[tuple[str, ...], ...], where: str,
-                    trailing: tuple[pa.Field, ...] = (), rename: dict[str, str] | None = None) -> pa.Schema:
-    """A version's columns as the table declares them: the Arrow schema an Iceberg topic lands (`iceberg_rows`, its
-    fields named by `rename` where it says) with every field optional (SPEC: every column is written nullable, so
-    readers unify versions), the key's and tombstone columns (`trailing`), then the placement columns."""
-    landed = iceberg_schema_of(pa.schema([*arrow_schema_for(version, pii_fields, rename), *trailing]))
-    for landed_field in landed:
-        _check_readable(landed_field.type, (landed_field.name,), where)
+def landed_columns(topic: TableSpec, where: str) -> pa.Schema:
+    """The table's columns as Iceberg declares them: the Arrow schema an Iceberg topic lands (`iceberg_rows`) with every
+    field optional (SPEC: every column is written nullable), the key's and tombstone columns, then the placement
+    columns."""
+    schema = LandedSchema(topic)
+    for version in topic.schema_versions:  # each version's own types, to name the file of a type Iceberg has not
+        for own in iceberg_schema_of(schema.own_schema(version.version)):
+            _check_readable(own.type, (own.name,), f"{where}: version {version.version} ({version.file})")
+    landed = iceberg_schema_of(pa.schema([*schema.value_fields, *KAFKA_COLUMNS, *trailing_columns(topic)]))
     return pa.schema([_optional(f) for f in landed] + list(PLACEMENT_COLUMNS))
 
 
