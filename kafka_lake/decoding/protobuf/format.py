@@ -11,9 +11,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from kafka_lake.decoding.avro.columnar_mapping import NotColumnar
 from kafka_lake.decoding.payload_format import ColumnarInputs, ColumnarPath, LoadedSchema, RecordPath, RouteValues
 from kafka_lake.decoding.protobuf.avro_shape import NoColumns, avro_schema_of
+from kafka_lake.decoding.protobuf.columns import ProtobufColumns, protobuf_mapping_for
 from kafka_lake.decoding.protobuf.evolution import field_number_problem
 from kafka_lake.decoding.protobuf.proto_files import WELL_KNOWN_PREFIX, CompiledProto, compile_proto
 from kafka_lake.decoding.protobuf.records import ProtobufRecords, message_full_name
@@ -64,7 +64,10 @@ class ProtobufPayloads:
         return ProtobufRecords(version)
 
     def columnar_path(self, inputs: ColumnarInputs) -> ColumnarPath:
-        raise NotColumnar("no columnar path for Protobuf yet")
+        """The batch's messages parsed by the runtime, each field gathered across them into one column (`columns`)."""
+        mapping = protobuf_mapping_for(inputs.version, inputs.mapping, inputs.pii_fields, inputs.pseudonyms,
+                                       inputs.time_field)
+        return ProtobufColumns(inputs.version.version, mapping, inputs.placement)
 
     def record_name(self, version: SchemaVersion, payload: memoryview) -> str:
         """The full name of the message the payload's indexes name in the version's file: a file may hold the
