@@ -263,7 +263,8 @@ def test_given_proto2_defaults_and_presence_when_decoded_both_ways_then_they_are
 
     columnar, reference, left = decode_both(topic, values)
 
-    assert_same(columnar, reference) and not left
+    assert_same(columnar, reference)
+    assert not left
     assert [row["level"] for table in columnar.rows.values() for row in table.to_pylist()] == [None, 7, 0]
 
 
@@ -276,10 +277,12 @@ def test_given_message_indexes_spelled_out_or_naming_the_second_message_then_bot
     spelled_out = b"\x00" + struct.pack(">I", 3001) + b"\x02\x00" + order(orders_table).SerializeToString()
 
     columnar, reference, left = decode_both(refunds, [framed(refunds, refund)] * 3)
-    assert_same(columnar, reference) and not left and columnar.rows_count == 3
+    assert_same(columnar, reference)
+    assert not left and columnar.rows_count == 3
 
     columnar, reference, left = decode_both(orders_table, [framed(orders_table, order(orders_table)), spelled_out])
-    assert_same(columnar, reference) and columnar.rows_count == 2
+    assert_same(columnar, reference)
+    assert columnar.rows_count == 2
     assert left == [1]  # [0] spelled out as a count and an index: the record path reads what producers rarely write
 
 
@@ -296,3 +299,4 @@ def test_given_a_proto_key_when_decoded_both_ways_then_the_key_columns_are_equal
                for n, record in enumerate(records_of(values))]
 
     assert_same(columnar.decode(records), reference.decode(records))
+    assert list(columnar._keys.decoding_paths.values()) == ["columnar"]  # the keys too are read as columns
