@@ -20,6 +20,7 @@ from kafka_lake.decoding.protobuf.wire import encode_protobuf
 from kafka_lake.kafka.schema_resolution import CatalogSchemas
 from kafka_lake.table_spec import TableSpec
 from tests.test_columnar import assert_same, decode_both, decoders, records_of
+from tests.test_columnar import corrupt as corrupt_payload
 from tests.test_decoding import PII_KEY
 from tests.test_protobuf import ORDERS_V1, ZOO_FILES, framed, message_class, order, orders, protobuf_topic, zoo
 
@@ -202,18 +203,10 @@ CORRUPTIONS = st.one_of(
 
 
 def corrupt(value: bytes, corruption: tuple) -> bytes:
-    kind, *args = corruption
-    header, body = value[:5], value[5:]
-    if kind == "truncate":
-        return header + body[: max(len(body) - args[0], 0)]
-    if kind == "append":
-        return value + args[0]
-    if kind == "flip":
-        at = args[0] % max(len(body), 1)
-        return header + body[:at] + bytes([body[at] ^ args[1]]) + body[at + 1:] if body else value
-    if kind == "indexes":  # the message indexes rewritten: [0] spelled out, another message, a broken count
-        return header + args[0] + body[1:]
-    return header + args[0]
+    """The Avro tests' corruptions, and message indexes rewritten: [0] spelled out, another message, a broken count."""
+    if corruption[0] == "indexes":
+        return value[:5] + corruption[1] + value[6:]
+    return corrupt_payload(value, corruption, other_id=b"")
 
 
 @SETTINGS
