@@ -1,7 +1,7 @@
 """`python -m deploy.add_topic --topic T --database D --table N [--time-field F | --kafka-time]`: the catalog entry
 `D/N/` written from the schema registry's subject `T-value` (`SCHEMA_REGISTRY_URL`): `topic.yaml` and one `vK.avsc` per
-version, with their registry ids; `--update` adds the versions the entry lacks. What it writes loads, or nothing is
-written and the error says why.
+version (`vK.proto` for Protobuf, with the files it imports beside it), with their registry ids; `--update` adds the
+versions the entry lacks. What it writes loads, or nothing is written and the error says why.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     placement.add_argument("--time-field", help="place rows by this event-time field (a dotted path)")
     placement.add_argument("--kafka-time", action="store_true", help="place rows by their Kafka timestamp")
     parser.add_argument("--update", action="store_true", help="add the subject's versions the entry lacks")
+    parser.add_argument("--message", help="Protobuf: the full name of the message the records are, for a file with "
+                        "several (default: the file's first, as Confluent's serializer frames by default; with "
+                        "--update, the message of the entry's newest version)")
     parser.add_argument("--owner", default="unassigned", help="the team owning the table (default: unassigned)")
     parser.add_argument("--start-hour", help="the first hourly partition, e.g. 2026-11-01T00:00Z (default: the hour "
                         "before now; set the hour of the topic's first record to backfill its history)")
@@ -53,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     subject = value_subject(args.topic)
     try:
         versions = registered_versions(SchemaRegistryClient({"url": url}), subject, url)
-        plan = (updated_entry(folder, versions) if args.update
-                else new_entry(folder, args.topic, versions, args.time_field, args.owner, start_hour))
+        plan = (updated_entry(folder, versions, args.message) if args.update
+                else new_entry(folder, args.topic, versions, args.time_field, args.owner, start_hour, args.message))
         write_entry(plan, catalog)
     except OnboardingError as error:
         print(f"error: {error}", file=sys.stderr)
@@ -63,8 +66,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{folder}: every version of {subject} at {url_without_credentials(url)} is in the entry already")
         return 0
     for version in plan.added:
+        lands = f", message {version.message}" if version.message is not None else ""
         print(f"{folder / version.file}: {subject} version {version.registered.version} (registry id "
-              f"{version.registered.schema_id}) as version {version.number}")
+              f"{version.registered.schema_id}) as version {version.number}{lands}")
+    for name, _ in plan.imports:
+        print(f"{folder / name}: imported by the .proto files beside it")
     print(f"{folder / 'topic.yaml'}: {'updated' if args.update else 'written'}; next: `make check-catalog`, deploy (or "
           f"reload) the code location" + (", then land again the hours whose records became dead letters" if args.update
                                              else ""))

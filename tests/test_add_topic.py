@@ -16,9 +16,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 
 from deploy import add_topic, check_catalog
+from kafka_lake.decoding.protobuf.wire import encode_protobuf
 from kafka_lake.hours import KafkaHour, to_millis
 from kafka_lake.topics.loader import load_topic
 from tests.conftest import REPO
@@ -45,10 +46,39 @@ def registry(monkeypatch):
         yield server
 
 
-def register(registry: RegistryStandIn, subject: str, schema, schema_type: str = "AVRO") -> int:
+def register(registry: RegistryStandIn, subject: str, schema, schema_type: str = "AVRO",
+             references: list[SchemaReference] | None = None) -> int:
     client = SchemaRegistryClient({"url": registry.url})
     text = schema if isinstance(schema, str) else json.dumps(schema)
-    return client.register_schema(subject, Schema(text, schema_type))
+    return client.register_schema(subject, Schema(text, schema_type, references or []))
+
+
+MONEY_PROTO = 'syntax = "proto3";\npackage acme.common;\nmessage Money { string currency = 1; int64 units = 2; }\n'
+ORDER_PROTO = """syntax = "proto3";
+package acme.orders;
+import "google/protobuf/timestamp.proto";
+import "money.proto";
+
+message Order {
+  string id = 1;
+  google.protobuf.Timestamp placed_at = 2;
+  acme.common.Money total = 3;
+}
+message Refund {
+  string order_id = 1;
+  google.protobuf.Timestamp placed_at = 2;
+}
+"""
+ORDER_PROTO_V2 = ORDER_PROTO.replace("acme.common.Money total = 3;", "acme.common.Money total = 3;\n  string channel = 4;")
+# As Confluent's serializer registers an import: the name it is imported by, the subject and version holding it. The
+# well-known types are referenced too, and every registry and protoc has them built in.
+ORDER_REFERENCES = [SchemaReference("google/protobuf/timestamp.proto", "google/protobuf/timestamp.proto", 1),
+                    SchemaReference("money.proto", "acme-common-money", 1)]
+
+
+def register_orders_proto(registry: RegistryStandIn, subject: str, *texts: str) -> list[int]:
+    register(registry, "acme-common-money", MONEY_PROTO, "PROTOBUF")
+    return [register(registry, subject, text, "PROTOBUF", ORDER_REFERENCES) for text in texts]
 
 
 def run_add_topic(catalog, *args: str) -> subprocess.CompletedProcess:
@@ -171,15 +201,87 @@ def test_a_json_schema_subject_becomes_a_json_table_whose_framed_records_land(br
     assert result.manifest.schema_versions == {"1": 5, "2": 5}
 
 
-@pytest.mark.parametrize("case", ["no subject", "time field", "protobuf", "other type", "json oneOf", "avro references"])
+def test_a_protobuf_subject_becomes_a_protobuf_table_with_its_imports_whose_framed_records_land(broker, registry,
+                                                                                                 tmp_path):
+    topic_name = unique_topic_name()
+    ids = register_orders_proto(registry, f"{topic_name}-value", ORDER_PROTO, ORDER_PROTO_V2)
+    catalog = tmp_path / "catalog"
+
+    done = run_add_topic(catalog, "--topic", topic_name, "--database", "e2e", "--table", "orders",
+                         "--time-field", "placed_at", "--start-hour", "2026-11-01T00:00Z")
+
+    assert done.returncode == 0, done.stderr
+    assert check_catalog.main([str(catalog)]) == 0
+    folder = catalog / "e2e" / "orders"
+    topic = load_topic(folder / "topic.yaml")
+    assert topic.payload_format == "protobuf" and topic.time_field == ("placed_at",)
+    assert [(v.version, v.file, v.parsed.message.full_name, v.registry_id) for v in topic.schema_versions] == [
+        (1, "v1.proto", "acme.orders.Order", ids[0]), (2, "v2.proto", "acme.orders.Order", ids[1])]
+    assert (folder / "v2.proto").read_text() == ORDER_PROTO_V2 and (folder / "money.proto").read_text() == MONEY_PROTO
+    assert sorted(path.name for path in folder.iterdir()) == ["money.proto", "topic.yaml", "v1.proto", "v2.proto"]
+    # The producer frames its messages with the ids the registry gave: they land as rows of their version.
+    broker.create_topic(topic_name, 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for n in range(11):
+        version = topic.version(1 + n % 2)
+        message = version.parsed.message_class(id=f"o-{n}", **({"channel": "web"} if n % 2 else {}))
+        message.placed_at.FromDatetime(HOUR + timedelta(minutes=n if n < 10 else 65))
+        message.total.currency = "EUR"
+        producer.produce(topic_name, encode_protobuf(version.registry_id, [0], message), partition=0,
+                         timestamp=to_millis(HOUR + timedelta(minutes=n if n < 10 else 65)))
+    producer.flush(30)
+
+    [result] = land(topic, [KafkaHour(HOUR)], landing_settings(str(tmp_path / "lake"), broker.bootstrap_servers),
+                    in_this_process)
+
+    assert result.manifest.counts.rows == 10 and result.manifest.counts.dead_letters == 0
+    assert result.manifest.schema_versions == {"1": 5, "2": 5}
+
+
+def test_message_names_another_message_of_the_file_and_update_keeps_it(registry, tmp_path, capsys):
+    topic_name = unique_topic_name()
+    [first] = register_orders_proto(registry, f"{topic_name}-value", ORDER_PROTO)
+    catalog = tmp_path / "catalog"
+    arguments = ["--catalog", str(catalog), "--topic", topic_name, "--database", "e2e", "--table", "refunds"]
+    assert add_topic.main([*arguments, "--kafka-time", "--message", "acme.orders.Refund"]) == 0
+    [second] = register_orders_proto(registry, f"{topic_name}-value", ORDER_PROTO_V2)
+
+    assert add_topic.main([*arguments, "--update"]) == 0
+
+    topic = load_topic(catalog / "e2e" / "refunds" / "topic.yaml")
+    assert [(v.file, v.parsed.message.full_name, v.registry_id) for v in topic.schema_versions] == [
+        ("v1.proto", "acme.orders.Refund", first), ("v2.proto", "acme.orders.Refund", second)]
+    assert check_catalog.main([str(catalog)]) == 0
+    out = capsys.readouterr().out
+    assert "as version 2, message acme.orders.Refund" in out and out.count("money.proto: imported") == 1
+
+
+@pytest.mark.parametrize("case", ["no subject", "time field", "other type", "json oneOf", "avro references",
+                                  "message on avro", "protobuf message", "protobuf broken", "protobuf import elsewhere",
+                                  "protobuf reference missing", "protobuf import changed"])
 def test_errors_name_the_subject_and_what_is_missing_and_write_nothing(registry, tmp_path, capsys, case):
     topic_name = unique_topic_name()
     subject = f"{topic_name}-value"
     time_args = ["--time-field", "occurred_at"] if case == "time field" else ["--kafka-time"]
-    if case == "time field":
+    if case in ("message on avro", "protobuf message"):
+        time_args += ["--message", "acme.orders.Missing"]
+    if case in ("time field", "message on avro"):
         register(registry, subject, V1)
-    elif case == "protobuf":
-        register(registry, subject, 'syntax = "proto3";\nmessage Order { int64 id = 1; }\n', "PROTOBUF")
+    elif case == "protobuf message":
+        register_orders_proto(registry, subject, ORDER_PROTO)
+    elif case == "protobuf broken":
+        register(registry, subject, 'syntax = "proto3";\nmessage Order { int64 id = 1 }\n', "PROTOBUF")
+    elif case == "protobuf import elsewhere":
+        register(registry, "acme-common-money", MONEY_PROTO, "PROTOBUF")
+        register(registry, subject, ORDER_PROTO.replace('"money.proto"', '"acme/money.proto"'), "PROTOBUF",
+                 [SchemaReference("acme/money.proto", "acme-common-money", 1)])
+    elif case == "protobuf reference missing":
+        register(registry, subject, ORDER_PROTO, "PROTOBUF", ORDER_REFERENCES)
+    elif case == "protobuf import changed":
+        register_orders_proto(registry, subject, ORDER_PROTO)
+        register(registry, "acme-common-money", MONEY_PROTO.replace("int64 units = 2;", "int64 units = 2; int32 nanos = 3;"),
+                 "PROTOBUF")
+        register(registry, subject, ORDER_PROTO_V2, "PROTOBUF", [SchemaReference("money.proto", "acme-common-money", 2)])
     elif case == "other type":
         register(registry, subject, "<xs:schema/>", "XML")
     elif case == "json oneOf":
@@ -188,8 +290,6 @@ def test_errors_name_the_subject_and_what_is_missing_and_write_nothing(registry,
     elif case == "avro references":
         register(registry, "com.example.Meta", V1)
         client = SchemaRegistryClient({"url": registry.url})
-        from confluent_kafka.schema_registry import SchemaReference
-
         client.register_schema(subject, Schema(json.dumps({**V1, "name": "Referring"}), "AVRO",
                                                [SchemaReference("com.example.Meta", "com.example.Meta", 1)]))
     catalog = tmp_path / "catalog"
@@ -202,7 +302,14 @@ def test_errors_name_the_subject_and_what_is_missing_and_write_nothing(registry,
     expected = {
         "no subject": "is not in the schema registry at http://127.0.0.1:",
         "time field": "time field 'occurred_at' is not in version 1 (id 7001) of subject",
-        "protobuf": "is a Protobuf schema",
+        "message on avro": "--message names the message of a Protobuf file, but subject",
+        "protobuf message": "version 1 (id 7002) does not load as v1.proto: has no message 'acme.orders.Missing' (its "
+                            "messages: acme.orders.Order, acme.orders.Refund)",
+        "protobuf broken": "version 1 (id 7001) does not load as v1.proto: does not compile: v1.proto:2:",
+        "protobuf import elsewhere": "is a schema importing 'acme/money.proto', where the catalog's imports sit beside",
+        "protobuf reference missing": "imports google/protobuf/timestamp.proto version 1, acme-common-money version 1, "
+                                      "which the schema registry at http://127.0.0.1:",
+        "protobuf import changed": "version 2 (id 7004) imports money.proto with other text than subject",
         "other type": "is a XML schema, which is none of Avro, JSON Schema or Protobuf",
         "json oneOf": "properties.amount uses oneOf",
         "avro references": "refers to other subjects (com.example.Meta version 1)",

@@ -1,11 +1,13 @@
 """A catalog entry written from the schema registry: `topic.yaml` and one schema file per version of the subject
-`<topic>-value`, each with its registry id, or the versions an entry lacks added to it; what `deploy/add_topic.py` runs.
+`<topic>-value` (a `.proto` with the files it imports beside it), each with its registry id, or the versions an entry
+lacks added to it; what `deploy/add_topic.py` runs.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -13,17 +15,20 @@ from typing import Any
 
 import yaml
 
+from kafka_lake.decoding.formats import PAYLOAD_FORMATS
+from kafka_lake.decoding.protobuf.format import referenced_files
 from kafka_lake.hours import floor_hour
 from kafka_lake.kafka.schema_resolution import value_subject
 from kafka_lake.schemas.avro_types import field_type_at
 from kafka_lake.schemas.json_schema import NotTranslatable, avro_record_of
 from kafka_lake.settings import url_without_credentials
+from kafka_lake.table_spec import SchemaFileError
 from kafka_lake.topics.loader import CatalogError, load_catalog, load_topic
 
 # Confluent Schema Registry's error codes.
 _SUBJECT_NOT_FOUND, _VERSION_NOT_FOUND = 40401, 40402
 # The registry's schema types, and the catalog's format for each it can land.
-_FORMATS = {"AVRO": "avro", "JSON": "json"}
+_FORMATS = {"AVRO": "avro", "JSON": "json", "PROTOBUF": "protobuf"}
 
 
 class OnboardingError(ValueError):
@@ -40,6 +45,11 @@ class RegisteredVersion:
     schema_type: str  # AVRO, JSON or PROTOBUF
     schema: str
     references: tuple[str, ...] = ()  # the subjects it refers to
+    imports: tuple[tuple[str, str], ...] = ()  # a Protobuf schema's imported files: (the name it imports, the text)
+
+    @property
+    def label(self) -> str:
+        return f"subject {self.subject} version {self.version} (id {self.schema_id})"
 
 
 def registered_versions(client: Any, subject: str, url: str) -> list[RegisteredVersion]:
@@ -58,23 +68,45 @@ def registered_versions(client: Any, subject: str, url: str) -> list[RegisteredV
     except Exception as error:  # the HTTP client's connection errors, timeouts
         raise OnboardingError(f"{where} did not answer for subject {subject}: {type(error).__name__}: {error}; "
                               f"check SCHEMA_REGISTRY_URL") from None
-    return [RegisteredVersion(subject, r.version, r.schema_id, r.schema.schema_type or "AVRO", r.schema.schema_str or "",
-                              tuple(f"{ref.subject} version {ref.version}" for ref in r.schema.references or ()))
-            for r in registered]
+    found = [RegisteredVersion(subject, r.version, r.schema_id, r.schema.schema_type or "AVRO", r.schema.schema_str or "",
+                               tuple(f"{ref.subject} version {ref.version}" for ref in r.schema.references or ()))
+             for r in registered]
+    return [_with_imports(version, r.schema.references or [], client, where) if version.schema_type == "PROTOBUF"
+            else version for version, r in zip(found, registered)]
+
+
+def _with_imports(version: RegisteredVersion, references: list, client: Any, where: str) -> RegisteredVersion:
+    """A Protobuf version with the files it imports, fetched from the subjects its references name."""
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    try:
+        imports = referenced_files(references, client)
+    except ValueError as error:
+        raise OnboardingError(f"{version.label} is {error}: write the entry by hand with the imported file beside "
+                              f"topic.yaml and the import changed to its bare name") from None
+    except SchemaRegistryError as error:
+        raise OnboardingError(f"{version.label} imports {', '.join(version.references)}, which {where} does not "
+                              f"hold as referenced: {error}") from None
+    return RegisteredVersion(version.subject, version.version, version.schema_id, version.schema_type, version.schema,
+                             version.references, tuple(imports.items()))
 
 
 @dataclass(frozen=True)
 class CatalogVersion:
-    """A version as the catalog entry takes it: its number there, its file and the schema written into it."""
+    """A version as the catalog entry takes it: its number there, its file and what is written into it, and the Avro
+    schema its columns follow (the `.proto` message's shape for Protobuf)."""
 
     number: int
     file: str
     registered: RegisteredVersion
     avro: dict
+    text: str
+    message: str | None = None  # the message of a `.proto` file its records are
 
     @property
     def yaml_line(self) -> str:
-        return (f"{{version: {self.number}, file: {self.file}, registry_id: {self.registered.schema_id}}}"
+        message = f" message: {self.message}," if self.message is not None else ""
+        return (f"{{version: {self.number}, file: {self.file},{message} registry_id: {self.registered.schema_id}}}"
                 f"  # {self.registered.subject} version {self.registered.version}")
 
 
@@ -82,11 +114,6 @@ def catalog_format(versions: list[RegisteredVersion]) -> str:
     """The entry's `format` for the subject's versions: one for all of them, or the reason none is."""
     subject = versions[0].subject
     for version in versions:
-        if version.schema_type == "PROTOBUF":
-            raise OnboardingError(
-                f"subject {subject} version {version.version} (id {version.schema_id}) is a Protobuf schema; this "
-                f"release's catalog lands Avro and JSON Schema subjects only (format avro or json): write the entry by "
-                f"hand once the catalog takes format protobuf")
         if version.schema_type not in _FORMATS:
             raise OnboardingError(f"subject {subject} version {version.version} (id {version.schema_id}) is a "
                                   f"{version.schema_type} schema, which is none of Avro, JSON Schema or Protobuf")
@@ -100,7 +127,7 @@ def catalog_format(versions: list[RegisteredVersion]) -> str:
 def as_avro(version: RegisteredVersion, record_name: str) -> dict:
     """The version's schema as the `.avsc` the catalog decodes it with: an Avro record as registered, or a JSON Schema
     translated (`schemas.json_schema`)."""
-    label = f"subject {version.subject} version {version.version} (id {version.schema_id})"
+    label = version.label
     if version.references:
         raise OnboardingError(f"{label} refers to other subjects ({', '.join(version.references)}); a catalog schema "
                               f"file stands alone: write it by hand with the referred types inlined")
@@ -126,17 +153,19 @@ class EntryPlan:
     folder: Path
     topic_yaml: str
     added: tuple[CatalogVersion, ...]
+    imports: tuple[tuple[str, str], ...] = ()  # the files a `.proto` imports, written beside it: (name, text)
 
 
 def new_entry(folder: Path, topic: str, versions: list[RegisteredVersion], time_field: str | None, owner: str,
-              start_hour: datetime) -> EntryPlan:
+              start_hour: datetime, message: str | None = None) -> EntryPlan:
     """The entry of a topic not in the catalog yet: every version of its subject, placed by `time_field` (None: by
-    Kafka time)."""
+    Kafka time); a Protobuf subject's versions land `message` (None: the first message of each file, which Confluent's
+    serializer frames by default)."""
     subject = value_subject(topic)
     if (folder / "topic.yaml").exists():
         raise OnboardingError(f"{folder / 'topic.yaml'} exists already; --update adds the versions of {subject} it lacks")
     payload_format = catalog_format(versions)
-    added = _catalog_versions(versions, 1, folder)
+    added = _catalog_versions(versions, 1, folder, _message_for(payload_format, message, subject))
     if time_field is not None:
         path = tuple(time_field.split("."))
         lacking = [v for v in added if field_type_at(v.avro, path) is None]
@@ -158,12 +187,12 @@ def new_entry(folder: Path, topic: str, versions: list[RegisteredVersion], time_
         "schema_versions:",
         *(f"  - {version.yaml_line}" for version in added),
     ]
-    return EntryPlan(folder, "\n".join(lines) + "\n", tuple(added))
+    return EntryPlan(folder, "\n".join(lines) + "\n", tuple(added), _imports_beside(folder, added))
 
 
-def updated_entry(folder: Path, versions: list[RegisteredVersion]) -> EntryPlan:
+def updated_entry(folder: Path, versions: list[RegisteredVersion], message: str | None = None) -> EntryPlan:
     """The entry with the versions of its subject it lacks (by registry id) added after its own, the rest of its
-    `topic.yaml` as written."""
+    `topic.yaml` as written; new Protobuf versions land `message` (None: the message of the entry's newest version)."""
     path = folder / "topic.yaml"
     try:
         text = path.read_text()
@@ -181,8 +210,10 @@ def updated_entry(folder: Path, versions: list[RegisteredVersion]) -> EntryPlan:
     if format_there != payload_format:
         raise OnboardingError(f"{path} reads format {format_there}, but subject {subject} holds {payload_format} schemas")
     lacking = [v for v in versions if v.schema_id not in known]
-    added = _catalog_versions(lacking, len(listed) + 1, folder)
-    return EntryPlan(folder, _with_versions_appended(text, document, [v.yaml_line for v in added], path), tuple(added))
+    message = _message_for(payload_format, message, subject) or (listed[-1].get("message") if listed else None)
+    added = _catalog_versions(lacking, len(listed) + 1, folder, message)
+    return EntryPlan(folder, _with_versions_appended(text, document, [v.yaml_line for v in added], path), tuple(added),
+                     _imports_beside(folder, added))
 
 
 def write_entry(plan: EntryPlan, catalog_dir: Path) -> None:
@@ -193,9 +224,9 @@ def write_entry(plan: EntryPlan, catalog_dir: Path) -> None:
     before = topic_yaml.read_text() if topic_yaml.exists() else None
     written = []
     try:
-        for version in plan.added:
-            target = plan.folder / version.file
-            target.write_text(json.dumps(version.avro, indent=2) + "\n")
+        for name, text in [*((version.file, version.text) for version in plan.added), *plan.imports]:
+            target = plan.folder / name
+            target.write_text(text)
             written.append(target)
         topic_yaml.write_text(plan.topic_yaml)
         load_topic(topic_yaml)
@@ -215,15 +246,64 @@ def write_entry(plan: EntryPlan, catalog_dir: Path) -> None:
         raise OnboardingError(f"the entry would not load, so nothing was written: {error}") from None
 
 
-def _catalog_versions(versions: list[RegisteredVersion], first: int, folder: Path) -> list[CatalogVersion]:
+def _catalog_versions(versions: list[RegisteredVersion], first: int, folder: Path,
+                      message: str | None) -> list[CatalogVersion]:
     found = []
     for number, version in enumerate(versions, start=first):
-        file = f"v{number}.avsc"
+        file = f"v{number}.proto" if version.schema_type == "PROTOBUF" else f"v{number}.avsc"
         if (folder / file).exists():
             raise OnboardingError(f"{folder / file} exists and no version of topic.yaml names it; move it away to add "
                                   f"subject {version.subject} version {version.version} as version {number}")
-        found.append(CatalogVersion(number, file, version, as_avro(version, _record_name(folder.name))))
+        if version.schema_type == "PROTOBUF":
+            found.append(_proto_version(number, file, version, message))
+        else:
+            avro = as_avro(version, _record_name(folder.name))
+            found.append(CatalogVersion(number, file, version, avro, json.dumps(avro, indent=2) + "\n"))
     return found
+
+
+def _message_for(payload_format: str, message: str | None, subject: str) -> str | None:
+    if message is not None and not PAYLOAD_FORMATS[payload_format].needs_message:
+        raise OnboardingError(f"--message names the message of a Protobuf file, but subject {subject} holds "
+                              f"{payload_format} schemas, one record each")
+    return message
+
+
+def _proto_version(number: int, file: str, version: RegisteredVersion, message: str | None) -> CatalogVersion:
+    """A Protobuf version compiled as the catalog will compile it, its imports beside it, for the message it lands
+    (`message`, else the file's first) and that message's Avro shape."""
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch)
+        for name, text in version.imports:
+            (folder / name).write_text(text)
+        (folder / file).write_text(version.schema)
+        try:
+            loaded = PAYLOAD_FORMATS["protobuf"].load_schema(folder / file, version.schema, message)
+        except SchemaFileError as error:
+            what = str(error).replace(f"{folder / file}: ", "").replace(f"{folder}/", "")
+            raise OnboardingError(f"{version.label} does not load as {file}: {what}"
+                                  + ("" if message is None else "; --message names the message its records are")) from None
+    return CatalogVersion(number, file, version, loaded.schema, version.schema, loaded.parsed.message.full_name)
+
+
+def _imports_beside(folder: Path, added: list[CatalogVersion]) -> tuple[tuple[str, str], ...]:
+    """The files the added versions import that are not beside topic.yaml yet. Every version of the entry reads the
+    same file of a name: one the folder or another version holds with other text refuses the entry."""
+    wanted: dict[str, tuple[str, CatalogVersion]] = {}
+    for version in added:
+        for name, text in version.registered.imports:
+            there = folder / name
+            held = there.read_text() if there.exists() else None
+            earlier = wanted.get(name)
+            other = (f"{there} holds" if held is not None and held != text else
+                     f"{earlier[1].registered.label} imports" if earlier is not None and earlier[0] != text else None)
+            if other is not None:
+                raise OnboardingError(f"{version.registered.label} imports {name} with other text than {other}; the "
+                                      f"versions of one table read the same files beside topic.yaml: give the changed "
+                                      f"file a new name in the registry, or land the version in a table of its own")
+            if held is None:
+                wanted[name] = (text, version)
+    return tuple((name, text) for name, (text, _) in wanted.items())
 
 
 def _record_name(table: str) -> str:

@@ -12,9 +12,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from kafka_lake.decoding.avro.columnar_mapping import NotColumnar
 from kafka_lake.decoding.payload_format import ColumnarInputs, ColumnarPath, LoadedSchema, RecordPath, RouteValues
 from kafka_lake.decoding.protobuf.avro_shape import NoColumns, avro_schema_of
+from kafka_lake.decoding.protobuf.columns import ProtobufColumns, protobuf_mapping_for
 from kafka_lake.decoding.protobuf.evolution import field_number_problem
 from kafka_lake.decoding.protobuf.proto_files import WELL_KNOWN_PREFIX, CompiledProto, compile_proto
 from kafka_lake.decoding.protobuf.records import ProtobufRecords, message_full_name
@@ -65,7 +65,10 @@ class ProtobufPayloads:
         return ProtobufRecords(version)
 
     def columnar_path(self, inputs: ColumnarInputs) -> ColumnarPath:
-        raise NotColumnar("no columnar path for Protobuf yet")
+        """The batch's messages parsed by the runtime, each field gathered across them into one column (`columns`)."""
+        mapping = protobuf_mapping_for(inputs.version, inputs.mapping, inputs.pii_fields, inputs.pseudonyms,
+                                       inputs.time_field)
+        return ProtobufColumns(inputs.version.version, mapping, inputs.placement)
 
     def record_name(self, version: SchemaVersion, payload: memoryview) -> str:
         """The full name of the message the payload's indexes name in the version's file: a file may hold the
@@ -93,7 +96,8 @@ class ProtobufForms:
     def of_registered(self, registered: Any, client: Any) -> str:
         with tempfile.TemporaryDirectory() as scratch:
             folder = Path(scratch)
-            _write_referenced(folder, registered.references or [], client, set())
+            for name, text in referenced_files(registered.references or [], client).items():
+                (folder / name).write_text(text, encoding="utf-8")
             main = folder / "registered.proto"
             main.write_text(registered.schema_str or "", encoding="utf-8")
             try:
@@ -103,18 +107,23 @@ class ProtobufForms:
                                  f"{str(error).replace(str(folder) + '/', '')}") from None
 
 
-def _write_referenced(folder: Path, references: list, client: Any, written: set[str]) -> None:
-    """The schemas a registered file imports (its references, and theirs), as files named as it imports them."""
-    for reference in references:
+def referenced_files(references: list, client: Any) -> dict[str, str]:
+    """The text of each file a registered schema imports (its references, and theirs) by the name it imports it as,
+    fetched with confluent-kafka's registry client; the well-known types are left out (protoc has them). Raises
+    `ValueError` for an import in another folder, where the catalog's imports sit beside the file."""
+    found: dict[str, str] = {}
+    pending = list(references)
+    while pending:
+        reference = pending.pop(0)
         name = reference.name
-        if name in written or name.startswith(WELL_KNOWN_PREFIX):
+        if name in found or name.startswith(WELL_KNOWN_PREFIX):
             continue
         if "/" in name or "\\" in name or name in ("", ".", ".."):
             raise ValueError(f"a schema importing {name!r}, where the catalog's imports sit beside the file")
-        written.add(name)
         referenced = client.get_version(reference.subject, reference.version).schema
-        (folder / name).write_text(referenced.schema_str or "", encoding="utf-8")
-        _write_referenced(folder, referenced.references or [], client, written)
+        found[name] = referenced.schema_str or ""
+        pending.extend(referenced.references or [])
+    return found
 
 
 def _compiled(version: SchemaVersion) -> CompiledProto:
