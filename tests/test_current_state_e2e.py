@@ -1,0 +1,143 @@
+"""Current-state tables end to end: a Debezium-shaped change stream on the real broker, landed hour by hour into the
+Hive layout or an Iceberg table, each hour applied to the topic's current-state table, which is compared row by row and
+value by value with the state the producer kept: after every hour, after re-landing and applying the hours again in
+reverse order, after compaction, and applied out of order into a new table.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pyarrow as pa
+import pytest
+
+from kafka_lake.current.apply import apply_landed_hours, current_state_check
+from kafka_lake.current.ledger import HourNotLanded
+from kafka_lake.current.state_table import current_table_name
+from kafka_lake.hours import KafkaHour
+from kafka_lake.lake.manifests import ManifestStore
+from kafka_lake.lake.storage import LakeStorage
+from kafka_lake.tables.formats import table_format
+from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig, open_catalog
+from kafka_lake.tables.iceberg.duckdb_reader import duckdb_connection
+from kafka_lake.tables.table_format import TableAccess
+from tests.change_topics import CLOSING, change_topic_with_traffic
+from tests.landing_fixtures import HOURS, in_this_process, land, landing_settings
+
+RAW_HOURS = [KafkaHour(hour) for hour in [*HOURS, CLOSING]]
+COLUMNS = ["id", "first_name", "email", "phone", "_kafka_key_id", "_kafka_partition", "_kafka_offset", "_kafka_timestamp"]
+
+
+@pytest.fixture
+def iceberg_catalog(tmp_path, lake_root, monkeypatch) -> IcebergCatalogConfig:
+    """The embedded catalog beside a local lake; for an S3 lake a SQLite file in the test's folder stands for a shared
+    database (`ICEBERG_CATALOG_URI`), which the landing processes find too."""
+    if LakeStorage(lake_root).is_s3:
+        monkeypatch.setenv("ICEBERG_CATALOG_URI", f"sqlite:///{tmp_path}/iceberg.db")
+        return IcebergCatalogConfig(lake_root, sql_uri=f"sqlite:///{tmp_path}/iceberg.db")
+    return IcebergCatalogConfig(lake_root)
+
+
+@pytest.fixture
+def customers(broker, tmp_path, lake_root, request, iceberg_catalog):
+    raw_format = getattr(request, "param", "hive")
+    topic, traffic = change_topic_with_traffic(broker, tmp_path / "catalog", f"e2e.customers.{uuid.uuid4().hex[:8]}",
+                                               table_format=raw_format)
+    return topic, traffic
+
+
+class Lake:
+    def __init__(self, topic, broker, lake_root, catalog_config):
+        self.topic, self.storage = topic, LakeStorage(lake_root)
+        self.settings = landing_settings(lake_root, broker.bootstrap_servers)
+        self.catalog = open_catalog(catalog_config)
+        self.raw = table_format(topic, TableAccess(self.storage, iceberg_catalog=catalog_config))
+
+    def land(self, hours):
+        return land(self.topic, hours, self.settings, in_this_process)
+
+    def apply(self, hours):
+        return list(apply_landed_hours(self.topic, self.storage, self.catalog, self.raw, hours, run_id="test"))
+
+    def table(self):
+        return self.catalog.load_table(tuple(current_table_name(self.topic).split(".")))
+
+    def check(self, hour):
+        return current_state_check(self.topic, self.storage, self.table(), hour)
+
+
+def pyiceberg_state(table) -> dict[int, dict]:
+    rows = table.scan().to_arrow()
+    return _by_key(rows)
+
+
+def duckdb_state(table) -> dict[int, dict]:
+    return _by_key(duckdb_connection().execute(f"SELECT * FROM iceberg_scan('{table.metadata_location}')").arrow().read_all())
+
+
+def _by_key(rows: pa.Table) -> dict[int, dict]:
+    assert rows.column_names == COLUMNS, rows.column_names
+    listed = rows.to_pylist()
+    by_key = {row["_kafka_key_id"]: row for row in listed}
+    assert len(by_key) == len(listed), "a key has two rows"
+    return by_key
+
+
+def assert_table_is(lake: Lake, expected: dict[int, dict]) -> None:
+    table = lake.table()
+    for read in (pyiceberg_state(table), duckdb_state(table)):
+        assert sorted(read) == sorted(expected)
+        for key, row in expected.items():
+            assert read[key] == row, (key, read[key], row)
+
+
+@pytest.mark.parametrize("lake_root, customers", [("local", "hive"), ("s3", "iceberg")], indirect=True)
+def test_each_hour_applied_leaves_the_producers_state_and_applying_them_again_in_reverse_changes_nothing(
+        broker, lake_root, customers, iceberg_catalog):
+    """Given the change stream landed hour by hour; when each hour is applied after it lands, then the table is the
+    source table as of that hour's end: newest row per key, deletes by `op: d`, by a tombstone and by `delete_when`
+    gone, dead letters and keyless records without effect, rows of v1 without `phone`. When the raw hours are landed
+    again in reverse order and each applied again, then the table stays the final state, and every check passes."""
+    topic, traffic = customers
+    lake = Lake(topic, broker, lake_root, iceberg_catalog)
+
+    for hour in RAW_HOURS:
+        lake.land([hour])
+        [applied] = lake.apply([hour])
+        expected = traffic.state_after(hour.start)
+        assert_table_is(lake, expected)
+        assert applied.rows == len(expected)
+        assert lake.check(hour).passed, lake.check(hour).description
+
+    final = traffic.state_after(CLOSING)
+
+    for hour in reversed(RAW_HOURS):
+        lake.land([hour])
+        [again] = lake.apply([hour])
+        assert (again.inserts, again.updates, again.deletes, again.snapshot_id) == (0, 0, 0, None), again
+        assert_table_is(lake, final)
+        assert lake.check(hour).passed, lake.check(hour).description
+
+
+@pytest.mark.parametrize("lake_root", ["local"], indirect=True)
+def test_hours_applied_out_of_order_into_a_new_table_end_in_the_state_of_all_of_them(broker, lake_root, customers,
+                                                                                     iceberg_catalog):
+    """Given every hour landed; when they are applied last first, the first twice, into a new table, then it holds the
+    final state: an earlier hour applied after a later one never brings back a key the later one deleted, nor an older
+    row over a newer one."""
+    topic, traffic = customers
+    lake = Lake(topic, broker, lake_root, iceberg_catalog)
+    lake.land(RAW_HOURS)
+
+    lake.apply([RAW_HOURS[2], RAW_HOURS[3], RAW_HOURS[0], RAW_HOURS[1], RAW_HOURS[0]])
+
+    assert_table_is(lake, traffic.state_after(CLOSING))
+
+
+@pytest.mark.parametrize("lake_root", ["local"], indirect=True)
+def test_an_hour_not_landed_is_refused_naming_it(broker, lake_root, customers, iceberg_catalog):
+    topic, _ = customers
+    lake = Lake(topic, broker, lake_root, iceberg_catalog)
+    with pytest.raises(HourNotLanded, match=f"{RAW_HOURS[0]}.*land the hour first"):
+        lake.apply([RAW_HOURS[0]])
+    assert not ManifestStore(lake.storage, topic.database, topic.table).landed_hours()
