@@ -55,6 +55,15 @@ def registration_job(topic: TableSpec) -> UnresolvedAssetJobDefinition:
     ))
 
 
+def current_state_job(topic: TableSpec) -> UnresolvedAssetJobDefinition:
+    """Landed hours applied to a change topic's current-state table (`current_state` of topic.yaml)."""
+    return _once(job_name("current_state", topic), topic.topic, lambda: define_asset_job(
+        job_name("current_state", topic), selection=AssetSelection.assets(asset_key("current", topic)),
+        description=f"Applies landed hours of `{topic.topic}` to its current-state table.",
+        tags={"layer": "current", "topic": topic.topic},
+    ))
+
+
 def retention_job() -> UnresolvedAssetJobDefinition:
     return _once(RETENTION_JOB, "", lambda: define_asset_job(
         RETENTION_JOB, selection=AssetSelection.key_prefixes(["retention"]),
@@ -62,4 +71,5 @@ def retention_job() -> UnresolvedAssetJobDefinition:
 
 
 def topic_jobs(topic: TableSpec) -> list[UnresolvedAssetJobDefinition]:
-    return [landing_job(topic), compaction_job(topic), registration_job(topic)]
+    current = [current_state_job(topic)] if topic.current_state is not None else []
+    return [landing_job(topic), compaction_job(topic), registration_job(topic), *current]
