@@ -8,7 +8,13 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 
-from dagster import AssetCheckKey, AssetKey, AssetMaterialization, DagsterInstance, build_sensor_context, instance_for_test
+from dagster import (
+    AssetKey,
+    AssetMaterialization,
+    DagsterInstance,
+    build_sensor_context,
+    instance_for_test,
+)
 from dagster._core.storage.event_log.base import AssetRecordsFilter
 
 from kafka_lake.hours import KafkaHour
@@ -29,7 +35,7 @@ def test_the_dagster_cli_applies_a_range_of_landed_hours_each_with_its_counts_an
     """Given hours landed by `dagster asset materialize --select raw/… --partition-range`; when `current/…` is
     materialized for the same range (one run applying them in order), then the table is the producer's state after the
     last hour, and each hour's materialization says what it did and its check passed."""
-    topic, traffic = change_topic_with_traffic(broker, tmp_path / "catalog", unique_topic_name())
+    _, traffic = change_topic_with_traffic(broker, tmp_path / "catalog", unique_topic_name())
     lake, home = tmp_path / "lake", tmp_path / "home"
     home.mkdir()
     env = {**os.environ, "SCHEMA_CATALOG_DIR": str(tmp_path / "catalog"), "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
