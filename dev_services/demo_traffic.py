@@ -26,7 +26,8 @@ from confluent_kafka import KafkaException, Producer
 from dev_services.tansu import ensure_topic
 from kafka_lake.hours import ONE_HOUR, floor_hour, hour_of_millis, to_millis
 from kafka_lake.kafka.framing import encode_confluent
-from kafka_lake.table_spec import TableSpec
+from kafka_lake.schemas.avro_types import field_type_at
+from kafka_lake.table_spec import SchemaVersion, TableSpec
 from kafka_lake.topics.loader import TopicCatalog, load_catalog
 
 PAGE_VIEWS_TOPIC = "shop.page_views"
@@ -150,6 +151,17 @@ def break_record(kind: str, schema_id: int, parsed_schema, record: dict, rng: ra
         # A valid header over JSON text: '{' read as an Avro string length is -62.
         return framed[:5] + json.dumps(record, default=str).encode()
     raise ValueError(f"unknown kind of broken record {kind!r}; expected one of {BROKEN_KINDS}")
+
+
+def framed_record(schema: SchemaVersion, record: dict, key: bytes | None, timestamp_ms: int, partitions: int,
+                  rng: random.Random, broken: str | None, event_time_ms: int | None = None, late: bool = False) -> DemoRecord:
+    """`record` as a Confluent-framed value of `schema` in its key's partition, or broken as `broken` says."""
+    partition = partition_for_key(key, partitions, rng)
+    if broken:
+        return DemoRecord(timestamp_ms, partition, key, break_record(broken, schema.registry_id, schema.parsed, record, rng),
+                          broken=broken)
+    value = encode_confluent(schema.registry_id, schema.parsed, record)
+    return DemoRecord(timestamp_ms, partition, key, value, schema.version, event_time_ms, late)
 
 
 # --- Realistic values -----------------------------------------------------------------------------
@@ -279,15 +291,9 @@ class PageViews:
         return self.framed(timestamp_ms, version, partitions, user_id, timestamp_ms - 1_200, False, None)
 
     def framed(self, timestamp_ms, version, partitions, user_id, occurred_ms, late, broken) -> DemoRecord:
-        schema = self.spec.version(version)
         record = self.record(version, user_id, occurred_ms)
-        key = self.key_of(user_id)
-        partition = partition_for_key(key, partitions, self.rng)
-        if broken:
-            value = break_record(broken, schema.registry_id, schema.parsed, record, self.rng)
-            return DemoRecord(timestamp_ms, partition, key, value, broken=broken)
-        value = encode_confluent(schema.registry_id, schema.parsed, record)
-        return DemoRecord(timestamp_ms, partition, key, value, version, occurred_ms, late)
+        return framed_record(self.spec.version(version), record, self.key_of(user_id), timestamp_ms, partitions, self.rng,
+                             broken, occurred_ms, late)
 
 
 # --- payments.transactions --------------------------------------------------------------------------
@@ -380,15 +386,9 @@ class Transactions:
         return self.framed(timestamp_ms, self.spec.schema_versions[-1].version, partitions, customer, None)
 
     def framed(self, timestamp_ms: int, version: int, partitions: int, customer: Customer, broken: str | None) -> DemoRecord:
-        schema = self.spec.version(version)
         record = self.record(customer, timestamp_ms)
-        key = str(customer.customer_id).encode()
-        partition = partition_for_key(key, partitions, self.rng)
-        if broken:
-            value = break_record(broken, schema.registry_id, schema.parsed, record, self.rng)
-            return DemoRecord(timestamp_ms, partition, key, value, broken=broken)
-        value = encode_confluent(schema.registry_id, schema.parsed, record)
-        return DemoRecord(timestamp_ms, partition, key, value, version)
+        return framed_record(self.spec.version(version), record, str(customer.customer_id).encode(), timestamp_ms,
+                             partitions, self.rng, broken)
 
 
 # --- shop.cart_events -------------------------------------------------------------------------------
@@ -491,19 +491,15 @@ class Customers:
     def framed(self, timestamp_ms: int, version: int, partitions: int, customer_id: int, op: str, before: dict | None,
                after: dict | None, broken: str | None) -> DemoRecord:
         schema = self.spec.version(version)
-        fields = {f["name"] for f in self.spec.version(version).schema["fields"][0]["type"][1]["fields"]}
+        row_type = field_type_at(schema.schema, ("before",))[1]  # ["null", the row's record]
+        fields = {f["name"] for f in row_type["fields"]}  # a version before marketing_opt_in has not got it
         shaped = (lambda row: None if row is None else {k: v for k, v in row.items() if k in fields})
         committed_ms = timestamp_ms - self.rng.randrange(20, 900)  # the database commit, before Kafka saw it
         record = {"before": shaped(before), "after": shaped(after), "op": op, "ts_ms": timestamp_ms,
                   "source": {"connector": "postgresql", "db": "shop", "table": "customers", "ts_ms": committed_ms,
                              "lsn": 24_000_000 + timestamp_ms % 10**7}}
-        key = self.key(customer_id)
-        partition = partition_for_key(key, partitions, self.rng)
-        if broken:
-            value = break_record(broken, schema.registry_id, schema.parsed, record, self.rng)
-            return DemoRecord(timestamp_ms, partition, key, value, broken=broken)
-        value = encode_confluent(schema.registry_id, schema.parsed, record)
-        return DemoRecord(timestamp_ms, partition, key, value, version, committed_ms)
+        return framed_record(schema, record, self.key(customer_id), timestamp_ms, partitions, self.rng, broken,
+                             committed_ms)
 
 
 GENERATORS: dict[str, Callable[[TableSpec, random.Random], PageViews | Transactions | CartEvents | Customers]] = {

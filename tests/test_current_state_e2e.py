@@ -113,6 +113,8 @@ def test_each_hour_applied_leaves_the_producers_state_and_applying_them_again_in
 
     for hour in reversed(RAW_HOURS):
         lake.land([hour])
+        behind = lake.check(hour)
+        assert not behind.passed and "landed again" in behind.description, behind.description
         [again] = lake.apply([hour])
         assert (again.inserts, again.updates, again.deletes, again.snapshot_id) == (0, 0, 0, None), again
         assert_table_is(lake, final)

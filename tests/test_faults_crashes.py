@@ -104,25 +104,33 @@ def test_given_two_landings_of_the_same_hours_at_once_then_every_record_is_in_th
     """Both runs are held at their first commit until both reach it, then let go together (local and S3; an Iceberg
     table on a local lake, where the later manifest's landing is the hour's snapshot and the other's files go)."""
     topic, traffic = orders
-    signals = [tmp_path / f"run-{n}" for n in (1, 2)]
-    runs = []
-    for signal_dir in signals:
-        signal_dir.mkdir()
-        runs.append(start_landing(topic, lake_root, broker.bootstrap_servers, HOUR_KEYS, pause_at="manifest:1", signal_dir=signal_dir))
-    deadline = time.monotonic() + 120
-    while not all((d / "reached").exists() for d in signals):
-        ended = [finish_landing(r).output[-3000:] for r in runs if r.poll() is not None]
-        assert time.monotonic() < deadline and not ended, f"a run never reached its commit: {ended}"
-        time.sleep(0.05)
-    for signal_dir in signals:
-        (signal_dir / "go").touch()
 
-    finished = [finish_landing(run) for run in runs]
+    finished = held_and_released_together(tmp_path, [
+        lambda signal_dir: start_landing(topic, lake_root, broker.bootstrap_servers, HOUR_KEYS, pause_at="manifest:1",
+                                         signal_dir=signal_dir)] * 2)
 
     assert [f.returncode for f in finished] == [0, 0], [f.output[-2000:] for f in finished]
     assert all(sorted(f.landed) == HOUR_KEYS for f in finished)
     count = assert_exactly_once(LakeStorage(lake_root), topic, traffic.in_hours(HOURS).produced)
     assert count.unheld_files == frozenset()  # both landings finished: nothing is left for the orphan sweep
+
+
+def held_and_released_together(tmp_path, starts) -> list:
+    """Starts each run (given its signal folder) paused at its point, lets them all go once every one reached it, and
+    waits for them to end."""
+    signals, runs = [], []
+    for n, start in enumerate(starts, start=1):
+        signals.append(tmp_path / f"run-{n}")
+        signals[-1].mkdir()
+        runs.append(start(signals[-1]))
+    deadline = time.monotonic() + 120
+    while not all((d / "reached").exists() for d in signals):
+        ended = [finish_landing(r).output[-3000:] for r in runs if r.poll() is not None]
+        assert time.monotonic() < deadline and not ended, f"a run never reached its pause: {ended}"
+        time.sleep(0.05)
+    for signal_dir in signals:
+        (signal_dir / "go").touch()
+    return [finish_landing(run) for run in runs]
 
 
 # --- a change topic and its current-state table -------------------------------------------------------------------
@@ -211,21 +219,11 @@ def test_given_two_applications_at_once_in_opposite_orders_then_the_table_is_the
     its key ranges changed, plans again on the new table, and both finish."""
     topic, traffic = customers
     assert run_landing(topic, lake_root, broker.bootstrap_servers, HOUR_KEYS).returncode == 0
-    signals = [tmp_path / f"apply-{n}" for n in (1, 2)]
-    runs = []
-    for signal_dir, hours in zip(signals, (HOUR_KEYS, list(reversed(HOUR_KEYS)))):
-        signal_dir.mkdir()
-        runs.append(start_landing(topic, lake_root, broker.bootstrap_servers, hours, pause_at="merge:1",
-                                  signal_dir=signal_dir, current=True))
-    deadline = time.monotonic() + 120
-    while not all((d / "reached").exists() for d in signals):
-        ended = [finish_landing(r).output[-3000:] for r in runs if r.poll() is not None]
-        assert time.monotonic() < deadline and not ended, f"an application never reached its commit: {ended}"
-        time.sleep(0.05)
-    for signal_dir in signals:
-        (signal_dir / "go").touch()
 
-    finished = [finish_landing(run) for run in runs]
+    finished = held_and_released_together(tmp_path, [
+        lambda signal_dir, hours=hours: start_landing(topic, lake_root, broker.bootstrap_servers, hours, pause_at="merge:1",
+                                                      signal_dir=signal_dir, current=True)
+        for hours in (HOUR_KEYS, list(reversed(HOUR_KEYS)))])
 
     assert [f.returncode for f in finished] == [0, 0], [f.output[-2000:] for f in finished]
     assert max(hour["attempts"] for f in finished for hour in f.landed.values()) > 1, "the two never met"
