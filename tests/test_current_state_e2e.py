@@ -6,15 +6,21 @@ reverse order, after compaction, and applied out of order into a new table.
 
 from __future__ import annotations
 
+import json
+import os
+import time
 import uuid
+from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
 import pytest
 
 from kafka_lake.current.apply import apply_landed_hours, current_state_check
 from kafka_lake.current.ledger import HourNotLanded
-from kafka_lake.current.state_table import current_table_name
+from kafka_lake.current.state_table import current_table_name, data_directory
+from kafka_lake.current.upkeep import retain_current_state
 from kafka_lake.hours import KafkaHour
+from kafka_lake.lake.audit import read_audit
 from kafka_lake.lake.manifests import ManifestStore
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.tables.formats import table_format
@@ -143,3 +149,35 @@ def test_an_hour_not_landed_is_refused_naming_it(broker, lake_root, customers, i
     with pytest.raises(HourNotLanded, match=f"{RAW_HOURS[0]}.*land the hour first"):
         lake.apply([RAW_HOURS[0]])
     assert not ManifestStore(lake.storage, topic.database, topic.table).landed_hours()
+
+
+@pytest.mark.parametrize("lake_root", ["local"], indirect=True)
+def test_erasure_removes_the_subjects_rows_and_snapshots_expire_with_the_files_only_they_held(broker, lake_root, tmp_path,
+                                                                                              iceberg_catalog):
+    """Given every hour applied to a change topic whose subject_field is inside the row; when an erasure request names
+    two customers and retention runs a week later, then their rows are gone (pyiceberg and DuckDB), every other row
+    stays, older snapshots (which still held the erased rows) expired with the files only they held, a file of a
+    killed application a day old is deleted, and each deletion is audited."""
+    topic, traffic = change_topic_with_traffic(broker, tmp_path / "catalog", f"e2e.customers.{uuid.uuid4().hex[:8]}",
+                                               subject_field="after.id")
+    lake = Lake(topic, broker, lake_root, iceberg_catalog)
+    lake.land(RAW_HOURS)
+    lake.apply(RAW_HOURS)
+    final = traffic.state_after(CLOSING)
+    erased = sorted(final)[:2]
+    lake.storage.write_bytes("_erasure_requests/forget-two.json",
+                             json.dumps({"subject_ids": [str(k) for k in erased], "requested_at": "2026-11-30"}).encode())
+    orphan = f"{data_directory(topic)}/{uuid.uuid4().hex}.parquet"
+    lake.storage.write_bytes(orphan, b"PAR1 of an application killed before its commit")
+    old = time.time() - 2 * 86_400
+    os.utime(lake.storage.full_path(orphan), (old, old))
+    before = len(lake.table().snapshots())
+
+    done = retain_current_state(topic, lake.storage, lake.catalog, datetime.now(timezone.utc) + timedelta(days=8), None)
+
+    assert done.erased_rows == 2 and done.snapshots_expired == before and done.orphan_files_removed == 1
+    assert_table_is(lake, {key: row for key, row in final.items() if key not in erased})
+    assert len(lake.table().snapshots()) == 1, "only the erasure's snapshot is left"
+    assert not lake.storage.exists(orphan)
+    audited = {entry.action for entry in read_audit(lake.storage, topic)}
+    assert audited == {"erase", "expire_snapshots"}
