@@ -27,6 +27,7 @@ from kafka_lake.tables.formats import table_format
 from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig, open_catalog
 from kafka_lake.tables.iceberg.duckdb_reader import duckdb_connection
 from kafka_lake.tables.table_format import TableAccess
+from kafka_lake.upkeep.compaction import compact_hour, compact_partition
 from tests.change_topics import CLOSING, change_topic_with_traffic
 from tests.landing_fixtures import HOURS, in_this_process, land, landing_settings
 
@@ -181,3 +182,32 @@ def test_erasure_removes_the_subjects_rows_and_snapshots_expire_with_the_files_o
     assert not lake.storage.exists(orphan)
     audited = {entry.action for entry in read_audit(lake.storage, topic)}
     assert audited == {"erase", "expire_snapshots"}
+
+
+@pytest.mark.parametrize("lake_root, customers", [("local", "hive"), ("local", "iceberg")], indirect=True)
+def test_hours_applied_again_after_compaction_read_their_rows_from_the_compacted_files(broker, lake_root, customers,
+                                                                                      iceberg_catalog):
+    """Given every hour landed (the two before the traffic too, empty, so the placement hours of its late events are
+    due) and applied; when the due placement hours are compacted (their raw files rewritten, the Hive layout's deleted)
+    and every hour is applied again, then each reads the rows it read before, from the compacted files, and the table
+    stays the final state without a commit."""
+    topic, traffic = customers
+    lake = Lake(topic, broker, lake_root, iceberg_catalog)
+    early = [KafkaHour(RAW_HOURS[0].start - timedelta(hours=n)) for n in (2, 1)]
+    lake.land([*early, *RAW_HOURS])
+    first = {applied.hour: applied for applied in lake.apply([*early, *RAW_HOURS])}
+    due = [hour.start for hour in [*early, *RAW_HOURS[:2]]]
+    for hour in due:
+        lake.raw.compact_hour(topic, hour) if topic.table_format == "iceberg" else compact_hour(
+            topic, hour, lake.storage, lambda tasks: [compact_partition(task) for task in tasks], lambda manifests: None)
+    if topic.table_format == "hive":
+        landed = [f.path for m in ManifestStore(lake.storage, topic.database, topic.table).all() for f in m.files
+                  if f.kind == "data"]
+        assert sum(not lake.storage.exists(path) for path in landed) > len(landed) // 2, "compaction deleted the sources"
+
+    again = lake.apply(list(reversed([*early, *RAW_HOURS])))
+
+    for applied in again:
+        assert (applied.rows_read, applied.changes, applied.snapshot_id) == (
+            first[applied.hour].rows_read, first[applied.hour].changes, None), applied
+    assert_table_is(lake, traffic.state_after(CLOSING))
