@@ -47,8 +47,10 @@ KEY_REGISTRY_ID = 77  # the key's subject has ids of its own, which the catalog 
 CLOSING = HOURS[-1] + timedelta(hours=1)  # one record per partition there closes the last hour
 
 
-def write_change_topic(catalog_dir: Path, kafka_topic: str, table_format: str | None = None, **keys) -> TableSpec:
-    """`e2e/customers`: key `id`, value Debezium's envelope, its current-state table `e2e.customers_current`."""
+def write_change_topic(catalog_dir: Path, kafka_topic: str, table_format: str | None = None, versions: int = 2,
+                       **keys) -> TableSpec:
+    """`e2e/customers`: key `id`, value Debezium's envelope (its first `versions` schema versions), its current-state
+    table `e2e.customers_current`."""
     folder = catalog_dir / "e2e" / "customers"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "key.avsc").write_text(json.dumps(KEY))
@@ -58,7 +60,7 @@ def write_change_topic(catalog_dir: Path, kafka_topic: str, table_format: str | 
     document = {
         "topic": kafka_topic, "owner": "team-test", "start_hour": "2026-11-01T00:00Z",
         "schema_versions": [{"version": 1, "file": "v1.avsc", "registry_id": first + 1},
-                            {"version": 2, "file": "v2.avsc", "registry_id": first + 2}],
+                            {"version": 2, "file": "v2.avsc", "registry_id": first + 2}][:versions],
         "time_partitioning": {"source": "event_time", "field": "source.ts_ms"},
         "allowed_lateness_hours": 2, "dead_letter_rate_threshold": 0.5, "key_schema": "key.avsc",
         "current_state": {"row": "after", "delete_when": {"field": "op", "equals": "d"}},

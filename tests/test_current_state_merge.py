@@ -118,3 +118,25 @@ def test_the_check_fails_when_a_file_holds_a_key_another_file_holds(state):
 
     outcome = current_state_check(topic, storage, table.refresh(), hour)
     assert not outcome.passed and "overlapping key ranges" in outcome.description, outcome.description
+
+
+def test_a_schema_version_added_later_adds_its_column_and_the_rows_set_before_it_hold_null(tmp_path):
+    """Given a table made from schema version 1 alone, holding rows; when the catalog gains version 2 (a `phone`), then
+    the table gains the column, before the key's, the earlier rows read null in it, and a change of version 2 sets it."""
+    storage = LakeStorage(str(tmp_path / "lake"))
+    catalog = open_catalog(IcebergCatalogConfig(storage.root))
+    only_v1 = write_change_topic(tmp_path / "v1", "e2e.customers.evolving", versions=1)
+    table = ensure_current_table(catalog, storage, only_v1)
+    assert "phone" not in rows_schema(table).names
+    old_rows = rows_schema(table)
+    merge_by_key_range(table, storage, only_v1, with_source(pa.Table.from_pylist([
+        {"id": 1, "first_name": "ann", "email": None, "_kafka_key_id": 1, "_kafka_partition": 0, "_kafka_offset": 0,
+         "_kafka_timestamp": datetime(2026, 11, 1, tzinfo=timezone.utc)}], schema=old_rows), CHANGE, False), {})
+
+    both = write_change_topic(tmp_path / "v2", "e2e.customers.evolving")
+    evolved = ensure_current_table(catalog, storage, both)
+    merge_by_key_range(evolved, storage, both, _changes(evolved, [2], 1), {})
+
+    assert [f.name for f in evolved.schema().fields][:5] == ["id", "first_name", "email", "phone", "_kafka_key_id"]
+    rows = {row["_kafka_key_id"]: row for row in evolved.refresh().scan().to_arrow().to_pylist()}
+    assert rows[1]["phone"] is None and rows[1]["first_name"] == "ann" and rows[2]["first_name"] == "n2"
