@@ -1,7 +1,7 @@
 """`make bench-current-state`: what applying an hour of changes to a current-state table costs as the table grows, in
 one run: a table of 1M rows and one of 10M, each merged with an hour of 100k changes, and each rebuilt from raw.
 
-The change topic is the sample catalog's `shop/customers` (Debezium's envelope, key `customer_id`). Its raw hours are
+The change topic is the sample catalog's `crm/customers` (Debezium's envelope, key `customer_id`). Its raw hours are
 written as a landing writes them (Parquet files in their placement folder, the hour's manifest), without a broker:
 what is measured is the application of landed hours (`kafka_lake.current.apply`), into the embedded Iceberg catalog of
 a local lake. A table of N rows is built by applying N/1M hours of 1M new customers each; then two hours of 100k
@@ -119,7 +119,7 @@ class RawHours:
              pa.array(self.rng.integers(0, 2, count).astype(bool))],
             fields=list(self.schema.field("after").type), mask=pa.array(operations == "d"))
         source = pa.StructArray.from_arrays(
-            [pa.array(["postgresql"] * count), pa.array(["shop"] * count), pa.array(["customers"] * count),
+            [pa.array(["postgresql"] * count), pa.array(["crm"] * count), pa.array(["customers"] * count),
              pa.array(stamps_ms - 100), pa.array(stamps_ms)], fields=list(self.schema.field("source").type))
         offsets = np.arange(self.next_offset, self.next_offset + count, dtype=np.int64)
         columns = {
@@ -155,7 +155,7 @@ def bench_size(table_rows: int, changes: int, work_dir: Path) -> list[Applied]:
 
     lake = work_dir / f"lake-{table_rows}"
     storage = LakeStorage(str(lake))
-    topic = load_topic(REPO / "schema_catalog" / "shop" / "customers" / "topic.yaml")
+    topic = load_topic(REPO / "schema_catalog" / "crm" / "customers" / "topic.yaml")
     raw = RawHours(topic, storage, seed=table_rows)
     per_hour = min(LOAD_ROWS, table_rows)
     print(f"{table_rows:,} rows: writing {table_rows // per_hour} raw hour(s) of {per_hour:,} new customers and two of "

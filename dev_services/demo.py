@@ -227,7 +227,7 @@ def _print_current_state(applied) -> None:
 
 # The demo's question to each current-state table; `{table}` is DuckDB's `iceberg_scan(…)` of it.
 CURRENT_STATE_QUERIES = {
-    "shop.customers": "SELECT tier, count(*) AS customers, count(marketing_opt_in) AS answered_opt_in, "
+    "crm.public.customers": "SELECT tier, count(*) AS customers, count(marketing_opt_in) AS answered_opt_in, "
     "max(updated_at) AS last_change FROM {table} GROUP BY tier ORDER BY tier",
 }
 

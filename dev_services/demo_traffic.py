@@ -33,7 +33,7 @@ from kafka_lake.topics.loader import TopicCatalog, load_catalog
 PAGE_VIEWS_TOPIC = "shop.page_views"
 TRANSACTIONS_TOPIC = "payments.transactions"
 CART_EVENTS_TOPIC = "shop.cart_events"
-CUSTOMERS_TOPIC = "shop.customers"
+CUSTOMERS_TOPIC = "crm.public.customers"
 UNKNOWN_SCHEMA_ID = 9999
 BROKEN_KINDS = ("bad_magic_byte", "unknown_schema_id", "truncated_payload", "garbage_payload")
 BROKEN_PER_KIND = {PAGE_VIEWS_TOPIC: 3, TRANSACTIONS_TOPIC: 2, CART_EVENTS_TOPIC: 1, CUSTOMERS_TOPIC: 1}
@@ -427,7 +427,7 @@ class CartEvents:
         return DemoRecord(timestamp_ms, partition, cart.encode(), json.dumps(event).encode(), 1, timestamp_ms - 1_000)
 
 
-# --- shop.customers ---------------------------------------------------------------------------------
+# --- crm.public.customers ---------------------------------------------------------------------------
 
 
 class Customers:
@@ -496,7 +496,7 @@ class Customers:
         shaped = (lambda row: None if row is None else {k: v for k, v in row.items() if k in fields})
         committed_ms = timestamp_ms - self.rng.randrange(20, 900)  # the database commit, before Kafka saw it
         record = {"before": shaped(before), "after": shaped(after), "op": op, "ts_ms": timestamp_ms,
-                  "source": {"connector": "postgresql", "db": "shop", "table": "customers", "ts_ms": committed_ms,
+                  "source": {"connector": "postgresql", "db": "crm", "table": "customers", "ts_ms": committed_ms,
                              "lsn": 24_000_000 + timestamp_ms % 10**7}}
         return framed_record(schema, record, self.key(customer_id), timestamp_ms, partitions, self.rng, broken,
                              committed_ms)
