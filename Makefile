@@ -10,7 +10,7 @@ export PYTHONUNBUFFERED := 1
 # Spark binds the driver to loopback unless told otherwise: local runs never leave the machine.
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: setup check-java instance check-test-tools check-catalog demo lint test test-fast test-faults ui broker stop clean bench bench-sensors bench-catalog bench-table-formats bench-history bench-compaction bench-json bench-metrics
+.PHONY: setup check-java instance check-test-tools check-catalog demo lint test test-fast test-faults ui broker stop clean bench bench-sensors bench-catalog bench-table-formats bench-history bench-compaction bench-json bench-metrics bench-current-state
 
 setup: $(STAMP) check-java instance
 
@@ -109,6 +109,12 @@ bench-compaction: setup
 # JSON values against Avro on the same records, columnar and record by record: records a second, CPU µs a record.
 bench-json: setup
 	$(PY) -m bench.json_vs_avro $(if $(filter command line,$(origin N)),--records $(N))
+
+# An hour of 100k changes applied to current-state tables of 1M and 10M rows, and each rebuilt from raw: seconds and
+# bytes rewritten (docs/CURRENT_STATE.md). `make bench-current-state SIZES=100000,1000000` for a quick run.
+SIZES ?= 1000000,10000000
+bench-current-state: setup
+	$(PY) -m bench.current_state --sizes $(SIZES)
 
 # The Dagster UI, daemon and code location on the demo's state, with the settings the demo landed it
 # with (.lake/demo.env: its PII key, catalog copy and broker). Run `make demo` first.

@@ -78,14 +78,19 @@ def main() -> int:
     # Kafka hours land empty, so no hour of the topic reads missing.
     landed = [demo.land(topic, hour) for topic in catalog.topics
               for hour in hour_range(topic.start_hour, hours[-1])]
+    # What the sensor apply_landed_hours_to_current_state does after each landing, as one run per change topic.
+    applied = [demo.apply_current_state(topic, hour_range(topic.start_hour, hours[-1]))
+               for topic in catalog.topics if topic.current_state is not None]
     compacted = [demo.compact_due_hours(topic, settings.lake_root) for topic in catalog.topics]
     registered = [demo.register(topic, settings.lake_root) for topic in catalog.topics]
     retained = [demo.retain(topic) for topic in catalog.topics]
     elapsed = time.monotonic() - started
     _print_summary(landed, catalog, settings.lake_root, elapsed)
+    _print_current_state(applied)
     _print_downstream(compacted, registered, retained)
     _print_sample_queries([topic for topic in catalog.topics if not _is_iceberg(topic)])
     _print_iceberg_queries([(topic, metadata) for topic, metadata, _ in registered if _is_iceberg(topic)])
+    _print_current_state_queries(applied, settings)
     print(f"\n`make ui` serves this state with the demo's settings ({DEMO_ENV_FILE}): http://127.0.0.1:3000")
     return 0
 
@@ -174,6 +179,24 @@ class _Demo:
             rows.append((key, materialization.metadata, checks))
         return topic, rows, len(hours) - len(due)
 
+    def apply_current_state(self, topic, hours):
+        """Every landed hour applied to the topic's current-state table, in order, in one run of its job."""
+        from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+        from kafka_lake.hours import KafkaHour
+        from platform_assets.current_state_assets import current_key
+        from platform_assets.jobs import current_state_job
+
+        first, last = KafkaHour(hours[0]).partition_key, KafkaHour(hours[-1]).partition_key
+        print(f"Applying current/{topic.name} {first} … {last} in one run …", flush=True)
+        job = self.definitions.resolve_job_def(current_state_job(topic).name)
+        result = job.execute_in_process(instance=self.instance, run_config=QUIET_RUN, raise_on_error=True, tags={
+            ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: last})
+        checks = {c.partition: c.passed for c in result.get_asset_check_evaluations()}
+        hourly = [(e.materialization.partition, e.materialization.metadata, checks.get(e.materialization.partition))
+                  for e in result.get_asset_materialization_events() if e.asset_key == current_key(topic)]
+        return topic, hourly
+
     def retain(self, topic):
         from platform_assets.jobs import retention_run
         from platform_assets.keys import asset_key
@@ -205,6 +228,44 @@ def _reset_state(lake_root: str) -> None:
         shutil.rmtree(STATE_DIR)
     if not lake_root.startswith("s3://") and Path(lake_root).exists():
         shutil.rmtree(lake_root)
+
+
+def _print_current_state(applied) -> None:
+    for topic, hourly in applied:
+        print(f"\n=== Current state: {topic.database}.{topic.current_state.table}, each landed hour of {topic.topic} "
+              f"applied ===")
+        print(f"{'hour':17} {'inserts':>8} {'updates':>8} {'deletes':>8} {'unchanged':>9} {'rows':>6} {'rewritten':>9} "
+              f"{'snapshot':>20}  check")
+        for hour, metadata, passed in hourly:
+            value = lambda name: metadata[name].value
+            verdict = "passed" if passed else "FAILED"
+            print(f"{hour:17} {value('inserts'):>8} {value('updates'):>8} {value('deletes'):>8} {value('unchanged'):>9} "
+                  f"{value('dagster/row_count'):>6} {value('files_rewritten'):>9} {value('iceberg_snapshot_id'):>20}  {verdict}")
+
+
+# The demo's question to each current-state table; `{table}` is DuckDB's `iceberg_scan(…)` of it.
+CURRENT_STATE_QUERIES = {
+    "crm.public.customers": "SELECT tier, count(*) AS customers, count(marketing_opt_in) AS answered_opt_in, "
+    "max(updated_at) AS last_change FROM {table} GROUP BY tier ORDER BY tier",
+}
+
+
+def _print_current_state_queries(applied, settings) -> None:
+    """The current-state tables read from their metadata files by DuckDB, as any Iceberg reader would."""
+    if not applied:
+        return
+    from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig, open_catalog
+    from kafka_lake.tables.iceberg.duckdb_reader import duckdb_connection
+
+    catalog = open_catalog(IcebergCatalogConfig.from_settings(settings))
+    connection = duckdb_connection()
+    print("\n=== Querying the current-state tables (DuckDB's iceberg extension, from each table's metadata file) ===")
+    for topic, _ in applied:
+        table = catalog.load_table((topic.database, topic.current_state.table))
+        query = CURRENT_STATE_QUERIES.get(topic.topic, "SELECT count(*) AS rows FROM {table}").format(
+            table=f"iceberg_scan('{table.metadata_location}')")
+        print(f"duckdb> {query};")
+        print(connection.sql(query))
 
 
 def _print_downstream(compacted, registered, retained) -> None:

@@ -28,17 +28,20 @@ from dev_services.tansu import ensure_topic
 from kafka_lake.decoding.protobuf.wire import encode_protobuf
 from kafka_lake.hours import ONE_HOUR, floor_hour, hour_of_millis, to_millis
 from kafka_lake.kafka.framing import confluent_header, encode_confluent
-from kafka_lake.table_spec import TableSpec
+from kafka_lake.schemas.avro_types import field_type_at
+from kafka_lake.table_spec import SchemaVersion, TableSpec
 from kafka_lake.topics.loader import TopicCatalog, load_catalog
 
 PAGE_VIEWS_TOPIC = "shop.page_views"
 TRANSACTIONS_TOPIC = "payments.transactions"
 CART_EVENTS_TOPIC = "shop.cart_events"
 ORDERS_TOPIC = "shop.orders"
+CUSTOMERS_TOPIC = "crm.public.customers"
 UNKNOWN_SCHEMA_ID = 9999
 BROKEN_KINDS = ("bad_magic_byte", "unknown_schema_id", "truncated_payload", "garbage_payload")
-BROKEN_PER_KIND = {PAGE_VIEWS_TOPIC: 3, TRANSACTIONS_TOPIC: 2, CART_EVENTS_TOPIC: 1, ORDERS_TOPIC: 1}
-TOMBSTONE_RATE = {PAGE_VIEWS_TOPIC: 0.01, TRANSACTIONS_TOPIC: 0.0, CART_EVENTS_TOPIC: 0.0, ORDERS_TOPIC: 0.0}
+BROKEN_PER_KIND = {PAGE_VIEWS_TOPIC: 3, TRANSACTIONS_TOPIC: 2, CART_EVENTS_TOPIC: 1, ORDERS_TOPIC: 1, CUSTOMERS_TOPIC: 1}
+TOMBSTONE_RATE = {PAGE_VIEWS_TOPIC: 0.01, TRANSACTIONS_TOPIC: 0.0, CART_EVENTS_TOPIC: 0.0, ORDERS_TOPIC: 0.0,
+                  CUSTOMERS_TOPIC: 0.0}
 LATE_EVENT_RATE = 0.03
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -152,6 +155,17 @@ def break_record(kind: str, schema_id: int, parsed_schema, record: dict, rng: ra
         # A valid header over JSON text: '{' read as an Avro string length is -62.
         return framed[:5] + json.dumps(record, default=str).encode()
     raise ValueError(f"unknown kind of broken record {kind!r}; expected one of {BROKEN_KINDS}")
+
+
+def framed_record(schema: SchemaVersion, record: dict, key: bytes | None, timestamp_ms: int, partitions: int,
+                  rng: random.Random, broken: str | None, event_time_ms: int | None = None, late: bool = False) -> DemoRecord:
+    """`record` as a Confluent-framed value of `schema` in its key's partition, or broken as `broken` says."""
+    partition = partition_for_key(key, partitions, rng)
+    if broken:
+        return DemoRecord(timestamp_ms, partition, key, break_record(broken, schema.registry_id, schema.parsed, record, rng),
+                          broken=broken)
+    value = encode_confluent(schema.registry_id, schema.parsed, record)
+    return DemoRecord(timestamp_ms, partition, key, value, schema.version, event_time_ms, late)
 
 
 # --- Realistic values -----------------------------------------------------------------------------
@@ -281,15 +295,9 @@ class PageViews:
         return self.framed(timestamp_ms, version, partitions, user_id, timestamp_ms - 1_200, False, None)
 
     def framed(self, timestamp_ms, version, partitions, user_id, occurred_ms, late, broken) -> DemoRecord:
-        schema = self.spec.version(version)
         record = self.record(version, user_id, occurred_ms)
-        key = self.key_of(user_id)
-        partition = partition_for_key(key, partitions, self.rng)
-        if broken:
-            value = break_record(broken, schema.registry_id, schema.parsed, record, self.rng)
-            return DemoRecord(timestamp_ms, partition, key, value, broken=broken)
-        value = encode_confluent(schema.registry_id, schema.parsed, record)
-        return DemoRecord(timestamp_ms, partition, key, value, version, occurred_ms, late)
+        return framed_record(self.spec.version(version), record, self.key_of(user_id), timestamp_ms, partitions, self.rng,
+                             broken, occurred_ms, late)
 
 
 # --- payments.transactions --------------------------------------------------------------------------
@@ -382,15 +390,9 @@ class Transactions:
         return self.framed(timestamp_ms, self.spec.schema_versions[-1].version, partitions, customer, None)
 
     def framed(self, timestamp_ms: int, version: int, partitions: int, customer: Customer, broken: str | None) -> DemoRecord:
-        schema = self.spec.version(version)
         record = self.record(customer, timestamp_ms)
-        key = str(customer.customer_id).encode()
-        partition = partition_for_key(key, partitions, self.rng)
-        if broken:
-            value = break_record(broken, schema.registry_id, schema.parsed, record, self.rng)
-            return DemoRecord(timestamp_ms, partition, key, value, broken=broken)
-        value = encode_confluent(schema.registry_id, schema.parsed, record)
-        return DemoRecord(timestamp_ms, partition, key, value, version)
+        return framed_record(self.spec.version(version), record, str(customer.customer_id).encode(), timestamp_ms,
+                             partitions, self.rng, broken)
 
 
 # --- shop.cart_events -------------------------------------------------------------------------------
@@ -506,11 +508,87 @@ def _money(money, amount: Decimal) -> None:
     money.nanos = int((amount - int(amount)) * 1_000_000_000)
 
 
-GENERATORS: dict[str, Callable[[TableSpec, random.Random], PageViews | Transactions | CartEvents | Orders]] = {
+# --- crm.public.customers ---------------------------------------------------------------------------
+
+
+class Customers:
+    """The customers table as Debezium captures it: creates, updates and deletes (each delete's `d` event followed by
+    its tombstone), keyed by `customer_id` as Confluent-framed Avro of `key.avsc`; placed by `source.ts_ms`."""
+
+    OPERATIONS = (("c", 30), ("u", 60), ("d", 10))
+    TIERS = (("bronze", 60), ("silver", 30), ("gold", 10))
+    COUNTRIES = ("DE", "SE", "FR", "NL", "ES", "GB", "US")
+    KEY_REGISTRY_ID = 4101  # the key subject's own schema id
+
+    def __init__(self, spec: TableSpec, rng: random.Random):
+        self.spec = spec
+        self.rng = rng
+        self.rows: dict[int, dict] = {}  # the source table, as the changes leave it
+        self.next_id = 100_001
+        self.tombstone_due: int | None = None  # a delete's tombstone follows it
+
+    def key(self, customer_id: int) -> bytes:
+        assert self.spec.key_schema is not None
+        return encode_confluent(self.KEY_REGISTRY_ID, self.spec.key_schema.parsed, {"customer_id": customer_id})
+
+    def new_row(self, customer_id: int, timestamp_ms: int) -> dict:
+        rng = self.rng
+        first, last = rng.choice(FIRST_NAMES), rng.choice(LAST_NAMES)
+        return {"customer_id": customer_id, "email": f"{first}.{last}{rng.randrange(100)}@example.com",
+                "full_name": f"{first.title()} {last.title()}", "tier": weighted(rng, self.TIERS),
+                "country": rng.choice(self.COUNTRIES), "updated_at": millis_to_datetime(timestamp_ms),
+                "marketing_opt_in": rng.choice((None, True, False))}
+
+    def next_record(self, timestamp_ms: int, version: int, partitions: int, broken: str | None) -> DemoRecord:
+        rng = self.rng
+        if self.tombstone_due is not None and broken is None:
+            key, self.tombstone_due = self.key(self.tombstone_due), None
+            return DemoRecord(timestamp_ms, partition_for_key(key, partitions, rng), key, None)
+        op = weighted(rng, self.OPERATIONS) if len(self.rows) > 50 else "c"
+        if op == "c":
+            customer_id, self.next_id = self.next_id, self.next_id + 1
+            before, after = None, self.new_row(customer_id, timestamp_ms)
+        else:
+            customer_id = rng.choice(list(self.rows))
+            before = self.rows[customer_id]
+            after = None if op == "d" else {**before, "tier": weighted(rng, self.TIERS), "email": rng.choice(
+                (before["email"], f"{customer_id}@mail.example.org")), "updated_at": millis_to_datetime(timestamp_ms)}
+        if broken is None:
+            if after is None:
+                del self.rows[customer_id]
+                self.tombstone_due = customer_id
+            else:
+                self.rows[customer_id] = after
+        return self.framed(timestamp_ms, version, partitions, customer_id, op, before, after, broken)
+
+    def closing_record(self, timestamp_ms: int, partition: int, partitions: int) -> DemoRecord:
+        customer_id = next(n for n in range(self.next_id, self.next_id + 10**6)
+                           if partition_for_key(self.key(n), partitions, self.rng) == partition)
+        self.next_id = customer_id + 1
+        row = self.new_row(customer_id, timestamp_ms)
+        self.rows[customer_id] = row
+        return self.framed(timestamp_ms, self.spec.schema_versions[-1].version, partitions, customer_id, "c", None, row, None)
+
+    def framed(self, timestamp_ms: int, version: int, partitions: int, customer_id: int, op: str, before: dict | None,
+               after: dict | None, broken: str | None) -> DemoRecord:
+        schema = self.spec.version(version)
+        row_type = field_type_at(schema.schema, ("before",))[1]  # ["null", the row's record]
+        fields = {f["name"] for f in row_type["fields"]}  # a version before marketing_opt_in has not got it
+        shaped = (lambda row: None if row is None else {k: v for k, v in row.items() if k in fields})
+        committed_ms = timestamp_ms - self.rng.randrange(20, 900)  # the database commit, before Kafka saw it
+        record = {"before": shaped(before), "after": shaped(after), "op": op, "ts_ms": timestamp_ms,
+                  "source": {"connector": "postgresql", "db": "crm", "table": "customers", "ts_ms": committed_ms,
+                             "lsn": 24_000_000 + timestamp_ms % 10**7}}
+        return framed_record(schema, record, self.key(customer_id), timestamp_ms, partitions, self.rng, broken,
+                             committed_ms)
+
+
+GENERATORS: dict[str, Callable[[TableSpec, random.Random], PageViews | Transactions | CartEvents | Orders | Customers]] = {
     PAGE_VIEWS_TOPIC: PageViews,
     TRANSACTIONS_TOPIC: Transactions,
     CART_EVENTS_TOPIC: CartEvents,
     ORDERS_TOPIC: Orders,
+    CUSTOMERS_TOPIC: Customers,
 }
 
 

@@ -173,6 +173,17 @@ class Route:
 
 
 @dataclass(frozen=True)
+class CurrentState:
+    """A change topic's table of the newest row per key (`current_state` of topic.yaml): its name in the topic's
+    database, the Avro field path of the record that is the row (None: the whole value), and which changes delete
+    their key as a tombstone does (`delete_when`, a field holding one of its values)."""
+
+    table: str
+    row: tuple[str, ...] | None = None
+    delete_when: Route | None = None
+
+
+@dataclass(frozen=True)
 class RoutedSibling:
     """Another routed table of the same topic: its name, its route, and the schema ids its versions answer to."""
 
@@ -206,6 +217,7 @@ class TableSpec(TableKeys):
     route: Route | None = None  # None: every record of the topic
     key_schema: SchemaVersion | None = None  # the key's schema (version 0): its fields land as `_kafka_key_<field>`
     archived: bool = False  # made by the archive rule, not by a folder of its own
+    current_state: CurrentState | None = None  # a change topic's table of the newest row per key, beside this one
     # The other routed tables of the topic (set by the loader): a record one of them takes is theirs, one that none
     # takes is unrouted, and lands in the topic's unrouted dead letters through the first routed table alone.
     routed_siblings: tuple[RoutedSibling, ...] = ()

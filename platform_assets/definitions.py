@@ -14,6 +14,7 @@ from platform_assets.catalog_assets import catalog_asset
 from platform_assets.catalog_health import rejected_entries_metadata, rejected_entry_spec
 from platform_assets.checks import freshness_check
 from platform_assets.compaction_assets import compacted_asset
+from platform_assets.current_state_assets import current_state_asset
 from platform_assets.jobs import layer_jobs, retention_job
 from platform_assets.retention_assets import retention_asset
 from platform_assets.sensors import platform_sensors
@@ -38,7 +39,8 @@ def build_definitions(catalog: TopicCatalog, settings: PlatformSettings) -> Defi
             factory(topic, embedded_metastore=settings.embedded_metastore)
             for topic in catalog.topics
             for factory in (compacted_asset, catalog_asset, retention_asset)
-        ] + [rejected_entry_spec(entry) for entry in catalog.broken],
+        ] + [current_state_asset(topic) for topic in catalog.topics if topic.current_state is not None]
+        + [rejected_entry_spec(entry) for entry in catalog.broken],
         asset_checks=[freshness_check(topic) for topic in catalog.topics if topic.freshness_minutes is not None],
         jobs=layer_jobs(catalog.topics),
         sensors=platform_sensors(catalog, running=settings.automation),

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dagster import Failure
 from dagster._core.storage.tags import RETRY_ON_ASSET_OR_OP_FAILURE_TAG
 
+from kafka_lake.current.ledger import HourNotLanded
 from kafka_lake.decoding.pii import MissingPiiKey
 from kafka_lake.landing.slices import HourNotClosed, OffsetsLost
 from kafka_lake.tables.table_schema import TableSchemaError
@@ -19,8 +20,8 @@ from kafka_lake.upkeep.compaction import CompactionNotDue
 from spark_jobs.tasks import SparkTaskFailed
 
 # A retry cannot change these: each waits for a person (a secret, the catalog) or for time (an open hour,
-# an hour not due for compaction: the sensors ask again when it is).
-LASTING = (MissingPiiKey, HourNotClosed, OffsetsLost, CatalogError, CompactionNotDue, TableSchemaError)
+# an hour not due for compaction, an hour not landed yet: the sensors ask again when it is).
+LASTING = (MissingPiiKey, HourNotClosed, OffsetsLost, CatalogError, CompactionNotDue, TableSchemaError, HourNotLanded)
 _LASTING_NAMES = {f"{kind.__module__}.{kind.__qualname__}" for kind in LASTING}
 
 

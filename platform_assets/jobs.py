@@ -19,6 +19,7 @@ from platform_assets.checks import raw_check_keys
 from platform_assets.keys import asset_key, dead_letters_key, raw_key
 
 LANDING_JOB, COMPACTION_JOB, REGISTRATION_JOB, RETENTION_JOB = "landing", "compaction", "registration", "retention"
+CURRENT_STATE_JOB = "current_state"
 # The run tags operators find a topic's runs by (the UI's run filter, `dagster run list`).
 LAYER_TAG, TOPIC_TAG, ASSET_TAG = "layer", "topic", "asset"
 
@@ -85,9 +86,17 @@ def retention_job() -> LayerJob:
     return _JOBS[RETENTION_JOB]
 
 
+def current_state_job(topics: Iterable[TableSpec]) -> LayerJob:
+    """Landed hours applied to change topics' current-state tables (`current_state` of topic.yaml)."""
+    return _layer_job(CURRENT_STATE_JOB, tuple(asset_key("current", t) for t in topics if t.current_state is not None),
+                      None, "Applies a change topic's landed hours to its current-state table; each run selects one "
+                      "table.", "current")
+
+
 def layer_jobs(topics: Iterable[TableSpec]) -> list[LayerJob]:
     topics = tuple(topics)
-    return [landing_job(topics), compaction_job(topics), registration_job(topics), retention_job()]
+    current = [current_state_job(topics)] if any(t.current_state is not None for t in topics) else []
+    return [landing_job(topics), compaction_job(topics), registration_job(topics), retention_job(), *current]
 
 
 @dataclass(frozen=True)
@@ -136,3 +145,8 @@ def registration_run(topic: TableSpec) -> LayerRun:
 def retention_run(topic: TableSpec) -> LayerRun:
     key = asset_key("retention", topic)
     return LayerRun(RETENTION_JOB, (key,), None, _run_tags("retention", (topic,), (key,)))
+
+
+def current_state_run(topic: TableSpec) -> LayerRun:
+    key = asset_key("current", topic)
+    return LayerRun(CURRENT_STATE_JOB, (key,), None, _run_tags("current", (topic,), (key,)))

@@ -13,9 +13,11 @@ from dagster import (
 )
 from dagster_pyspark import LazyPySparkResource
 
+from kafka_lake.current.upkeep import retain_current_state
 from kafka_lake.decoding.pii import pseudonymizer_for
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.tables.formats import table_format_type
+from kafka_lake.tables.iceberg.catalog import open_catalog
 from platform_assets.failures import failures_explained
 from platform_assets.keys import asset_key, layer_attributes
 from platform_assets.pools import table_pool
@@ -29,6 +31,9 @@ def retention_asset(topic: TableSpec, embedded_metastore: bool = True):
     keeps = f"{topic.retention_days} days" if topic.retention_days else "forever"
     check_name = table_format_type(topic).retention_check
     snapshots = table_format_type(topic).described(topic).retention
+    if topic.current_state is not None:
+        snapshots += (f" Erasure requests reach the current-state table `{topic.database}.{topic.current_state.table}` "
+                      f"too, whose snapshots are kept {topic.snapshot_retention_days} days.")
 
     @asset(
         key=key,
@@ -53,9 +58,19 @@ def retention_asset(topic: TableSpec, embedded_metastore: bool = True):
             pii_key = pii.key()
             if topic.subject_field and topic.pii_fields:
                 pseudonymizer_for(topic, pii_key)  # erasure matches pseudonymized subjects: no key, no erasure
-            done = topic_tables(topic, lake, table_catalog, pyspark).retain(topic, datetime.now(timezone.utc), pii_key)
+            now = datetime.now(timezone.utc)
+            done = topic_tables(topic, lake, table_catalog, pyspark).retain(topic, now, pii_key)
             context.log.info(done.summary)
-            yield MaterializeResult(metadata=dagster_metadata(done.metadata))
+            metadata = dict(done.metadata)
+            if topic.current_state is not None:  # erasure reaches the current-state table too
+                storage = lake.storage()
+                current = retain_current_state(topic, storage, open_catalog(table_catalog.iceberg_catalog(storage.root)),
+                                               now, pii_key)
+                context.log.info(f"{topic.topic} current state: {current.erased_rows} row(s) erased, "
+                                 f"{current.snapshots_expired} snapshot(s) expired")
+                metadata |= current.metadata() | {"audit_entries": [
+                    *metadata.get("audit_entries", []), *(storage.uri(path) for path in current.audit_paths)]}
+            yield MaterializeResult(metadata=dagster_metadata(metadata))
             yield AssetCheckResult(check_name=check_name, passed=done.check.passed, description=done.check.description,
                                    metadata=dagster_metadata(done.check.metadata))
 

@@ -50,6 +50,8 @@ from platform_assets.jobs import (
     LayerRun,
     compaction_job,
     compaction_run,
+    current_state_job,
+    current_state_run,
     landing_job,
     landing_run,
     registration_job,
@@ -266,6 +268,40 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True):
         return SensorResult(run_requests=requests, cursor=str(events[-1].storage_id))
 
     return compact_and_register
+
+
+def current_state_sensor(catalog: TopicCatalog, running: bool = True):
+    """After raw hour H of a change topic lands, or lands again: H applied to the topic's current-state table."""
+    by_raw = {raw_key(t): t for t in catalog.topics if t.current_state is not None}
+
+    @sensor(
+        name="apply_landed_hours_to_current_state",
+        description="Follows every landing of a change topic's raw hour with its application to the topic's "
+        "current-state table (topics with current_state).",
+        minimum_interval_seconds=30,
+        jobs=[current_state_job(catalog.topics)] if by_raw else [],
+        default_status=_status(running),
+    )
+    def apply_to_current_state(context: SensorEvaluationContext):
+        after = int(context.cursor) if context.cursor else _latest_storage_id(context)
+        events = context.instance.get_asset_event_summary_records(
+            DagsterEventType.ASSET_MATERIALIZATION, after_storage_id=after, limit=MAX_EVENTS_PER_TICK, ascending=True,
+        )
+        if not events:
+            return SensorResult(skip_reason=SkipReason("no landing since the last tick"), cursor=str(after))
+        landed: dict[TableSpec, set[KafkaHour]] = {}
+        for event in events:
+            if event.asset_key in by_raw and event.partition is not None:
+                landed.setdefault(by_raw[event.asset_key], set()).add(KafkaHour.from_partition_key(event.partition))
+        requests = []
+        for topic, hours in landed.items():
+            # The event's id in the run key: a landing again of the same hour asks for its application again.
+            requests += runs_for_hours(current_state_run(topic), hours, f":{events[-1].storage_id}")
+            context.log.info(f"{topic.topic}: current-state application requested for "
+                             f"{', '.join(map(str, sorted(hours)))}")
+        return SensorResult(run_requests=requests, cursor=str(events[-1].storage_id))
+
+    return apply_to_current_state
 
 
 def runs_for_hours(layer_run: LayerRun, hours, run_key_suffix: str = "") -> list[RunRequest]:
@@ -541,6 +577,9 @@ def failure_cause(step_failure) -> str | None:
 
 
 def platform_sensors(catalog: TopicCatalog, running: bool = True) -> list:
-    return [factory(catalog, running) for factory in
-            (landing_sensor, follow_up_sensor, health_sensor, missing_topics_sensor, failed_runs_sensor,
-             rejected_entries_sensor)]
+    sensors = [factory(catalog, running) for factory in
+               (landing_sensor, follow_up_sensor, health_sensor, missing_topics_sensor, failed_runs_sensor,
+                rejected_entries_sensor)]
+    if any(topic.current_state is not None for topic in catalog.topics):
+        sensors.append(current_state_sensor(catalog, running))
+    return sensors

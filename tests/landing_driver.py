@@ -1,4 +1,5 @@
-"""Landing hours in a child process that the fault tests can kill with SIGKILL at a named point or pause.
+"""Landing hours (or applying them to a current-state table) in a child process that the fault tests can kill with
+SIGKILL at a named point or pause.
 
 The child side (`python -m tests.landing_driver …`) wraps the production code from outside, so the
 platform itself carries no fault-injection hooks; the test side (`run_landing`) starts and reaps it.
@@ -28,7 +29,12 @@ REPO = Path(__file__).resolve().parent.parent
 #   cleanup   the manifest is written; the table format has not committed it (Iceberg) or removed the files it
 #             replaced and orphans yet
 #   committed an Iceberg topic's hour is committed in a snapshot; the files it replaced are not removed yet
-POINTS = ("read", "file", "manifest", "cleanup", "committed")
+# and, applying hours to a change topic's current-state table (`--current`):
+#   deletions  the hour's deletions are recorded; the table is not changed yet
+#   state-file right after the Nth data file of the current-state table is written
+#   merge      the hour's files are written, its snapshot is not committed
+#   merged     its snapshot is committed, the application not recorded yet
+POINTS = ("read", "file", "manifest", "cleanup", "committed", "deletions", "state-file", "merge", "merged")
 SPARK_POINTS = ("manifest", "cleanup", "committed")  # on Spark, reads and file writes happen in executor processes
 
 
@@ -100,12 +106,26 @@ class _Interrupter:
                 return method(*args, **kwargs)
             return wrapped
 
+        def after(point, method):
+            def wrapped(*args, **kwargs):
+                done = method(*args, **kwargs)
+                at(point)
+                return done
+            return wrapped
+
         KafkaLog.read_slice_batches = read_slice_batches
         _OpenFile.close = close
         ManifestStore.write = write
         HiveTables.commit_hour = before("cleanup", HiveTables.commit_hour)
         IcebergTables.commit_hour = before("cleanup", IcebergTables.commit_hour)
         IcebergTables._clean_after = before("committed", IcebergTables._clean_after)
+
+        from kafka_lake.current import key_ranges
+        from kafka_lake.current.ledger import CurrentStateLedger
+
+        CurrentStateLedger.record_deletions = after("deletions", CurrentStateLedger.record_deletions)
+        key_ranges.unpartitioned_data_file = after("state-file", key_ranges.unpartitioned_data_file)
+        key_ranges.commit_files = after("merged", before("merge", key_ranges.commit_files))
 
 
 def _slice_runner(runner: str):
@@ -138,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kill-at", type=Interruption.parse, help="POINT:N, SIGKILL at the Nth time POINT is passed")
     parser.add_argument("--pause-at", type=Interruption.parse, help="POINT:N, wait there for SIGNAL_DIR/go")
     parser.add_argument("--signal-dir", type=Path)
+    parser.add_argument("--current", action="store_true",
+                        help="apply the landed hours to the topic's current-state table instead of landing them")
     args = parser.parse_args(argv)
     if args.runner == "spark" and any(i and i.point not in SPARK_POINTS for i in (args.kill_at, args.pause_at)):
         parser.error(f"with --runner spark only {', '.join(SPARK_POINTS)} happen in this process")
@@ -149,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     _Interrupter(args.kill_at, args.pause_at, args.signal_dir).install()
     topic = load_topic(Path(args.topic_file))
     settings = replace(landing_settings(args.lake, args.bootstrap), batch_size=args.batch_size)
+    if args.current:
+        return _apply_current_state(topic, settings, args.hours.split(","))
     run_slices = _slice_runner(args.runner)
     landed = {}
     try:
@@ -159,6 +183,30 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"landed": landed, "error": f"{type(error).__name__}: {error}"}))
         return 1
     print(json.dumps({"landed": landed, "error": None}))
+    return 0
+
+
+def _apply_current_state(topic, settings, hours: list[str]) -> int:
+    """The hours applied to the topic's current-state table, in this order; reported as `landed` with what each did."""
+    from kafka_lake.current.apply import apply_landed_hours
+    from kafka_lake.hours import KafkaHour
+    from kafka_lake.lake.storage import LakeStorage
+    from kafka_lake.tables.formats import table_format
+    from kafka_lake.tables.iceberg.catalog import open_catalog
+    from kafka_lake.tables.table_format import TableAccess
+
+    storage = LakeStorage(settings.lake_root)
+    raw = table_format(topic, TableAccess(storage, iceberg_catalog=settings.iceberg_catalog))
+    applied = {}
+    try:
+        for done in apply_landed_hours(topic, storage, open_catalog(settings.iceberg_catalog), raw,
+                                       [KafkaHour.from_partition_key(key) for key in hours], run_id=f"driver-{os.getpid()}"):
+            applied[done.hour] = {"inserts": done.inserts, "updates": done.updates, "deletes": done.deletes,
+                                  "attempts": done.attempts}
+    except Exception as error:  # the test reads the cause from the last line
+        print(json.dumps({"landed": applied, "error": f"{type(error).__name__}: {error}"}))
+        return 1
+    print(json.dumps({"landed": applied, "error": None}))
     return 0
 
 
@@ -179,12 +227,13 @@ class LandingProcess:
 
 def start_landing(topic, lake: str, bootstrap: str, hours: list[str], runner: str = "inline",
                   kill_at: str | None = None, pause_at: str | None = None, signal_dir: Path | None = None,
-                  env: dict | None = None) -> subprocess.Popen:
+                  env: dict | None = None, current: bool = False) -> subprocess.Popen:
     """Starts the child in a session of its own, so `finish_landing` can reap everything it started (Spark's JVM)."""
     argv = [sys.executable, "-m", "tests.landing_driver", "--topic-file", topic.source_file, "--lake", lake,
             "--bootstrap", bootstrap, "--hours", ",".join(hours), "--runner", runner]
     argv += ["--kill-at", kill_at] if kill_at else []
     argv += ["--pause-at", pause_at, "--signal-dir", str(signal_dir)] if pause_at else []
+    argv += ["--current"] if current else []
     # A file, not a pipe: Spark's JVM inherits the child's output and may outlive it until reaped.
     output = tempfile.TemporaryFile(mode="w+")
     process = subprocess.Popen(argv, cwd=REPO, env={**os.environ, **(env or {})}, stdout=output,

@@ -19,6 +19,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from dev_services.demo_traffic import (
+    CUSTOMERS_TOPIC,
     PAGE_VIEWS_TOPIC,
     TRANSACTIONS_TOPIC,
     last_closed_hours,
@@ -37,7 +38,7 @@ pytestmark = pytest.mark.services
 REPO = Path(__file__).resolve().parents[1]
 UTC = timezone.utc
 DEMO_HOURS = [datetime(2026, 11, 2, 9, tzinfo=UTC), datetime(2026, 11, 2, 10, tzinfo=UTC)]
-DEMO_TOPICS = (PAGE_VIEWS_TOPIC, TRANSACTIONS_TOPIC)
+DEMO_TOPICS = (PAGE_VIEWS_TOPIC, TRANSACTIONS_TOPIC, CUSTOMERS_TOPIC)
 
 
 @pytest.fixture(scope="module")
@@ -300,6 +301,32 @@ def test_transactions_decode_with_decimals_enums_nested_records_and_unions(demo,
         assert payment["terminal_signature"] is None or len(payment["terminal_signature"]) == 32
         risk_types.add(type(payment["risk_score"]))
     assert risk_types == {type(None), float, str}
+
+
+def test_customer_changes_are_debezium_events_keyed_by_their_row_each_delete_followed_by_its_tombstone(demo, catalog):
+    _, consumed = demo
+    key_schema = fastavro.parse_schema(catalog.by_topic(CUSTOMERS_TOPIC).key_schema.schema)
+    live: set[int] = set()
+    awaiting_tombstone: dict[int, int] = {}  # partition → the customer whose delete was the partition's last change
+    operations = set()
+    for message in sorted(consumed[CUSTOMERS_TOPIC], key=lambda m: m.timestamp()[1]):
+        customer = fastavro.schemaless_reader(io.BytesIO(split_confluent(message.key())[1]), key_schema, None)["customer_id"]
+        if message.value() is None:
+            assert awaiting_tombstone.pop(message.partition(), None) == customer, "a tombstone follows its delete"
+            continue
+        if classify(catalog, CUSTOMERS_TOPIC, message) != "valid":
+            continue
+        _, change = decode(catalog, CUSTOMERS_TOPIC, message.value())
+        operations.add(change["op"])
+        row = change["after"] or change["before"]
+        assert row["customer_id"] == customer and change["source"]["ts_ms"] <= message.timestamp()[1]
+        assert (customer in live) == (change["op"] != "c"), f"{change['op']} of customer {customer}"
+        if change["op"] == "d":
+            live.discard(customer)
+            awaiting_tombstone[message.partition()] = customer
+        else:
+            live.add(customer)
+    assert operations == {"c", "u", "d"} and len(live) > 100
 
 
 def test_demo_traffic_is_deterministic_for_a_seed(catalog):

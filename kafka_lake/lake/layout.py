@@ -17,6 +17,8 @@ MANIFESTS_PREFIX = "_manifests"
 # The topics the archive rule has taken on (`archive.ArchivedTopics`).
 ARCHIVED_TOPICS_PATH = "_archive/topics.json"
 AUDIT_PREFIX = "_audit"
+# What a change topic's current-state table remembers beside it: the hours applied, the deletions each hour made.
+CURRENT_STATE_PREFIX = "_current_state"
 ERASURE_REQUESTS_PREFIX = "_erasure_requests"
 # The embedded Iceberg catalog of a local lake: one SQLite file beside the tables, under a folder no table can take
 # (database folders start with a letter).
@@ -130,6 +132,21 @@ def erasure_request_id(path: str) -> str | None:
     """`_erasure_requests/<id>.json` → `<id>`; None for any other file."""
     name = path.rsplit("/", 1)[-1]
     return name[: -len(".json")] if path.startswith(f"{ERASURE_REQUESTS_PREFIX}/") and name.endswith(".json") else None
+
+
+def current_state_prefix(database: str, table: str) -> str:
+    """The records of the current-state table of topic table `database/table`."""
+    return f"{CURRENT_STATE_PREFIX}/{database}/{table}"
+
+
+def applied_hour_directory(database: str, table: str) -> str:
+    """One document per Kafka hour applied to the current-state table, named as the hour's manifest."""
+    return f"{current_state_prefix(database, table)}/applied"
+
+
+def deletions_directory(database: str, table: str) -> str:
+    """One Parquet file per Kafka hour: the keys its changes deleted, with their offsets, named by the hour."""
+    return f"{current_state_prefix(database, table)}/deletions"
 
 
 def manifest_prefix(database: str, table: str) -> str:

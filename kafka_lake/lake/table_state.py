@@ -1,15 +1,23 @@
 """The table as readers see it: its partitions (schema_version, date, hour) and where each one's current files live:
-the raw folder, or the generation compaction last published.
+the raw folder, or the generation compaction last published; and the rows a landed Kafka hour holds in them now.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
 from kafka_lake.lake import layout
 from kafka_lake.lake.compaction_manifest import read_compaction
+from kafka_lake.lake.manifests import HourManifest
 from kafka_lake.lake.storage import LakeStorage
-from kafka_lake.lake.table_partition import TablePartition, partition_of_path
+from kafka_lake.lake.table_partition import TablePartition, partition_of_data_file, partition_of_path
+
+# Reads of an hour's placement that meet a file compaction deleted since are made again, from its new generation.
+READ_ATTEMPTS = 3
 
 
 def storage_partitions(storage: LakeStorage, database: str, table: str,
@@ -31,3 +39,52 @@ def storage_partitions(storage: LakeStorage, database: str, table: str,
 def partition_location(storage: LakeStorage, database: str, table: str, partition: TablePartition) -> str:
     compaction = read_compaction(storage, database, table, partition)
     return compaction.location if compaction else partition.raw_directory(database, table)
+
+
+def landed_hour_rows(storage: LakeStorage, database: str, table: str, manifest: HourManifest) -> list[pa.Table]:
+    """The rows of a landed Kafka hour as readers see them now, one table per placement hour it wrote into (late
+    events spread an hour's records over several): its own files where they still lie, and its offsets' rows in the
+    generation that compaction or an erasure rewrote the others into (erased rows gone)."""
+    placements: dict[TablePartition, list[str]] = {}
+    for landed in manifest.files:
+        if landed.kind == "data":
+            placements.setdefault(partition_of_data_file(landed.path), []).append(landed.path)
+    rows = []
+    for placement, paths in sorted(placements.items()):
+        for attempt in range(1, READ_ATTEMPTS + 1):
+            try:
+                held = _placement_rows(storage, database, table, placement, paths, manifest)
+                rows += [held] if held is not None else []
+                break
+            except FileNotFoundError:
+                if attempt == READ_ATTEMPTS:
+                    raise
+    return rows
+
+
+def _placement_rows(storage: LakeStorage, database: str, table: str, placement: TablePartition, paths: list[str],
+                    manifest: HourManifest) -> pa.Table | None:
+    compaction = read_compaction(storage, database, table, placement)
+    consumed = set(compaction.sources) if compaction is not None else set()
+    parts = [_read(storage, path) for path in paths if path not in consumed]
+    if compaction is not None and any(path in consumed for path in paths):
+        for generation_file in compaction.files:
+            rows = _read(storage, generation_file.path)
+            parts.append(rows.filter(_in_hour_offsets(rows, manifest)))
+    return pa.concat_tables(parts, promote_options="permissive") if parts else None  # None: every row erased
+
+
+def _read(storage: LakeStorage, path: str) -> pa.Table:
+    return pq.read_table(storage.full_path(path), filesystem=storage.filesystem)
+
+
+def _in_hour_offsets(rows: pa.Table, manifest: HourManifest) -> pa.ChunkedArray:
+    """Whether each row's Kafka partition and offset fall in one of the hour's offset ranges."""
+    partition, offset = rows.column("_kafka_partition"), rows.column("_kafka_offset")
+    within = pa.chunked_array([pa.array([False] * rows.num_rows)])
+    for landed in manifest.partitions:
+        if landed.end > landed.start:
+            here = pc.and_(pc.equal(partition, landed.partition),
+                           pc.and_(pc.greater_equal(offset, landed.start), pc.less(offset, landed.end)))
+            within = pc.or_(within, here)
+    return within

@@ -20,7 +20,7 @@ from kafka_lake.lake.landed_files import letter_prefixes, remove_orphans, remove
 from kafka_lake.lake.landing_checks import CheckOutcome
 from kafka_lake.lake.manifests import HourManifest
 from kafka_lake.lake.table_partition import TablePartition
-from kafka_lake.lake.table_state import storage_partitions
+from kafka_lake.lake.table_state import landed_hour_rows, storage_partitions
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.tables.catalogs.protocol import TableCatalog, TableChange
 from kafka_lake.tables.catalogs.reconciliation import (
@@ -96,6 +96,9 @@ class HiveTables:
 
     def landed_hour_check(self, topic: TableSpec, manifest: HourManifest) -> CheckOutcome | None:
         return None
+
+    def landed_hour_rows(self, topic: TableSpec, manifest: HourManifest) -> list[pa.Table]:
+        return landed_hour_rows(self.storage, topic.database, topic.table, manifest)
 
     # --- compaction ---------------------------------------------------------------------------------------
 

@@ -105,6 +105,10 @@ class TableFormat(Protocol):
     def landed_hour_check(self, topic: TableSpec, manifest: HourManifest) -> CheckOutcome | None:
         """`landing_check` of a landed hour."""
 
+    def landed_hour_rows(self, topic: TableSpec, manifest: HourManifest) -> list[pa.Table]:
+        """The rows a landed Kafka hour holds in the table now (compacted or erased since, as readers see them), one
+        table per placement hour or one for all."""
+
     def compact_hour(self, topic: TableSpec, hour: datetime) -> TableOutcome:
         """Compacts placement hour `hour`, or raises `compaction.CompactionNotDue`."""
 

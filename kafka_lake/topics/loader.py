@@ -23,7 +23,9 @@ from kafka_lake.schemas.avro_types import (
     is_time_type,
     json_field_at,
     logical_type,
+    named_types,
     record_full_name,
+    resolve,
     type_name,
     unwrap_nullable,
 )
@@ -33,24 +35,26 @@ from kafka_lake.schemas.landed_schema import LandedSchema, LandedSchemaError
 from kafka_lake.settings import DEFAULT_TABLE_FORMAT
 from kafka_lake.table_spec import (
     RECORD_NAME,
+    CurrentState,
     FieldColumns,
     Route,
     RoutedSibling,
     SchemaFileError,
     SchemaVersion,
     TableSpec,
+    is_table_name,
     shown,
 )
 from kafka_lake.tables.formats import TABLE_FORMATS, table_format_type
 from kafka_lake.topics.topic_yaml import (
     ArchiveYaml,
+    CurrentStateYaml,
     RouteYaml,
     SchemaVersionYaml,
     TimePartitioningYaml,
     TopicYaml,
     TopicYamlError,
     archived_topic_yaml,
-    is_table_name,
     read_archive_yaml,
     read_topic_yaml,
 )
@@ -237,6 +241,8 @@ def _check_clashes(topics: list[TableSpec], tolerant: bool = False) -> list[tupl
     for spec in topics:
         clash = next(((other, *problems) for other in accepted if other.topic == spec.topic
                       for problems in [_tables_clash(other, spec)] if problems), None)
+        clash = clash or next(((other, *problems) for other in accepted
+                               for problems in [_table_names_clash(other, spec)] if problems), None)
         new_ids = dict(ids)
         for version in spec.schema_versions:
             if clash is not None or version.registry_id is None:
@@ -264,6 +270,28 @@ def _check_clashes(topics: list[TableSpec], tolerant: bool = False) -> list[tupl
         accepted.append(spec)
         ids = new_ids
     return clashing
+
+
+def _table_names(spec: TableSpec) -> dict[str, str]:
+    """The table names an entry takes in its database: its own, and its current-state table's."""
+    names = {spec.table: "its table"}
+    if spec.current_state is not None:
+        names[spec.current_state.table] = "its current_state.table"
+    return names
+
+
+def _table_names_clash(earlier: TableSpec, spec: TableSpec) -> tuple[str, str] | None:
+    """Two entries taking one table name of a database (a current-state table named like another table)."""
+    if spec.database != earlier.database or (spec.current_state is None and earlier.current_state is None):
+        return None
+    mine, theirs = _table_names(spec), _table_names(earlier)
+    shared = sorted(mine.keys() & theirs.keys())
+    if not shared:
+        return None
+    name = f"{spec.database}.{shared[0]}"
+    advice = "give current_state.table another name"
+    return (f"table {name} ({mine[shared[0]]}) is already {theirs[shared[0]]} of {earlier.source_file}; {advice}",
+            f"table {name} ({theirs[shared[0]]}) is also {mine[shared[0]]} of {spec.source_file}; {advice}")
 
 
 def _tables_clash(earlier: TableSpec, spec: TableSpec) -> tuple[str, str] | None:
@@ -416,9 +444,12 @@ def _topic_spec(entry: TopicYaml, database: str, table: str, folder: Path, where
         _check_field_path(versions, tuple(entry.subject_field.split(".")), f"subject_field {entry.subject_field!r}", where)
     route = _check_route(entry.route, versions, where) if entry.route is not None else None
     key_schema = _load_key_schema(payloads, entry.key_schema, folder, where) if entry.key_schema is not None else None
+    current_state = (_check_current_state(entry.current_state, table, versions, entry.subject_field, where)
+                     if entry.current_state is not None else None)
 
     spec = TableSpec.model_construct(
-        **entry.keys_by_name(),
+        # A current-state table needs every tombstone as a row: it deletes its key.
+        **(entry.keys_by_name() | {"keep_tombstones": entry.keep_tombstones or current_state is not None}),
         payload_format=entry.payload_format,
         database=database,
         table=table,
@@ -435,9 +466,14 @@ def _topic_spec(entry: TopicYaml, database: str, table: str, folder: Path, where
         key_schema=key_schema,
         archived=archived,
         field_columns=field_columns,
+        current_state=current_state,
     )
     _check_landed_schema(spec)
     problem = table_format_type(spec).schema_problem(spec)
+    if problem is None and current_state is not None:
+        from kafka_lake.current.state_table import current_state_problem  # pyiceberg, for change topics only
+
+        problem = current_state_problem(spec)
     if problem:
         raise CatalogError(problem)
     return spec
@@ -527,22 +563,65 @@ def _check_route(route: RouteYaml, versions: list[SchemaVersion], where: str) ->
                     f"has schemas for"
                 )
         return Route(None, route.values, route.in_ is None)
-    path = tuple(route.field.split("."))
-    _check_field_path(versions, path, f"route.field {route.field!r}", where)
+    path = _matched_field(route.field, route.values, versions, where, "route.field", "route value",
+                          "every record must say where it goes")
+    return Route(path, route.values, route.in_ is None)
+
+
+def _matched_field(field: str, values: tuple, versions: list[SchemaVersion], where: str, label: str, value_label: str,
+                   why_every_version: str) -> tuple[str, ...]:
+    """The path of a field whose value is matched against `values` (a route's, `delete_when`'s): a field of every
+    version holding the same kind of value (text, number, true/false) as the values."""
+    path = tuple(field.split("."))
+    _check_field_path(versions, path, f"{label} {field!r}", where)
     for version in versions:
         avro_type = field_type_at(version.schema, path)
         if avro_type is None:
-            raise CatalogError(f"{where}: route.field {route.field!r} is not a field of version {version.version} "
-                               f"({version.file}): every record must say where it goes")
+            raise CatalogError(f"{where}: {label} {field!r} is not a field of version {version.version} "
+                               f"({version.file}): {why_every_version}")
         kind = _ROUTE_KINDS.get(type_name(unwrap_nullable(avro_type)))
-        wrong = [v for v in route.values if kind is None or type(v) is not kind]
+        wrong = [v for v in values if kind is None or type(v) is not kind]
         if wrong:
             what = {str: "text", int: "whole numbers", bool: "true or false"}.get(kind, "no value a route can match") if kind else "no value a route can match"
             raise CatalogError(
-                f"{where}: route.field {route.field!r} is {_describe_route_type(avro_type)} in version {version.version} "
-                f"({version.file}), which holds {what}; route value {shown(wrong[0])} could never match"
+                f"{where}: {label} {field!r} is {_describe_route_type(avro_type)} in version {version.version} "
+                f"({version.file}), which holds {what}; {value_label} {shown(wrong[0])} could never match"
             )
-    return Route(path, route.values, route.in_ is None)
+    return path
+
+
+def _check_current_state(block: CurrentStateYaml, table: str, versions: list[SchemaVersion], subject_field: str | None,
+                         where: str) -> CurrentState:
+    """`current_state` against the schema files: a table name of its own, a `row` that is a record in every version,
+    a `delete_when` field that can hold its value, and a `subject_field` inside the row (erasure must reach it)."""
+    name = block.table if block.table is not None else f"{table}_current"
+    if not is_table_name(name) or name == table:
+        problem = "is the topic's own table" if name == table else "must be lowercase letters, digits and underscores, starting with a letter"
+        raise CatalogError(f"{where}: current_state.table {shown(name)} {problem}")
+    row = tuple(block.row.split(".")) if block.row is not None else None
+    if row is not None:
+        _check_field_path(versions, row, f"current_state.row {block.row!r}", where)
+        for version in versions:
+            record = resolve(unwrap_nullable(field_type_at(version.schema, row)), named_types(version.schema))
+            if not isinstance(record, dict) or record.get("type") not in ("record", "error"):
+                shown_type = "no field" if record is None else f"a {type_name(record)}"
+                raise CatalogError(f"{where}: current_state.row {block.row!r} is {shown_type} in version {version.version} "
+                                   f"({version.file}); the row must be a record, whose fields are the table's columns")
+            taken = [f["name"] for f in record["fields"] if f["name"].lower().startswith(KAFKA_COLUMN_PREFIX)]
+            if taken:
+                raise CatalogError(f"{where}: field {taken[0]!r} of current_state.row {block.row!r} (version "
+                                   f"{version.version}, {version.file}) takes a name of the table's own "
+                                   f"{KAFKA_COLUMN_PREFIX}… columns")
+    if subject_field is not None and row is not None and tuple(subject_field.split("."))[:len(row)] != row:
+        raise CatalogError(f"{where}: subject_field {subject_field!r} is not inside current_state.row {block.row!r}, so "
+                           f"erasure requests could not remove a subject's row from the current-state table")
+    delete_when = None
+    if block.delete_when is not None:
+        path = _matched_field(block.delete_when.field, (block.delete_when.equals,), versions, where,
+                              "current_state.delete_when.field", "current_state.delete_when.equals",
+                              "every change must say whether it deletes")
+        delete_when = Route(path, (block.delete_when.equals,), True)
+    return CurrentState(name, row, delete_when)
 
 
 # The Avro types a route may match on, and the kind of YAML value that matches each.

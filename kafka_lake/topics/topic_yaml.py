@@ -111,6 +111,22 @@ class RouteYaml(CatalogKeys):
         return (self.equals,) if self.in_ is None else self.in_
 
 
+class DeleteWhenYaml(CatalogKeys):
+    """`current_state.delete_when`: a change whose field holds this value deletes its key, as a tombstone does
+    (Debezium's `op: d`)."""
+
+    field: FieldPath = Field(description="the dotted path of a field")
+    equals: RouteValue = Field(description="a string, a whole number or true/false")
+
+
+class CurrentStateYaml(CatalogKeys):
+    """`current_state`: beside the raw table of every change, an Iceberg table of the newest row per key."""
+
+    table: str | None = Field(None, description="a table name: lowercase letters, digits and underscores")
+    row: FieldPath | None = Field(None, description="the dotted path of a record field (Debezium's after)")
+    delete_when: DeleteWhenYaml | None = Field(None, description="a mapping with field and equals")
+
+
 def _numbered_in_order(versions: tuple[SchemaVersionYaml, ...]) -> tuple[SchemaVersionYaml, ...]:
     for expected, entry in enumerate(versions, start=1):
         if entry.version != expected:
@@ -119,7 +135,8 @@ def _numbered_in_order(versions: tuple[SchemaVersionYaml, ...]) -> tuple[SchemaV
 
 
 # Keys that say something about the decoded values: a raw table has none.
-_VALUE_KEYS = ("schema_versions", "route", "rename", "pii_fields", "subject_field", "key_schema", "recursive_records")
+_VALUE_KEYS = ("schema_versions", "route", "rename", "pii_fields", "subject_field", "key_schema", "recursive_records",
+               "current_state")
 
 
 class TopicYaml(TableKeys):
@@ -143,6 +160,7 @@ class TopicYaml(TableKeys):
                                                description=f"a whole number of hours, at most a century ({CENTURY_HOURS})")
     table_format: Literal[TABLE_FORMATS] | None = Field(  # type: ignore[valid-type]
         None, description=f"one of {', '.join(TABLE_FORMATS)}")
+    current_state: CurrentStateYaml | None = Field(None, description="a mapping with table, row and delete_when")
 
     @model_validator(mode="after")
     def _keys_the_format_needs(self) -> TopicYaml:
@@ -178,7 +196,19 @@ class TopicYaml(TableKeys):
                           f"{payloads.name} value names no record")
         if self.keep_tombstones and self.route is not None:
             raise refused("keep_tombstones and route exclude each other: a tombstone has no value to route by")
+        if self.current_state is not None:
+            self._check_current_state()
         return self
+
+    def _check_current_state(self) -> None:
+        if self.key_schema is None:
+            raise refused("current_state needs key_schema: the key's fields say which row each change sets")
+        if "keep_tombstones" in self.model_fields_set and not self.keep_tombstones:
+            raise refused("current_state lands the topic's tombstones as rows (a tombstone deletes its key); remove "
+                          "keep_tombstones: false")
+        if self.route is not None:
+            raise refused("current_state and route exclude each other: a tombstone, which deletes its key, has no "
+                          "value to route by")
 
     @property
     def time_source(self) -> Literal["event_time", "kafka_time"]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -147,6 +147,23 @@ def _commit_once(table: Table, storage: LakeStorage, manifest: HourManifest, pre
     )
 
 
+def holds_landing(table: Table, manifest: HourManifest) -> bool:
+    """Whether the table holds this landing of the hour: its latest commit of the hour is the landing's, or the hour's
+    commits expired from the table's history (a landing that old was committed, or registration committed it)."""
+    return _latest_commit_is(table, manifest) or (
+        not hour_commits(table, manifest.hour) and _history_starts_after(table, manifest.landed_at))
+
+
+def landed_hour_rows(table: Table, manifest: HourManifest, columns: Sequence[str] = ()) -> pa.Table:
+    """Every row the current snapshot holds in the hour's offset ranges (only `columns`, when given), in the table's
+    schema: in the placement hours its landing wrote into and those earlier landings of the hour did (compaction and
+    erasure keep rows in their placement)."""
+    offsets = offsets_filter(hour_offsets(manifest))
+    placements = {partition_of_data_file(f.path) for f in hour_data_files(manifest)} | _earlier_placements(table, manifest, None)
+    files = files_matching(table, And(placements_filter(placements), offsets)) if table.current_snapshot() else []
+    return read_rows(table, files, offsets, columns)
+
+
 def _latest_commit_is(table: Table, manifest: HourManifest) -> bool:
     commits = hour_commits(table, manifest.hour)
     return bool(commits) and _landing_of(commits[-1]) == (manifest.landed_at, manifest.run_id)
@@ -230,7 +247,7 @@ def landed_hour_matches_table(table: Table, storage: LakeStorage, manifest: Hour
             missing, extra = sorted(set(expected) - set(added)), sorted(set(added) - set(expected))
             problems.append(f"snapshot {latest.snapshot_id} added {len(added)} file(s), the manifest lists "
                             f"{len(expected)}; missing {missing[:5]}, not in the manifest {extra[:5]}")
-    landed, held = sum(expected.values()), _rows_held(table, manifest)
+    landed, held = sum(expected.values()), landed_hour_rows(table, manifest, ("_kafka_partition", "_kafka_offset"))
     removed_since = [s.snapshot_id for s in table.snapshots()
                      if s.summary is not None and s.summary.additional_properties.get(ACTION) in ROW_REMOVING_ACTIONS
                      and (latest is None or s.sequence_number > latest.sequence_number)]
@@ -247,14 +264,6 @@ def landed_hour_matches_table(table: Table, storage: LakeStorage, manifest: Hour
     removed = f", {landed - held.num_rows} expired or erased since" if held.num_rows < landed else ""
     return CheckOutcome(True, f"{manifest.topic} hour {manifest.hour}: the table holds the landed rows once "
                               f"({held.num_rows} of {landed}{removed})", metadata)
-
-
-def _rows_held(table: Table, manifest: HourManifest) -> pa.Table:
-    """The (partition, offset) of every row the current snapshot holds in the hour's offset ranges."""
-    offsets = offsets_filter(hour_offsets(manifest))
-    placements = {partition_of_data_file(f.path) for f in hour_data_files(manifest)} | _earlier_placements(table, manifest, None)
-    files = files_matching(table, And(placements_filter(placements), offsets)) if table.current_snapshot() else []
-    return read_rows(table, files, offsets, columns=("_kafka_partition", "_kafka_offset"))
 
 
 def _history_starts_after(table: Table, landed_at: str) -> bool:

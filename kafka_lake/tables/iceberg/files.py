@@ -78,12 +78,23 @@ def data_file_of(table: Table, storage: LakeStorage, path: str) -> DataFile:
     partition = partition_of_path(path)
     if partition is None:
         raise ValueError(f"{storage.uri(path)} is no data file in a schema_version=/date=/hour= folder")
+    return _described(table, storage, path, placement_values(partition))
+
+
+def unpartitioned_data_file(table: Table, storage: LakeStorage, path: str) -> DataFile:
+    """The Iceberg description of a Parquet file the platform wrote for an unpartitioned table (a current-state
+    table's)."""
+    return _described(table, storage, path, {})
+
+
+def _described(table: Table, storage: LakeStorage, path: str, values: dict[str, object]) -> DataFile:
+    """A data file from its footer's statistics; `values`: its identity partition tuple, also recorded as those
+    columns' bounds."""
     metadata = pq.read_metadata(storage.full_path(path), filesystem=storage.filesystem)
     schema = table.schema()
     statistics = data_file_statistics_from_parquet_metadata(
         metadata, _statistics_plan(table, metadata), parquet_path_to_id_mapping(schema)
     ).to_serialized_dict()
-    values = placement_values(partition)
     for name, value in values.items():
         field = schema.find_field(name)
         statistics["lower_bounds"][field.field_id] = statistics["upper_bounds"][field.field_id] = to_bytes(field.field_type, value)
@@ -196,10 +207,17 @@ def read_rows(table: Table, data_files: Sequence[DataFile], row_filter: BooleanE
     pyiceberg 0.12 reads a null list of structs as an empty list (apache/iceberg-python#3833), and a rewrite would
     write that loss (`_kafka_headers` of records without headers)."""
     schema = table.schema().select(*columns) if columns else table.schema()
-    target = _as_landed(schema_to_pyarrow(schema, include_field_ids=False))
+    target = rows_schema(table, columns)
     predicate = None if row_filter is None else expression_to_pyarrow(bind(schema, row_filter, case_sensitive=True))
     parts = [_rows_of(table, data_file, target, predicate) for data_file in data_files]
     return pa.concat_tables(parts) if parts else target.empty_table()
+
+
+def rows_schema(table: Table, columns: Sequence[str] = ()) -> pa.Schema:
+    """The Arrow schema of the rows `read_rows` gives: the table's current schema (or its `columns`) in the types
+    landing writes."""
+    schema = table.schema().select(*columns) if columns else table.schema()
+    return _as_landed(schema_to_pyarrow(schema, include_field_ids=False))
 
 
 def _as_landed(schema: pa.Schema) -> pa.Schema:
@@ -223,7 +241,7 @@ def _as_landed(schema: pa.Schema) -> pa.Schema:
 def _rows_of(table: Table, data_file: DataFile, target: pa.Schema, predicate) -> pa.Table:
     with table.io.new_input(data_file.file_path).open() as stream:
         found = pq.read_table(stream)
-    placement = placement_values(placement_of(data_file))
+    placement = placement_values(placement_of(data_file)) if not table.spec().is_unpartitioned() else {}
     columns = []
     for field in target:
         if field.name in placement:  # identity partition columns live in the folders, not in the file

@@ -183,13 +183,16 @@ def remove_orphan_files(table: Table, storage: LakeStorage, partitions: Iterable
     were written before `older_than`: files of attempts that crashed before their commit. Files younger than that
     may belong to a landing still running, so `older_than` must lie before the start of any such landing."""
     database, name = table.name()[-2:]
-    old = [stored.path for partition in sorted(set(partitions))
-           for stored in storage.list_files(partition.raw_directory(database, name))
+    return remove_unheld_files_in(table, storage, [p.raw_directory(database, name) for p in sorted(set(partitions))],
+                                  older_than)
+
+
+def remove_unheld_files_in(table: Table, storage: LakeStorage, folders: Iterable[str], older_than: datetime) -> list[str]:
+    """Deletes the Parquet files in `folders` that no snapshot of the table holds and that were written before
+    `older_than` (see `remove_orphan_files`)."""
+    old = [stored.path for folder in folders for stored in storage.list_files(folder)
            if stored.path.endswith(".parquet") and stored.modified is not None and stored.modified < older_than]
-    if not old:
-        return []
-    held = held_files(table, storage)
-    return [path for path in old if path not in held and storage.delete(path)]
+    return remove_unheld_files(table, storage, old)
 
 
 def remove_unheld_files(table: Table, storage: LakeStorage, paths: Iterable[str]) -> list[str]:

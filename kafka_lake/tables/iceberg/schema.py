@@ -9,6 +9,8 @@ that is no promotion) fails naming the file and the field.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, TableAlreadyExistsError, ValidationError
@@ -18,7 +20,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import StagedTable, Table, TableProperties, Transaction
 from pyiceberg.table.metadata import new_table_metadata
 from pyiceberg.table.name_mapping import create_mapping_from_schema
-from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
 from pyiceberg.transforms import IdentityTransform
 
 from kafka_lake.decoding.key_columns import trailing_columns
@@ -49,7 +51,7 @@ class IcebergSchemaError(ValueError):
 def table_schema(topic: TableSpec) -> Schema:
     """The Iceberg schema of the topic's table: the columns every version lands in (`landed_schema`), then the key's
     and tombstone columns and the placement columns, as one schema update of an empty table."""
-    building = _scratch_transaction()
+    building = scratch_transaction()
     where = topic.source_file or topic.name
     evolve_schema(building, landed_columns(topic, where), where)
     return building.table_metadata.schema()
@@ -67,10 +69,18 @@ def landed_columns(topic: TableSpec, where: str) -> pa.Schema:
     columns."""
     schema = LandedSchema(topic)
     for version in topic.schema_versions:  # each version's own types, to name the file of a type Iceberg has not
-        for own in iceberg_schema_of(schema.own_schema(version.version)):
-            _check_readable(own.type, (own.name,), f"{where}: version {version.version} ({version.file})")
-    landed = iceberg_schema_of(pa.schema([*schema.value_fields, *KAFKA_COLUMNS, *trailing_columns(topic)]))
-    return pa.schema([_optional(f) for f in landed] + list(PLACEMENT_COLUMNS))
+        readable_columns(schema.own_schema(version.version), f"{where}: version {version.version} ({version.file})")
+    landed = pa.schema([*schema.value_fields, *KAFKA_COLUMNS, *trailing_columns(topic)])
+    return pa.schema(readable_columns(landed, where) + list(PLACEMENT_COLUMNS))
+
+
+def readable_columns(landed: pa.Schema, where: str) -> list[pa.Field]:
+    """Landed columns as an Iceberg table declares them (`iceberg_rows`), every field optional; a type no Iceberg
+    reader can read fails naming `where` and the field."""
+    columns = iceberg_schema_of(landed)
+    for column in columns:
+        _check_readable(column.type, (column.name,), where)
+    return [_optional(f) for f in columns]
 
 
 def iceberg_rows(rows: pa.Table) -> pa.Table:
@@ -98,14 +108,16 @@ def _iceberg_type(kind: pa.DataType) -> pa.DataType:
 
 def evolve_schema(transaction: Transaction, columns: pa.Schema | Schema, where: str) -> None:
     """Applies `columns` to the schema by name; fields it lacks are kept, never dropped."""
-    present = {f.name for f in transaction.table_metadata.schema().fields}
+    present = [f.name for f in transaction.table_metadata.schema().fields]
     wanted = [f.name for f in (columns if isinstance(columns, pa.Schema) else columns.fields)]
-    kafka_first = KAFKA_COLUMNS[0].name
+    # The first of the lake's own columns: `_kafka_topic` in a topic's table, the first key column in a current-state
+    # table's.
+    kafka_first = next((name for name in present if name.startswith(KAFKA_COLUMN_PREFIX)), None)
     placed = [n for n in wanted if n not in present and n not in PARTITION_COLUMNS and not n.startswith(KAFKA_COLUMN_PREFIX)]
     try:
         with transaction.update_schema() as update:
             update.union_by_name(columns)
-            for name in placed if kafka_first in present else ():
+            for name in placed if kafka_first is not None else ():
                 update.move_before(name, kafka_first)
     except (ValidationError, ValueError, TypeError) as error:
         raise IcebergSchemaError(f"{where}: Iceberg cannot apply this version to the table: {error}") from None
@@ -135,68 +147,94 @@ def table_properties(topic: TableSpec, location: str) -> dict[str, str]:
     }
 
 
+@dataclass(frozen=True)
+class TableShape:
+    """What an Iceberg table of the platform is: its name, schema, partitioning, sort order and properties, and the
+    property that says what it holds (`owner`), which a table of that name must carry to be changed."""
+
+    identifier: tuple[str, str]
+    schema: Schema
+    partition_spec: PartitionSpec
+    properties: dict[str, str]
+    owner: str  # a key of `properties`
+    where: str  # the catalog file it comes from, for errors
+    sort_order: SortOrder = UNSORTED_SORT_ORDER
+
+    @property
+    def name(self) -> str:
+        return ".".join(self.identifier)
+
+
 def ensure_table(catalog: Catalog, topic: TableSpec, location: str) -> Table:
     """The topic's table `<database>.<table>`, created, or evolved to the catalog's schema versions.
 
     A table of that name that lies elsewhere, is partitioned otherwise or holds another topic is refused, not changed.
     """
     schema = table_schema(topic)
-    identifier = (topic.database, topic.table)
-    catalog.create_namespace_if_not_exists(topic.database)
+    return ensure_shaped_table(catalog, TableShape(
+        (topic.database, topic.table), schema, partition_spec(schema), table_properties(topic, location), TOPIC_PROPERTY,
+        topic.source_file or topic.name), location)
+
+
+def ensure_shaped_table(catalog: Catalog, shape: TableShape, location: str) -> Table:
+    """The table `shape` describes, created, or evolved to its schema (fields added and widened, never dropped)."""
+    catalog.create_namespace_if_not_exists(shape.identifier[0])
     try:
-        table = catalog.load_table(identifier)
+        table = catalog.load_table(shape.identifier)
     except NoSuchTableError:
         try:
-            table = catalog.create_table(identifier, schema=schema, location=location,
-                                         partition_spec=partition_spec(schema), properties=table_properties(topic, location))
+            table = catalog.create_table(shape.identifier, schema=shape.schema, location=location,
+                                         partition_spec=shape.partition_spec, sort_order=shape.sort_order,
+                                         properties=shape.properties)
         except TableAlreadyExistsError:  # created by a run beside this one
-            table = catalog.load_table(identifier)
+            table = catalog.load_table(shape.identifier)
     for attempt in range(EVOLVE_ATTEMPTS):
-        _check_is_ours(table, topic, location)
+        _check_is_ours(table, shape, location)
         try:
-            return _evolve(table, topic, schema, location)
+            return _evolve(table, shape)
         except CommitFailedException:
             if attempt == EVOLVE_ATTEMPTS - 1:
                 raise
             # Another run changed the table first (two landings starting at once set the same name mapping):
             # what it did is read again, and only what is still missing is committed.
-            table = catalog.load_table(identifier)
+            table = catalog.load_table(shape.identifier)
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def _evolve(table: Table, topic: TableSpec, schema: Schema, location: str) -> Table:
+def _evolve(table: Table, shape: TableShape) -> Table:
     transaction = table.transaction()
-    wanted = {k: v for k, v in table_properties(topic, location).items() if k != "format-version"}
+    wanted = {k: v for k, v in shape.properties.items() if k != "format-version"}
     if table.name_mapping() is None:
         # Landed files carry no field ids: readers match their columns by name through this mapping, which schema
         # updates extend. Set right after creation (the catalog assigns the ids), or by the next call after a crash.
         wanted[TableProperties.DEFAULT_NAME_MAPPING] = create_mapping_from_schema(table.schema()).model_dump_json()
     if any(table.properties.get(k) != v for k, v in wanted.items()):
         transaction.set_properties(wanted)
-    evolve_schema(transaction, schema, f"{topic.source_file or topic.name}: the table {topic.database}.{topic.table}")
+    evolve_schema(transaction, shape.schema, f"{shape.where}: the table {shape.name}")
     return transaction.commit_transaction()
 
 
-def _check_is_ours(table: Table, topic: TableSpec, location: str) -> None:
-    name = f"{topic.database}.{topic.table}"
+def _check_is_ours(table: Table, shape: TableShape, location: str) -> None:
     problems = []
     if table.location().rstrip("/") != location.rstrip("/"):
         problems.append(f"it lies at {table.location()}, not {location}")
-    holds = table.properties.get(TOPIC_PROPERTY)
-    if holds != topic.topic:
-        problems.append(f"it holds {'topic ' + repr(holds) if holds else 'no topic of this platform'}, not {topic.topic!r}")
-    spec = table.spec()
-    partitioned_by = [(f.name, str(f.transform)) for f in spec.fields]
-    if partitioned_by != [(name, "identity") for name in PARTITION_COLUMNS]:
-        problems.append(f"it is partitioned by {partitioned_by or 'nothing'}, not identity({', '.join(PARTITION_COLUMNS)})")
+    holds, wanted = table.properties.get(shape.owner), shape.properties[shape.owner]
+    if holds != wanted:
+        problems.append(f"its {shape.owner} is {repr(holds) if holds else 'not set: no table of this platform'}, "
+                        f"not {wanted!r}")
+    partitioned_by = [(f.name, str(f.transform)) for f in table.spec().fields]
+    expected = [(f.name, str(f.transform)) for f in shape.partition_spec.fields]
+    if partitioned_by != expected:
+        shown_expected = ", ".join(f"{transform}({name})" for name, transform in expected) or "nothing"
+        problems.append(f"it is partitioned by {partitioned_by or 'nothing'}, not {shown_expected}")
     if problems:
         raise IcebergSchemaError(
-            f"the Iceberg table {name} exists but is not this topic's table: {'; '.join(problems)}. "
+            f"the Iceberg table {shape.name} exists but is not the table of {shape.where}: {'; '.join(problems)}. "
             f"Drop or rename it (its files are not touched by this platform), or rename the topic's folder"
         )
 
 
-def _scratch_transaction() -> Transaction:
+def scratch_transaction() -> Transaction:
     """A transaction on a table that exists nowhere: schema updates apply in memory, nothing is committed."""
     metadata = new_table_metadata(Schema(), UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, "file:///nowhere",
                                   {"format-version": FORMAT_VERSION})

@@ -37,9 +37,11 @@ from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig, lake_relativ
 from kafka_lake.tables.iceberg.commits import (
     HourCommit,
     commit_landed_hour,
+    holds_landing,
     hour_commits,
     hour_data_files,
     landed_hour_matches_table,
+    landed_hour_rows,
     recorded_placements,
     same_landing,
 )
@@ -192,6 +194,15 @@ class IcebergTables:
 
     def landed_hour_check(self, topic: TableSpec, manifest: HourManifest) -> CheckOutcome:
         return landed_hour_matches_table(self.table(topic), self.storage, manifest)
+
+    def landed_hour_rows(self, topic: TableSpec, manifest: HourManifest) -> list[pa.Table]:
+        """Read from the current snapshot; a landing whose commit is missing (its run died between its manifest and
+        its commit) is committed first, as registration would."""
+        table = self.table(topic)
+        if not holds_landing(table, manifest):
+            self.commit_hour(topic, manifest, manifest, "")
+            table = table.refresh()
+        return [landed_hour_rows(table, manifest)]
 
     # --- compaction ---------------------------------------------------------------------------------------
 
