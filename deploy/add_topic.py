@@ -12,7 +12,7 @@ import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from kafka_lake.kafka.schema_resolution import value_subject
+from kafka_lake.kafka.schema_resolution import registry_client, value_subject
 from kafka_lake.settings import PlatformSettings, url_without_credentials
 from kafka_lake.topics.onboarding import OnboardingError, new_entry, registered_versions, updated_entry, write_entry
 
@@ -49,13 +49,12 @@ def main(argv: list[str] | None = None) -> int:
         start_hour = _start_hour(args.start_hour)
     except ValueError:
         parser.error(f"--start-hour {args.start_hour!r} is not an ISO 8601 time like 2026-11-01T00:00Z")
-    from confluent_kafka.schema_registry import SchemaRegistryClient
 
     catalog = Path(args.catalog)
     folder = catalog / args.database / args.table
     subject = value_subject(args.topic)
     try:
-        versions = registered_versions(SchemaRegistryClient({"url": url}), subject, url)
+        versions = registered_versions(registry_client(url), subject, url)
         plan = (updated_entry(folder, versions, args.message) if args.update
                 else new_entry(folder, args.topic, versions, args.time_field, args.owner, start_hour, args.message))
         write_entry(plan, catalog)

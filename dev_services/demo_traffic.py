@@ -536,7 +536,7 @@ class Customers:
         first, last = rng.choice(FIRST_NAMES), rng.choice(LAST_NAMES)
         return {"customer_id": customer_id, "email": f"{first}.{last}{rng.randrange(100)}@example.com",
                 "full_name": f"{first.title()} {last.title()}", "tier": weighted(rng, self.TIERS),
-                "country": rng.choice(self.COUNTRIES), "updated_at": millis_to_datetime(timestamp_ms),
+                "country": rng.choice(self.COUNTRIES), "updated_at": timestamp_ms * 1000,  # a MicroTimestamp: microseconds since the epoch
                 "marketing_opt_in": rng.choice((None, True, False))}
 
     def next_record(self, timestamp_ms: int, version: int, partitions: int, broken: str | None) -> DemoRecord:
@@ -552,7 +552,7 @@ class Customers:
             customer_id = rng.choice(list(self.rows))
             before = self.rows[customer_id]
             after = None if op == "d" else {**before, "tier": weighted(rng, self.TIERS), "email": rng.choice(
-                (before["email"], f"{customer_id}@mail.example.org")), "updated_at": millis_to_datetime(timestamp_ms)}
+                (before["email"], f"{customer_id}@mail.example.org")), "updated_at": timestamp_ms * 1000}
         if broken is None:
             if after is None:
                 del self.rows[customer_id]

@@ -11,8 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from dagster import AssetKey, DagsterInstance, RunsFilter
-from dagster._core.storage.event_log.base import AssetRecordsFilter
+from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, RunsFilter
 
 from deploy.instance import initialize_pools, write_instance
 from dev_services.ports import LOOPBACK, free_port

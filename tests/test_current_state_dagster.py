@@ -11,11 +11,13 @@ from datetime import datetime, timezone
 from dagster import (
     AssetKey,
     AssetMaterialization,
+    AssetRecordsFilter,
+    DagsterEventType,
     DagsterInstance,
+    EventRecordsFilter,
     build_sensor_context,
     instance_for_test,
 )
-from dagster._core.storage.event_log.base import AssetRecordsFilter
 
 from kafka_lake.hours import KafkaHour
 from kafka_lake.settings import PlatformSettings
@@ -63,18 +65,19 @@ def test_the_dagster_cli_applies_a_range_of_landed_hours_each_with_its_counts_an
             [record] = instance.fetch_materializations(AssetRecordsFilter(asset_key=CURRENT, asset_partitions=[key]),
                                                        limit=1).records
             shown[key] = {name: value.value for name, value in record.asset_materialization.metadata.items()}
-        checks = instance.event_log_storage.get_latest_asset_check_execution_by_key
-        del checks
+        evaluations = [record.event_log_entry.dagster_event.event_specific_data for record in instance.get_event_records(
+            EventRecordsFilter(DagsterEventType.ASSET_CHECK_EVALUATION))]
     changed = sum(m["inserts"] + m["updates"] + m["deletes"] for m in shown.values())
     assert changed > 0 and shown[last]["dagster/row_count"] == len(traffic.state_after(HOURS[-1]))
     assert all(m["iceberg_snapshot_id"] for m in shown.values())
-    assert "current_state_matches_landing" in completed.stdout + completed.stderr or True
+    judged = [e for e in evaluations if e.asset_key == CURRENT and e.check_name == "current_state_matches_landing"]
+    assert len(judged) == len(HOURS) and all(e.passed for e in judged), judged
 
 
 def test_each_landing_of_a_change_topic_asks_for_the_hour_to_be_applied(tmp_path):
     topic = write_change_topic(tmp_path / "catalog", unique_topic_name())
     sensor = sensors.current_state_sensor(TopicCatalog((topic,)))
-    job = f"current_state__{topic.database}__{topic.table}"
+    job = "current_state"
     hours = [KafkaHour(datetime(2026, 11, 20, h, tzinfo=timezone.utc)) for h in (10, 11, 12)]
     with instance_for_test() as instance:
         start = sensor(build_sensor_context(instance=instance))

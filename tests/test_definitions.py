@@ -210,8 +210,7 @@ def test_the_dagster_cli_materializes_a_partition_range_of_every_layer_each_hour
 
     manifests = {m.hour: m for m in ManifestStore(LakeStorage(str(lake)), "e2e", "orders").all()}
     assert sorted(manifests) == [hour.strftime("%Y-%m-%d-%H:00") for hour in RAW_HOURS]
-    from dagster import DagsterInstance
-    from dagster._core.storage.event_log.base import AssetRecordsFilter
+    from dagster import AssetRecordsFilter, DagsterInstance
 
     def materialized(layer: str, hour: str):
         [record] = instance.fetch_materializations(

@@ -138,7 +138,7 @@ def test_the_webserver_loads_the_code_location_from_the_images_code_server(postg
     assert "PostgresRunStorage" in instance_info, "the webserver reads the instance the entrypoint rendered"
 
 
-SLICES = {"kafka_lake_shop": ("SHOP", "shop"), "kafka_lake_payments": ("PAYMENTS", "payments,archive")}
+SLICES = {"kafka_lake_shop": ("SHOP", "shop"), "kafka_lake_payments": ("PAYMENTS", "payments,archive,crm")}
 
 
 def test_the_webserver_serves_a_catalog_sliced_by_database_as_several_code_locations(tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any, Protocol
+from urllib.parse import unquote, urlsplit
 
 import fastavro
 from fastavro.schema import to_parsing_canonical_form
@@ -85,9 +86,7 @@ def new_schema_versions(topic: TableSpec, unknown_ids: dict, registry_url: str |
     those the registry holds, each as its version; `SchemaRegistryUnavailable` when the registry does not answer."""
     if not registry_url or not unknown_ids:
         return []
-    from confluent_kafka.schema_registry import SchemaRegistryClient
-
-    client = SchemaRegistryClient({"url": registry_url})
+    client = registry_client(registry_url)
     found = []
     for schema_id in sorted(int(i) for i in unknown_ids):
         try:
@@ -121,10 +120,8 @@ class CatalogSchemas:
     def _in_registry(self, schema_id: int) -> NewSchemaVersion | None:
         if not self._registry_url:
             return None
-        from confluent_kafka.schema_registry import SchemaRegistryClient
-
         try:
-            return new_schema_version(SchemaRegistryClient({"url": self._registry_url}), self._topic, schema_id)
+            return new_schema_version(registry_client(self._registry_url), self._topic, schema_id)
         except Exception:  # the registry only names the id here: its being away must not fail what the catalog decides
             return None
 
@@ -171,11 +168,10 @@ class RegistrySchemas:
     def __init__(self, topic: TableSpec, url: str, client_config: dict | None = None,
                  forms: RegisteredForms | None = None):
         # Imported only with a registry: its HTTP and auth stack costs ~0.4 s that catalog-only runs skip.
-        from confluent_kafka.schema_registry import SchemaRegistryClient
 
         self._topic = topic
         self._url = url_without_credentials(url)
-        self._client = SchemaRegistryClient({**(client_config or {}), "url": url})
+        self._client = registry_client(url, client_config)
         self._kind = forms or AvroForms()
         self._forms_of = [(self._kind.of_version(v), v) for v in topic.schema_versions]
         self._resolved: dict[int, tuple[SchemaVersion | None, str]] = {}
@@ -224,3 +220,15 @@ class RegistrySchemas:
                 return None, f"{missing}; add it there as a new version"
             return None, f"{missing}: it is version {new.version} of subject {new.subject}; add it with `{new.command}`"
         return next((v for v in matches if v.registry_id == schema_id), matches[-1]), ""
+
+
+def registry_client(url: str, client_config: dict | None = None) -> Any:
+    """confluent-kafka's registry client for `url`, its user info passed as basic auth rather than left in the URL:
+    the HTTP client logs every URL it calls. Imported only with a registry: its HTTP and auth stack costs ~0.4 s."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    parts = urlsplit(url)
+    config = {**(client_config or {}), "url": url_without_credentials(url)}
+    if parts.username is not None:
+        config["basic.auth.user.info"] = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    return SchemaRegistryClient(config)
