@@ -88,7 +88,8 @@ def raw_landing_asset(topic: TopicSpec, embedded_metastore: bool = True, togethe
             pii: PiiKeyResource,
             table_catalog: TableCatalogResource,
         ):
-            with failures_explained(context):
+            committed: list[str] = []  # the run's hours landed so far, in order
+            with failures_explained(context, lambda: hours_landed_before_failing(context.partition_keys, committed)):
                 selected = context.selected_asset_keys
                 landing = [t for t in tables if raw_key(t) in selected or dead_letters_key(t) in selected]
                 settings = [landing_settings(t, kafka, lake, schema_registry, pii) for t in landing][0]
@@ -104,11 +105,23 @@ def raw_landing_asset(topic: TopicSpec, embedded_metastore: bool = True, togethe
                                          together=tuple(landing[1:]), table_formats=lambda t: formats[t.name]):
                     table = by_name[result.manifest.database, result.manifest.table]
                     context.log.info(_summary_line(table, result))
+                    if result.manifest.hour not in committed:
+                        committed.append(result.manifest.hour)
                     manifests = ManifestStore(lake.storage(), table.database, table.table)
                     landed = HourLanded(table, result.manifest, manifests, settings.kafka_config, formats[table.name])
                     yield from landed_hour_events(context, landed, lake, result)
 
     return land
+
+
+def hours_landed_before_failing(hours: list[str], landed: list[str]) -> str:
+    """What a run of several hours did before one failed: the hours commit in order, so the first one not landed is
+    the one that failed."""
+    if len(hours) < 2:
+        return ""
+    failed = next((hour for hour in hours if hour not in landed), hours[-1])
+    before = f"this run landed {', '.join(landed)} before it" if landed else "this run landed none of its hours"
+    return f"Hour {failed} did not land; {before}."
 
 
 def _landing_specs(topic: TopicSpec) -> list[AssetSpec]:

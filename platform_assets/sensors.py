@@ -387,12 +387,18 @@ def failed_runs_sensor(catalog: TopicCatalog, running: bool = True):
             return  # the retry is not a failure yet
         steps = context.get_step_failure_events()
         message = failure_cause(steps[0].step_failure_data if steps else None) or context.failure_event.message or "no message"
-        partition = run.tags.get("dagster/partition") or run.tags.get("dagster/asset_partition_range_start") or ""
+        partition = run.tags.get("dagster/partition") or _partition_range(run.tags)
         selection = ", ".join(sorted(k.to_user_string() for k in run.asset_selection or [])) or run.job_name
-        alerts.send(f"[FAILED] run {run.run_id[:8]} of {selection} {partition}: {message.strip().splitlines()[0][:500]}",
+        alerts.send(f"[FAILED] run {run.run_id[:8]} of {selection} {partition}: {message.strip().splitlines()[0][:1000]}",
                     context.log)
 
     return alert_on_failed_runs
+
+
+def _partition_range(tags) -> str:
+    """The hours of a run over a range, as the UI and the CLI write a range: `first...last`."""
+    first, last = tags.get(PARTITION_RANGE_START), tags.get(PARTITION_RANGE_END)
+    return f"{first}...{last}" if first and last else ""
 
 
 # Spark's own wrappers of a task's exception: the cause below them is already named by `SparkTaskFailed`.
