@@ -29,7 +29,13 @@ from kafka_lake.landing import LandingResult, LandingSettings, land_hours
 from kafka_lake.landing_counts import LandingCounts
 from kafka_lake.manifests import ManifestStore
 from kafka_lake.pii import pseudonymizer_for
-from platform_assets.checks import HourLanded, evaluated_against, hour_check_evaluations, raw_check_specs
+from platform_assets.checks import (
+    HourLanded,
+    evaluated_against,
+    hour_check_evaluations,
+    raw_check_specs,
+    show_newest_results,
+)
 from platform_assets.failures import PreflightError, failures_explained
 from platform_assets.keys import dead_letters_key, layer_attributes, raw_key
 from platform_assets.partitions import hourly_partitions, quiet_warnings
@@ -100,16 +106,22 @@ def raw_landing_asset(topic: TopicSpec, embedded_metastore: bool = True, togethe
                 by_name = {(t.database, t.table): t for t in landing}
                 # Each hour's slices start while the hour before still runs; the hours commit in order, and
                 # each is recorded as it commits: a failure later leaves the hours before it landed and shown.
-                for result in land_hours(landing[0], hours, settings, SlicesOnSpark(pyspark.spark_session, topic.topic),
-                                         run_id=context.run.run_id, accept_lost_offsets=config.accept_lost_offsets,
-                                         together=tuple(landing[1:]), table_formats=lambda t: formats[t.name]):
-                    table = by_name[result.manifest.database, result.manifest.table]
-                    context.log.info(_summary_line(table, result))
-                    if result.manifest.hour not in committed:
-                        committed.append(result.manifest.hour)
-                    manifests = ManifestStore(lake.storage(), table.database, table.table)
-                    landed = HourLanded(table, result.manifest, manifests, settings.kafka_config, formats[table.name])
-                    yield from landed_hour_events(context, landed, lake, result)
+                try:
+                    for result in land_hours(landing[0], hours, settings, SlicesOnSpark(pyspark.spark_session, topic.topic),
+                                             run_id=context.run.run_id, accept_lost_offsets=config.accept_lost_offsets,
+                                             together=tuple(landing[1:]), table_formats=lambda t: formats[t.name]):
+                        table = by_name[result.manifest.database, result.manifest.table]
+                        context.log.info(_summary_line(table, result))
+                        if result.manifest.hour not in committed:
+                            committed.append(result.manifest.hour)
+                        manifests = ManifestStore(lake.storage(), table.database, table.table)
+                        landed = HourLanded(table, result.manifest, manifests, settings.kafka_config, formats[table.name])
+                        yield from landed_hour_events(context, landed, lake, result)
+                finally:
+                    # An hour that could not land leaves its checks planned and unevaluated: not the asset's verdict.
+                    show_newest_results(context.instance, [key for key in context.selected_asset_check_keys
+                                                           if key.asset_key in {raw_key(t) for t in landing}],
+                                        context.run.run_id)
 
     return land
 

@@ -11,15 +11,18 @@ from datetime import datetime, timezone
 from dagster import (
     AssetCheckEvaluation,
     AssetCheckExecutionContext,
+    AssetCheckKey,
     AssetCheckResult,
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetRecordsFilter,
     BetaWarning,
+    MetadataValue,
     PreviewWarning,
     asset_check,
 )
 from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationTargetMaterializationData
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
 from kafka_lake import automation, landing_checks
 from kafka_lake.catalog import TopicSpec
@@ -113,6 +116,30 @@ def hour_check_evaluations(landed: HourLanded, selected: set[str],
             target_materialization_data=target,
         ))
     return evaluations
+
+
+def show_newest_results(instance, check_keys: list[AssetCheckKey], run_id: str) -> None:
+    """A run planned its checks for every hour it was asked; an hour it could not land (not closed, not due) leaves
+    them without a result, which Dagster shows as the check's latest execution: "execution failed" once the run
+    failed, "skipped" once it succeeded. Such a check shows its newest result again, recorded anew, so the asset is
+    judged by the hours that were evaluated; the hour left out keeps its own record."""
+    latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(check_keys)
+    evaluated = {AssetCheckExecutionRecordStatus.SUCCEEDED, AssetCheckExecutionRecordStatus.FAILED}
+    for key, record in latest.items():
+        if record.run_id != run_id or record.status != AssetCheckExecutionRecordStatus.PLANNED:
+            continue
+        newest = instance.event_log_storage.get_asset_check_execution_history(key, limit=1, status=evaluated)
+        result = newest[0].evaluation if newest else None
+        if result is None:
+            continue
+        instance.report_runless_asset_event(AssetCheckEvaluation(
+            asset_key=result.asset_key, check_name=result.check_name, passed=result.passed, severity=result.severity,
+            description=result.description, partition=result.partition,
+            target_materialization_data=result.target_materialization_data,
+            metadata={**result.metadata, "shown_again": MetadataValue.text(
+                f"the newest result, recorded again: run {run_id[:8]} left hour {record.partition or '(all)'} "
+                "without one")},
+        ))
 
 
 def evaluated_against(record) -> AssetCheckEvaluationTargetMaterializationData | None:

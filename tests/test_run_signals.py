@@ -1,5 +1,6 @@
 """What a landing run tells the operator, against the real broker and Spark, through Dagster: the alert of a
-range that fails on an hour not closed yet names that hour, the hours landed before it and when it can land.
+range that fails on an hour not closed yet names that hour, the hours landed before it and when it can land, and the
+asset's checks stay those of the hours it landed.
 
 The hour is held open by the topic's idle timeout (`close_grace_minutes` of years): no record follows the
 test traffic's last hour, so only the clock could close it.
@@ -11,7 +12,8 @@ import logging
 from dataclasses import replace
 
 import pytest
-from dagster import Definitions, build_run_status_sensor_context, instance_for_test
+from dagster import AssetCheckKey, Definitions, build_run_status_sensor_context, instance_for_test
+from dagster._core.event_api import PartitionKeyFilter
 
 from kafka_lake.catalog import TopicCatalog
 from kafka_lake.hours import KafkaHour
@@ -24,6 +26,7 @@ from tests.landing_fixtures import RAW_HOURS, topic_with_traffic
 
 # The hours of the range: the second and third of the traffic land, the fourth (its closing records) is not closed.
 RANGE = [KafkaHour(hour).partition_key for hour in RAW_HOURS[1:]]
+LANDING_CHECKS = ("slices_contiguous", "counts_balance", "dead_letter_rate", "boundaries_confirmed")
 RANGE_TAGS = {sensors.PARTITION_RANGE_START: RANGE[0], sensors.PARTITION_RANGE_END: RANGE[-1]}
 
 
@@ -62,3 +65,21 @@ def test_a_range_failing_on_an_hour_not_closed_is_alerted_naming_that_hour_the_h
     assert "It can land once they do, and at the latest from " in alert, "when the hour can land"
     assert f"Hour {failed} did not land; this run landed {', '.join(landed)} before it." in alert
     assert "Nothing was landed" not in alert
+
+
+def test_the_checks_of_an_hour_that_could_not_land_leave_the_asset_judged_by_the_hours_that_did(failed_range):
+    """Dagster shows a check's most recent record: the failed hour's would read "execution failed" on every check."""
+    topic, instance, result = failed_range
+    keys = [AssetCheckKey(raw_key(topic), name) for name in LANDING_CHECKS]
+
+    shown = instance.event_log_storage.get_latest_asset_check_execution_by_key(keys)
+
+    landed = RANGE[-2]  # the newest hour the run landed
+    for key in keys:
+        record = shown[key]
+        assert record.status.value == "SUCCEEDED", (key.name, record.status, record.partition)
+        assert record.evaluation.partition == landed and record.evaluation.passed
+        assert record.evaluation.target_materialization_data.run_id == result.run_id, "the landing's own result"
+    failed_hour = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+        keys[:1], partition_filter=PartitionKeyFilter(key=RANGE[-1]))[keys[0]]
+    assert failed_hour.status.value == "PLANNED" and failed_hour.run_id == result.run_id, "the failed hour keeps its own"
