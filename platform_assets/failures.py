@@ -13,15 +13,14 @@ from dagster import Failure
 from dagster._core.storage.tags import RETRY_ON_ASSET_OR_OP_FAILURE_TAG
 
 from kafka_lake.catalog import CatalogError
-from kafka_lake.compaction import CompactionNotDue
 from kafka_lake.pii import MissingPiiKey
 from kafka_lake.slices import HourNotClosed, OffsetsLost
 from kafka_lake.table_schema import TableSchemaError
 from spark_jobs.tasks import SparkTaskFailed
 
-# A retry cannot change these: each waits for a person (a secret, the catalog) or for time (an open hour,
-# an hour not due for compaction: the sensors ask again when it is).
-LASTING = (MissingPiiKey, HourNotClosed, OffsetsLost, CatalogError, CompactionNotDue, TableSchemaError)
+# A retry cannot change these: each waits for a person (a secret, the catalog) or for time (an open hour: the
+# sensor asks again when it is closed).
+LASTING = (MissingPiiKey, HourNotClosed, OffsetsLost, CatalogError, TableSchemaError)
 _LASTING_NAMES = {f"{kind.__module__}.{kind.__qualname__}" for kind in LASTING}
 
 
