@@ -216,7 +216,8 @@ def landing_lag(newest: HourManifest | None, tails: Iterable[LogTail]) -> list[P
 
 def topics_missing_from_catalog(cluster_topics: Iterable[str], catalog: TopicCatalog) -> list[str]:
     """Topics on the cluster that no table lands and the archive rule does not take (it archives them by itself);
-    Kafka's and tools' internal topics aside."""
-    landed, archive = set(catalog.kafka_topics), catalog.archive
+    Kafka's and tools' internal topics aside, and those of rejected entries: they are in the catalog, broken, and
+    reported as such."""
+    landed, archive = set(catalog.kafka_topics) | {entry.topic for entry in catalog.broken if entry.topic}, catalog.archive
     return sorted(t for t in cluster_topics
                   if t not in landed and not is_internal_topic(t) and not (archive is not None and archive.matches(t)))
