@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from dagster import (
     AssetExecutionContext,
+    AssetKey,
     AssetMaterialization,
     AssetSpec,
     BackfillPolicy,
@@ -24,6 +25,7 @@ from dagster._core.storage.event_log.base import AssetRecordsFilter
 from dagster_pyspark import LazyPySparkResource
 
 from kafka_lake.catalog import TopicSpec
+from kafka_lake.dead_letters import causes_in
 from kafka_lake.hours import KafkaHour
 from kafka_lake.landing import LandingResult, LandingSettings, land_hours
 from kafka_lake.landing_counts import LandingCounts
@@ -151,7 +153,9 @@ def _landing_specs(topic: TopicSpec) -> list[AssetSpec]:
         AssetSpec(
             dead_letters_key(topic),
             description=f"Dead letters of `{topic.topic}`: records that could not be decoded or placed, with "
-            "their raw bytes (PII in clear unless DEAD_LETTER_KEY is set): readable by the owner only.",
+            "their raw bytes (PII in clear unless DEAD_LETTER_KEY is set): readable by the owner only."
+            + (f" Also the topic's records that no table takes, under _dead_letters/_unrouted/{topic.topic}/."
+               if topic.route is not None and topic.lands_unrouted else ""),
             deps=[raw_key(topic)],
             metadata={"topic": topic.topic, "catalog_file": topic.source_file},
             **layer_attributes("dead_letters", topic, "parquet"),
@@ -190,9 +194,9 @@ def landed_hour_events(context: AssetExecutionContext, landed: HourLanded, lake:
     topic, hour = landed.topic, result.manifest.hour
     selected = context.selected_asset_keys
     if raw_key(topic) in selected:
-        yield AssetMaterialization(raw_key(topic), partition=hour, metadata=raw_metadata(lake, result, routed=topic.route is not None))
+        yield AssetMaterialization(raw_key(topic), partition=hour, metadata=raw_metadata(lake, result, topic))
     if dead_letters_key(topic) in selected:
-        yield AssetMaterialization(dead_letters_key(topic), partition=hour, metadata=dead_letter_metadata(lake, result))
+        yield AssetMaterialization(dead_letters_key(topic), partition=hour, metadata=dead_letter_metadata(lake, result, topic))
     checks = {key.name for key in context.selected_asset_check_keys if key.asset_key == raw_key(topic)}
     if checks:
         yield from hour_check_evaluations(landed, checks, _latest_materialization(context, topic, hour))
@@ -219,10 +223,31 @@ def _kept(counts: LandingCounts) -> str:
 
 
 def _routed(topic: TopicSpec, counts: LandingCounts) -> str:
-    return f", {counts.routed_away} routed to other tables, {counts.unrouted} unrouted" if topic.route is not None else ""
+    if topic.route is None:
+        return ""
+    if topic.lands_unrouted:
+        return f", {counts.routed_away} routed to other tables, {counts.unrouted} unrouted"
+    return f", {counts.routed_away} routed to other tables or unrouted"
 
 
-def raw_metadata(lake: LakeStorageResource, result: LandingResult, routed: bool = False) -> dict:
+def unrouted_keeper(topic: TopicSpec) -> AssetKey:
+    """The dead letters asset of the routed table that keeps the topic's unrouted records: the first by name."""
+    database, table = min([topic.name, *(sibling.name for sibling in topic.routed_siblings)]).split("/")
+    return AssetKey(["dead_letters", database, table])
+
+
+def _routed_counts(topic: TopicSpec, counts: LandingCounts) -> dict:
+    """A routed table's records that are not its own, named for what each number counts: the table that keeps the
+    records no table takes counts them apart; the others count them with the records other tables take."""
+    if topic.route is None:
+        return {}
+    if topic.lands_unrouted:
+        return {"routed_to_other_tables": counts.routed_away, "unrouted": counts.unrouted}
+    return {"routed_to_other_tables_or_unrouted": counts.routed_away,
+            "unrouted_kept_by": MetadataValue.asset(unrouted_keeper(topic))}
+
+
+def raw_metadata(lake: LakeStorageResource, result: LandingResult, topic: TopicSpec) -> dict:
     manifest = result.manifest
     counts = manifest.counts
     rows = ["| partition | start | end | records | rows | dead letters | tombstones | late | start from | end from |",
@@ -241,8 +266,7 @@ def raw_metadata(lake: LakeStorageResource, result: LandingResult, routed: bool 
         "dead_letters": counts.dead_letters,
         "tombstones": counts.tombstones,
         **({"tombstones_kept_as_rows": counts.kept_tombstones} if counts.kept_tombstones else {}),
-        # A routed table: the records other tables of its topic take, and those none takes (owned by one table).
-        **({"routed_away": counts.routed_away, "unrouted": counts.unrouted} if routed else {}),
+        **_routed_counts(topic, counts),
         "late_events": counts.late_events,
         "files": len(manifest.files),
         "bytes": manifest.file_bytes,
@@ -260,13 +284,27 @@ def raw_metadata(lake: LakeStorageResource, result: LandingResult, routed: bool 
     }
 
 
-def dead_letter_metadata(lake: LakeStorageResource, result: LandingResult) -> dict:
-    manifest = result.manifest
+def dead_letter_metadata(lake: LakeStorageResource, result: LandingResult, topic: TopicSpec) -> dict:
+    """The hour's dead letters; for a routed topic also its records no table takes (`_dead_letters/_unrouted/<topic>/`),
+    listed by the table that keeps them and pointed to by the others."""
+    manifest, storage = result.manifest, lake.storage()
     files = [f for f in manifest.files if f.kind == "dead_letter"]
-    return {
+    metadata = {
         "dagster/row_count": manifest.counts.dead_letters,
         "dead_letters": manifest.counts.dead_letters,
         "causes": MetadataValue.json(manifest.dead_letter_causes),
         "files": len(files),
-        "paths": MetadataValue.json([lake.storage().uri(f.path) for f in files][:50]),
+        "paths": MetadataValue.json([storage.uri(f.path) for f in files][:50]),
+    }
+    if topic.route is None:
+        return metadata
+    if not topic.lands_unrouted:
+        return {**metadata, "unrouted_kept_by": MetadataValue.asset(unrouted_keeper(topic))}
+    unrouted = [f.path for f in manifest.files if f.kind == "unrouted"]
+    return {
+        **metadata,
+        "dagster/row_count": manifest.counts.dead_letters + manifest.counts.unrouted,  # the rows of the files listed
+        "unrouted": manifest.counts.unrouted,
+        "unrouted_causes": MetadataValue.json(causes_in(storage, unrouted)),
+        "unrouted_paths": MetadataValue.json([storage.uri(path) for path in unrouted][:50]),
     }
