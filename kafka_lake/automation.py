@@ -152,6 +152,18 @@ def freshness_window(topic: TopicSpec, now: datetime) -> list[KafkaHour]:
     return hours
 
 
+def hours_after_due(topic: TopicSpec, now: datetime) -> list[KafkaHour]:
+    """The closed hours after the latest one due: not due yet, but landed as soon as they closed, so the newest landed
+    hour is among them or in the freshness window."""
+    if topic.freshness_minutes is None:
+        return []
+    due, _ = _due_and_floor(topic, topic.freshness_minutes, now)
+    hours = []
+    while (due := due.next()).end <= now:
+        hours.append(due)
+    return hours
+
+
 def freshness(topic: TopicSpec, is_landed: Callable[[KafkaHour], bool], now: datetime,
               newest_landed: KafkaHour | None) -> Freshness | None:
     """The latest closed hour must be landed within `freshness_minutes` of its end. None when the

@@ -178,16 +178,20 @@ def landed_hours(instance, topic: TopicSpec) -> tuple[set[str], KafkaHour | None
 
 
 def landed_in_freshness_window(instance, topic: TopicSpec, now: datetime) -> tuple[set[str], KafkaHour | None]:
-    """The hours of the freshness window (`automation.freshness_window`) Dagster has seen landed, and the newest landed
-    hour (of the window, or of the asset's latest materialization). Asks about the due hour first and about the rest
-    of the window only when it is missing, so a check reads a few events on a topic landed for years."""
+    """The hours of the freshness window (`automation.freshness_window`) and after it Dagster has seen landed, and the
+    newest landed hour: the newest of those, else (nothing landed for the whole window) the hour of the asset's
+    latest materialization. Asks about the due hour and the few after it first, and about the rest of the window only
+    when the due hour is missing, so a check reads a few events on a topic landed for years. The latest
+    materialization is not the newest hour once an older hour is landed again."""
     window = [hour.partition_key for hour in automation.freshness_window(topic, now)]
-    landed = _materialized(instance, topic, window[:1])
-    if window and not landed:
-        landed = _materialized(instance, topic, window[1:])
-    latest = instance.get_latest_materialization_event(raw_key(topic))
-    partition = latest.dagster_event.partition if latest is not None and latest.dagster_event is not None else None
-    newest = max(landed | ({partition} if partition else set()), default=None)
+    landed = _materialized(instance, topic, [hour.partition_key for hour in automation.hours_after_due(topic, now)]
+                           + window[:1])
+    if window and window[0] not in landed:
+        landed |= _materialized(instance, topic, window[1:])
+    newest = max(landed, default=None)
+    if newest is None:
+        latest = instance.get_latest_materialization_event(raw_key(topic))
+        newest = latest.dagster_event.partition if latest is not None and latest.dagster_event is not None else None
     return landed, KafkaHour.from_partition_key(newest) if newest else None
 
 

@@ -450,3 +450,19 @@ def test_the_freshness_check_asks_dagster_about_its_window_of_hours_only(topic, 
 
     instance.report_runless_asset_event(AssetMaterialization(raw_key(spec), partition=due.partition_key))
     assert evaluate_freshness(instance, spec, now).passed
+
+
+def test_the_newest_landed_hour_is_the_newest_hour_landed_not_the_latest_landing(topic, instance):
+    """Given the due hour and the hour after it landed, then an older hour landed again (the latest materialization):
+    the check and topic_health name the newest hour, where the latest landing's hour was named."""
+    from platform_assets.checks import evaluate_freshness, landed_in_freshness_window
+
+    now = datetime.now(timezone.utc)
+    due = KafkaHour.containing(now - timedelta(minutes=topic.freshness_minutes)).previous()
+    for hour in (due, due.next(), due.previous()):  # the older hour landed again last
+        instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=hour.partition_key))
+
+    result = evaluate_freshness(instance, topic, now)
+
+    assert result.passed and result.description.endswith(f"newest landed hour {due.next()}"), result.description
+    assert landed_in_freshness_window(instance, topic, now)[1] == due.next()
