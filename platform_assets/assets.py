@@ -39,7 +39,7 @@ from platform_assets.checks import (
     show_newest_results,
 )
 from platform_assets.failures import PreflightError, failures_explained
-from platform_assets.keys import dead_letters_key, layer_attributes, raw_key
+from platform_assets.keys import dead_letters_key, layer_attributes, name_the_run, raw_key
 from platform_assets.partitions import hourly_partitions, quiet_warnings
 from platform_assets.pools import landing_pool
 from platform_assets.tables import column_schema, dagster_metadata, topic_tables
@@ -98,6 +98,7 @@ def raw_landing_asset(topic: TopicSpec, embedded_metastore: bool = True, togethe
         ):
             committed: list[str] = []  # the run's hours landed so far, in order
             with failures_explained(context, lambda: hours_landed_before_failing(context.partition_keys, committed)):
+                name_the_run(context, "raw", topic.topic)
                 selected = context.selected_asset_keys
                 landing = [t for t in tables if raw_key(t) in selected or dead_letters_key(t) in selected]
                 settings = [landing_settings(t, kafka, lake, schema_registry, pii) for t in landing][0]

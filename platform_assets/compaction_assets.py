@@ -26,7 +26,7 @@ from kafka_lake.table_formats import table_format_type
 from platform_assets.assets import HOURS_PER_BACKFILL_RUN
 from platform_assets.checks import show_newest_results
 from platform_assets.failures import failures_explained
-from platform_assets.keys import asset_key, layer_attributes, raw_key
+from platform_assets.keys import asset_key, layer_attributes, name_the_run, raw_key
 from platform_assets.partitions import hourly_partitions, quiet_warnings
 from platform_assets.pools import table_pool
 from platform_assets.tables import column_schema, dagster_metadata, format_kinds, topic_tables
@@ -71,6 +71,7 @@ def compacted_asset(topic: TopicSpec, embedded_metastore: bool = True):
             table_catalog: TableCatalogResource,
         ):
             with failures_explained(context):
+                name_the_run(context, "compacted", topic.topic)
                 tables = topic_tables(topic, lake, table_catalog, pyspark)
                 not_due: list[str] = []
                 for partition_key in context.partition_keys:

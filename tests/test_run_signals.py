@@ -1,6 +1,6 @@
 """What a landing run tells the operator, against the real broker and Spark, through Dagster: the alert of a
 range that fails on an hour not closed yet names that hour, the hours landed before it and when it can land, and the
-asset's checks stay those of the hours it landed.
+asset's checks stay those of the hours it landed; a run launched as the UI launches it says what it lands in its tags.
 
 The hour is held open by the topic's idle timeout (`close_grace_minutes` of years): no record follows the
 test traffic's last hour, so only the clock could close it.
@@ -20,6 +20,7 @@ from kafka_lake.hours import KafkaHour
 from kafka_lake.settings import PlatformSettings
 from platform_assets import sensors
 from platform_assets.assets import raw_landing_asset
+from platform_assets.checks import freshness_check
 from platform_assets.definitions import platform_resources
 from platform_assets.keys import raw_key
 from tests.landing_fixtures import RAW_HOURS, topic_with_traffic
@@ -31,19 +32,37 @@ RANGE_TAGS = {sensors.PARTITION_RANGE_START: RANGE[0], sensors.PARTITION_RANGE_E
 
 
 @pytest.fixture(scope="module")
-def failed_range(broker, spark, tmp_path_factory):
-    """Given a topic with traffic and an idle timeout of years, a run of the range that ends on its last hour."""
+def traffic_topic(broker, tmp_path_factory):
+    """Given a topic with traffic, an idle timeout of years and a freshness SLA, and a lake for it."""
     tmp = tmp_path_factory.mktemp("run-signals")
     topic, _ = topic_with_traffic(broker, tmp / "catalog")
-    topic = replace(topic, close_grace_minutes=10 ** 7)
     settings = PlatformSettings(kafka_bootstrap_servers=broker.bootstrap_servers, lake_root=str(tmp / "lake"))
+    return replace(topic, close_grace_minutes=10 ** 7, freshness_minutes=60), settings
+
+
+def launched_from_the_asset_page(topic, settings, instance, **options):
+    """As the UI launches a materialization of the raw asset: the implicit asset job, the asset selected with every
+    check of it."""
+    definitions = Definitions(assets=[raw_landing_asset(topic)], asset_checks=[freshness_check(topic)],
+                              resources=platform_resources(settings))
+    return definitions.resolve_implicit_global_asset_job_def().execute_in_process(
+        instance=instance, asset_selection=[raw_key(topic)], raise_on_error=False, **options)
+
+
+@pytest.fixture(scope="module")
+def failed_range(traffic_topic, spark):
+    """A run of the range that ends on the topic's last hour."""
+    topic, settings = traffic_topic
     with instance_for_test() as instance:
-        # As the UI launches it: the implicit asset job, the raw asset selected with its checks, over a range.
-        job = Definitions(assets=[raw_landing_asset(topic)], resources=platform_resources(settings)
-                          ).resolve_implicit_global_asset_job_def()
-        result = job.execute_in_process(instance=instance, tags=RANGE_TAGS, asset_selection=[raw_key(topic)],
-                                        raise_on_error=False)
-        yield topic, instance, result
+        yield topic, instance, launched_from_the_asset_page(topic, settings, instance, tags=RANGE_TAGS)
+
+
+@pytest.fixture(scope="module")
+def hour_landed(traffic_topic, spark):
+    """A run of one closed hour, in an instance of its own."""
+    topic, settings = traffic_topic
+    with instance_for_test() as instance:
+        yield topic, instance, launched_from_the_asset_page(topic, settings, instance, partition_key=RANGE[0])
 
 
 def test_a_range_failing_on_an_hour_not_closed_is_alerted_naming_that_hour_the_hours_landed_before_and_when(
@@ -83,3 +102,15 @@ def test_the_checks_of_an_hour_that_could_not_land_leave_the_asset_judged_by_the
     failed_hour = instance.event_log_storage.get_latest_asset_check_execution_by_key(
         keys[:1], partition_filter=PartitionKeyFilter(key=RANGE[-1]))[keys[0]]
     assert failed_hour.status.value == "PLANNED" and failed_hour.run_id == result.run_id, "the failed hour keeps its own"
+
+
+def test_a_run_launched_from_the_asset_page_is_tagged_with_its_layer_topic_and_asset(hour_landed):
+    """The Runs list shows a run's tags; Dagster's implicit asset job gives none, and its target reads
+    "partition: … · 5 checks" without the asset's name."""
+    topic, instance, result = hour_landed
+    assert result.success
+
+    tags = instance.get_run_by_id(result.run_id).tags
+
+    assert {name: tags.get(name) for name in ("layer", "topic", "asset")} == {
+        "layer": "raw", "topic": topic.topic, "asset": "raw/e2e/orders"}
