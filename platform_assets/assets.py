@@ -33,6 +33,7 @@ from kafka_lake.manifests import ManifestStore
 from kafka_lake.pii import pseudonymizer_for
 from platform_assets.checks import (
     HourLanded,
+    check_outputs,
     evaluated_against,
     hour_check_evaluations,
     raw_check_specs,
@@ -125,6 +126,7 @@ def raw_landing_asset(topic: TopicSpec, embedded_metastore: bool = True, togethe
                     show_newest_results(context.instance, [key for key in context.selected_asset_check_keys
                                                            if key.asset_key in {raw_key(t) for t in landing}],
                                         context.run.run_id)
+                yield from check_outputs(context)
 
     return land
 

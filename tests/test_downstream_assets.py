@@ -93,3 +93,5 @@ def test_a_compaction_backfill_over_an_hour_not_due_compacts_the_others_and_skip
         check = AssetCheckKey(asset_key("compacted", topic), "row_set_unchanged")
         shown = instance.event_log_storage.get_latest_asset_check_execution_by_key([check])[check]
         assert (shown.status.value, shown.evaluation.partition) == ("SUCCEEDED", keys[1]), "the newest evaluated hour's"
+        said = [record.user_message for record in instance.all_logs(result.run_id) if record.user_message]
+        assert not [line for line in said if "did not yield or return expected outputs" in line]

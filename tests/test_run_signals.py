@@ -114,3 +114,13 @@ def test_a_run_launched_from_the_asset_page_is_tagged_with_its_layer_topic_and_a
 
     assert {name: tags.get(name) for name in ("layer", "topic", "asset")} == {
         "layer": "raw", "topic": topic.topic, "asset": "raw/e2e/orders"}
+
+
+def test_a_landing_run_yields_every_check_it_evaluated(hour_landed):
+    """Dagster logs a check it expected and did not see yielded; each landing check was evaluated for the hour."""
+    _, instance, result = hour_landed
+
+    said = [record.user_message for record in instance.all_logs(result.run_id) if record.user_message]
+
+    assert {e.check_name for e in result.get_asset_check_evaluations()} >= set(LANDING_CHECKS)
+    assert not [line for line in said if "did not yield or return expected outputs" in line], said
