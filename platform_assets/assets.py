@@ -7,7 +7,7 @@ that hour alone would.
 """
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 from dagster import (
     AssetExecutionContext,
@@ -37,6 +37,7 @@ from platform_assets.checks import (
     evaluated_against,
     hour_check_evaluations,
     raw_check_specs,
+    record_freshness,
     show_newest_results,
 )
 from platform_assets.failures import PreflightError, failures_explained
@@ -126,6 +127,10 @@ def raw_landing_asset(topic: TopicSpec, embedded_metastore: bool = True, togethe
                     show_newest_results(context.instance, [key for key in context.selected_asset_check_keys
                                                            if key.asset_key in {raw_key(t) for t in landing}],
                                         context.run.run_id)
+                    for table in landing:
+                        if fresh := record_freshness(context.instance, table, datetime.now(timezone.utc)):
+                            context.log.info(f"{table.name}: freshness {'passed' if fresh.passed else 'FAILED'}: "
+                                             f"{fresh.description}")
                 yield from check_outputs(context)
 
     return land

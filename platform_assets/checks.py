@@ -220,6 +220,31 @@ def _materialized(instance, topic: TopicSpec, partitions: list[str]) -> set[str]
     return found
 
 
+def freshness_evaluation(topic: TopicSpec, result: automation.Freshness, target=None) -> AssetCheckEvaluation:
+    return AssetCheckEvaluation(
+        asset_key=raw_key(topic),
+        check_name=FRESHNESS,
+        passed=result.passed,
+        severity=AssetCheckSeverity.ERROR,
+        description=result.description,
+        metadata=freshness_metadata(topic, result),
+        target_materialization_data=target,
+    )
+
+
+def record_freshness(instance, topic: TopicSpec, now: datetime) -> automation.Freshness | None:
+    """Records the freshness as it stands, against the newest landing, at the end of a landing: the UI shows an
+    earlier result as not current once the asset has landed again, and a landing launched from the UI plans the
+    check in a step that never runs (the landing yields its hours as events, not the output the check waits for)."""
+    if topic.freshness_minutes is None:
+        return None
+    result = evaluate_freshness(instance, topic, now)
+    [record] = instance.get_asset_records([raw_key(topic)]) or [None]
+    newest = record.asset_entry.last_materialization_record if record else None
+    instance.report_runless_asset_event(freshness_evaluation(topic, result, evaluated_against(newest)))
+    return result
+
+
 def freshness_metadata(topic: TopicSpec, result: automation.Freshness) -> dict:
     return {
         "minutes_late": round(result.minutes_late, 1),

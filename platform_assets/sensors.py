@@ -13,7 +13,6 @@ from datetime import datetime, timezone
 from dagster import (
     AssetCheckEvaluation,
     AssetCheckKey,
-    AssetCheckSeverity,
     AssetObservation,
     DagsterEventType,
     DefaultSensorStatus,
@@ -38,7 +37,7 @@ from platform_assets.checks import (
     FRESHNESS,
     evaluate_freshness,
     evaluated_against,
-    freshness_metadata,
+    freshness_evaluation,
     landed_hours,
     landed_in_freshness_window,
 )
@@ -302,18 +301,6 @@ def shown_freshness(instance, topics: list[TopicSpec]) -> dict[str, ShownFreshne
     for topic in topics:
         shown[topic.topic] = ShownFreshness(executions.get(keys[topic.topic]), evaluated_against(records.get(raw_key(topic))))
     return shown
-
-
-def freshness_evaluation(topic: TopicSpec, result: automation.Freshness, target=None) -> AssetCheckEvaluation:
-    return AssetCheckEvaluation(
-        asset_key=raw_key(topic),
-        check_name=FRESHNESS,
-        passed=result.passed,
-        severity=AssetCheckSeverity.ERROR,
-        description=result.description,
-        metadata=freshness_metadata(topic, result),
-        target_materialization_data=target,
-    )
 
 
 def lag_observation(topic: TopicSpec, lags: list[automation.PartitionLag], newest: KafkaHour | None) -> AssetObservation:

@@ -124,3 +124,16 @@ def test_a_landing_run_yields_every_check_it_evaluated(hour_landed):
 
     assert {e.check_name for e in result.get_asset_check_evaluations()} >= set(LANDING_CHECKS)
     assert not [line for line in said if "did not yield or return expected outputs" in line], said
+
+
+def test_a_landing_leaves_freshness_evaluated_against_the_hour_it_landed(hour_landed):
+    """The UI shows a freshness result as current only against the newest landing; the landing's own freshness step
+    never runs (it waits for an output the landing does not yield), and topic_health comes by every 5 minutes."""
+    topic, instance, result = hour_landed
+    key = AssetCheckKey(raw_key(topic), "freshness")
+
+    shown = instance.event_log_storage.get_latest_asset_check_execution_by_key([key])[key]
+
+    landed = instance.get_asset_records([raw_key(topic)])[0].asset_entry.last_materialization_record
+    assert shown.status.value in ("SUCCEEDED", "FAILED"), shown.status
+    assert shown.evaluation.target_materialization_data.storage_id == landed.storage_id and landed.run_id == result.run_id
