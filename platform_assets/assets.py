@@ -36,11 +36,11 @@ from platform_assets.checks import (
     check_outputs,
     evaluated_against,
     hour_check_evaluations,
+    not_landed_evaluations,
     raw_check_specs,
     record_freshness,
-    show_newest_results,
 )
-from platform_assets.failures import PreflightError, failures_explained
+from platform_assets.failures import PreflightError, cause_line, failures_explained
 from platform_assets.keys import dead_letters_key, layer_attributes, name_the_run, raw_key
 from platform_assets.partitions import hourly_partitions, quiet_warnings
 from platform_assets.pools import landing_pool
@@ -99,6 +99,7 @@ def raw_landing_asset(topic: TopicSpec, embedded_metastore: bool = True, togethe
             table_catalog: TableCatalogResource,
         ):
             committed: list[str] = []  # the run's hours landed so far, in order
+            landed_tables: set[tuple[str, str]] = set()  # (table, hour)
             with failures_explained(context, lambda: hours_landed_before_failing(context.partition_keys, committed)):
                 name_the_run(context, "raw", topic.topic)
                 selected = context.selected_asset_keys
@@ -119,14 +120,20 @@ def raw_landing_asset(topic: TopicSpec, embedded_metastore: bool = True, togethe
                         context.log.info(_summary_line(table, result))
                         if result.manifest.hour not in committed:
                             committed.append(result.manifest.hour)
+                        landed_tables.add((table.name, result.manifest.hour))
                         manifests = ManifestStore(lake.storage(), table.database, table.table)
                         landed = HourLanded(table, result.manifest, manifests, settings.kafka_config, formats[table.name])
                         yield from landed_hour_events(context, landed, lake, result)
+                except Exception as error:
+                    # The hours the run did not land say why their checks were not evaluated, not "execution failed".
+                    for table in landing:
+                        not_landed = [h for h in context.partition_keys if (table.name, h) not in landed_tables]
+                        selected_checks = {key.name for key in context.selected_asset_check_keys
+                                           if key.asset_key == raw_key(table)}
+                        yield from not_landed_evaluations(table, not_landed, selected_checks,
+                                                          f"the run stopped at hour {not_landed[0]}: {cause_line(error)}")
+                    raise
                 finally:
-                    # An hour that could not land leaves its checks planned and unevaluated: not the asset's verdict.
-                    show_newest_results(context.instance, [key for key in context.selected_asset_check_keys
-                                                           if key.asset_key in {raw_key(t) for t in landing}],
-                                        context.run.run_id)
                     for table in landing:
                         if fresh := record_freshness(context.instance, table, datetime.now(timezone.utc)):
                             context.log.info(f"{table.name}: freshness {'passed' if fresh.passed else 'FAILED'}: "

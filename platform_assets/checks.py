@@ -11,19 +11,16 @@ from datetime import datetime, timezone
 from dagster import (
     AssetCheckEvaluation,
     AssetCheckExecutionContext,
-    AssetCheckKey,
     AssetCheckResult,
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetRecordsFilter,
     BetaWarning,
-    MetadataValue,
     Output,
     PreviewWarning,
     asset_check,
 )
 from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationTargetMaterializationData
-from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
 from kafka_lake import automation, landing_checks
 from kafka_lake.catalog import TopicSpec
@@ -119,28 +116,17 @@ def hour_check_evaluations(landed: HourLanded, selected: set[str],
     return evaluations
 
 
-def show_newest_results(instance, check_keys: list[AssetCheckKey], run_id: str) -> None:
-    """A run planned its checks for every hour it was asked; an hour it could not land (not closed, not due) leaves
-    them without a result, which Dagster shows as the check's latest execution: "execution failed" once the run
-    failed, "skipped" once it succeeded. Such a check shows its newest result again, recorded anew, so the asset is
-    judged by the hours that were evaluated; the hour left out keeps its own record."""
-    latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(check_keys)
-    evaluated = {AssetCheckExecutionRecordStatus.SUCCEEDED, AssetCheckExecutionRecordStatus.FAILED}
-    for key, record in latest.items():
-        if record.run_id != run_id or record.status != AssetCheckExecutionRecordStatus.PLANNED:
-            continue
-        newest = instance.event_log_storage.get_asset_check_execution_history(key, limit=1, status=evaluated)
-        result = newest[0].evaluation if newest else None
-        if result is None:
-            continue
-        instance.report_runless_asset_event(AssetCheckEvaluation(
-            asset_key=result.asset_key, check_name=result.check_name, passed=result.passed, severity=result.severity,
-            description=result.description, partition=result.partition,
-            target_materialization_data=result.target_materialization_data,
-            metadata={**result.metadata, "shown_again": MetadataValue.text(
-                f"the newest result, recorded again: run {run_id[:8]} left hour {record.partition or '(all)'} "
-                "without one")},
-        ))
+def not_landed_evaluations(topic: TopicSpec, hours: list[str], selected: set[str], why: str) -> list[AssetCheckEvaluation]:
+    """A result for each selected landing check of each hour a run planned and did not land (an hour not closed, offsets
+    lost). Without one, the hour's planned check reads "execution failed", and the UI judges a check by every hour's
+    latest result: one hour that could not land turned each landing check of the asset red, while every landed hour had
+    passed. Nothing of the hour landed, so no invariant of its landing is broken: the result passes, saying the hour was
+    not judged and why, and is replaced once the hour lands (an hour landed before reads as not evaluated against its
+    standing landing). The hour itself shows as failed in the asset's partitions, and the run's alert names it."""
+    return [AssetCheckEvaluation(
+        asset_key=raw_key(topic), check_name=check.name, passed=True, severity=check.severity, partition=hour,
+        description=f"not evaluated: hour {hour} did not land, nothing of it to judge until it does ({why})",
+    ) for hour in hours for check in checks_of(topic) if check.name in selected]
 
 
 def check_outputs(context) -> Iterator[Output]:

@@ -4,7 +4,6 @@ no longer add to it, and again when late data does. The work is the topic's tabl
 
 from dagster import (
     AssetCheckEvaluation,
-    AssetCheckKey,
     AssetCheckSpec,
     AssetDep,
     AssetExecutionContext,
@@ -24,7 +23,7 @@ from kafka_lake.compaction import CompactionNotDue
 from kafka_lake.hours import KafkaHour
 from kafka_lake.table_formats import table_format_type
 from platform_assets.assets import HOURS_PER_BACKFILL_RUN
-from platform_assets.checks import check_outputs, show_newest_results
+from platform_assets.checks import check_outputs
 from platform_assets.failures import failures_explained
 from platform_assets.keys import asset_key, layer_attributes, name_the_run, raw_key
 from platform_assets.partitions import hourly_partitions, quiet_warnings
@@ -93,7 +92,6 @@ def compacted_asset(topic: TopicSpec, embedded_metastore: bool = True):
                 if not_due:
                     context.log.info(f"{len(not_due)} of {len(context.partition_keys)} hour(s) not due, skipped: "
                                      f"{', '.join(not_due)}")
-                show_newest_results(context.instance, [AssetCheckKey(key, check_name)], context.run.run_id)
                 yield from check_outputs(context)
 
     return compact

@@ -86,22 +86,21 @@ def test_a_range_failing_on_an_hour_not_closed_is_alerted_naming_that_hour_the_h
     assert "Nothing was landed" not in alert
 
 
-def test_the_checks_of_an_hour_that_could_not_land_leave_the_asset_judged_by_the_hours_that_did(failed_range):
-    """Dagster shows a check's most recent record: the failed hour's would read "execution failed" on every check."""
+def test_the_checks_of_an_hour_that_could_not_land_say_why_it_was_not_judged_instead_of_failing_the_asset(failed_range):
+    """The UI judges a partitioned check by every hour's latest result: the failed hour's planned one read "execution
+    failed" and turned every landing check of the asset red, though every landed hour passed them."""
     topic, instance, result = failed_range
     keys = [AssetCheckKey(raw_key(topic), name) for name in LANDING_CHECKS]
 
-    shown = instance.event_log_storage.get_latest_asset_check_execution_by_key(keys)
+    infos = instance.event_log_storage.get_asset_check_partition_info(keys, partition_keys=RANGE)
+    [failed_hour] = instance.event_log_storage.get_asset_check_execution_history(
+        keys[0], limit=1, partition_filter=PartitionKeyFilter(key=RANGE[-1]))
 
-    landed = RANGE[-2]  # the newest hour the run landed
-    for key in keys:
-        record = shown[key]
-        assert record.status.value == "SUCCEEDED", (key.name, record.status, record.partition)
-        assert record.evaluation.partition == landed and record.evaluation.passed
-        assert record.evaluation.target_materialization_data.run_id == result.run_id, "the landing's own result"
-    failed_hour = instance.event_log_storage.get_latest_asset_check_execution_by_key(
-        keys[:1], partition_filter=PartitionKeyFilter(key=RANGE[-1]))[keys[0]]
-    assert failed_hour.status.value == "PLANNED" and failed_hour.run_id == result.run_id, "the failed hour keeps its own"
+    assert {(info.check_key.name, info.partition_key): info.latest_execution_status.value for info in infos} == {
+        (name, hour): "SUCCEEDED" for name in LANDING_CHECKS for hour in RANGE}
+    assert failed_hour.run_id == result.run_id and failed_hour.evaluation.description.startswith(
+        f"not evaluated: hour {RANGE[-1]} did not land, nothing of it to judge until it does (the run stopped at hour "
+        f"{RANGE[-1]}: HourNotClosed: "), failed_hour.evaluation.description
 
 
 def test_a_run_launched_from_the_asset_page_is_tagged_with_its_layer_topic_and_asset(hour_landed):
