@@ -332,6 +332,10 @@ def missing_topics_sensor(catalog: TopicCatalog, running: bool = True):
             context.log.info(f"archiving {len(archived)} new topic(s) as raw tables of {catalog.archive.database}, "
                              f"landed once the code location reloads: {', '.join(archived)}")
         missing = automation.topics_missing_from_catalog(on_cluster, catalog)
+        rejected = sorted({entry.topic for entry in catalog.broken if entry.topic in on_cluster})
+        if rejected:
+            context.log.info(f"{len(rejected)} topic(s) on the cluster have a rejected catalog entry, not a missing one "
+                             f"(see catalog_entries_rejected): {', '.join(rejected)}")
         reported = set(json.loads(context.cursor)) if context.cursor else set()
         new = [name for name in missing if name not in reported]
         if new:
