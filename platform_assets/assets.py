@@ -130,8 +130,10 @@ def raw_landing_asset(topic: TopicSpec, embedded_metastore: bool = True, togethe
                         not_landed = [h for h in context.partition_keys if (table.name, h) not in landed_tables]
                         selected_checks = {key.name for key in context.selected_asset_check_keys
                                            if key.asset_key == raw_key(table)}
-                        yield from not_landed_evaluations(table, not_landed, selected_checks,
-                                                          f"the run stopped at hour {not_landed[0]}: {cause_line(error)}")
+                        if not_landed:
+                            yield from not_landed_evaluations(
+                                table, not_landed, selected_checks,
+                                f"the run stopped at hour {not_landed[0]}: {cause_line(error)}")
                     raise
                 finally:
                     for table in landing:

@@ -79,7 +79,7 @@ def compacted_asset(topic: TopicSpec, embedded_metastore: bool = True):
                         done = tables.compact_hour(topic, hour)
                     except CompactionNotDue as error:
                         # Not a failure: the hour waits for raw hours still to come, and the sensor compacts it once
-                        # they have landed. It stays missing, the reason shown on its partition.
+                        # they have landed. It stays missing, the reason in an observation of its partition.
                         not_due.append(partition_key)
                         context.log.info(f"skipped, not due yet: {error}")
                         yield AssetObservation(key, partition=partition_key, metadata={"not_due": str(error)})
