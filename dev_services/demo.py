@@ -161,15 +161,13 @@ class _Demo:
 
     def compact_due_hours(self, topic, lake_root):
         from kafka_lake.hours import KafkaHour
-        from kafka_lake.lake.manifests import ManifestStore
-        from kafka_lake.lake.storage import LakeStorage
-        from kafka_lake.lake.table_state import storage_partitions
         from platform_assets.jobs import compaction_run
         from platform_assets.keys import asset_key
 
-        storage = LakeStorage(lake_root)
-        landed = ManifestStore(storage, topic.database, topic.table).landed_hours()
-        hours = sorted({p.hour for p in storage_partitions(storage, topic.database, topic.table)})
+        # Every hour from the topic's first, as the sensor compacts them: a table of a shared topic may have no rows
+        # in the first hours of its topic, and would otherwise show them missing for good.
+        landed = _landed_hours(topic, lake_root)
+        hours = hour_range(topic.start_hour, landed[-1].start)
         due = [hour for hour in hours if not missing_raw_hours(topic, hour, landed)]
         rows = []
         for hour in due:
@@ -209,17 +207,22 @@ class _Demo:
         from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
         from kafka_lake.hours import KafkaHour
-        from kafka_lake.lake.storage import LakeStorage
-        from kafka_lake.lake.table_state import storage_partitions
         from platform_assets.jobs import registration_run
         from platform_assets.keys import asset_key
 
-        hours = sorted({p.hour for p in storage_partitions(LakeStorage(lake_root), topic.database, topic.table)})
-        first, last = KafkaHour(hours[0]).partition_key, KafkaHour(hours[-1]).partition_key
+        # From the topic's first hour to its last landed one, hours without rows included (they get no partitions).
+        first, last = KafkaHour(topic.start_hour).partition_key, _landed_hours(topic, lake_root)[-1].partition_key
         print(f"Registering catalog/{topic.name} {first} … {last} in one run …", flush=True)
         materializations, checks = self._run(registration_run(topic), asset_key("catalog", topic), tags={
             ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: last})
         return topic, materializations[-1].metadata, checks  # one run, the same metadata for every hour
+
+
+def _landed_hours(topic, lake_root: str) -> list:
+    from kafka_lake.lake.manifests import ManifestStore
+    from kafka_lake.lake.storage import LakeStorage
+
+    return ManifestStore(LakeStorage(lake_root), topic.database, topic.table).landed_hours()
 
 
 def _reset_state(lake_root: str) -> None:

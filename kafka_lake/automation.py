@@ -146,6 +146,18 @@ def freshness_window(topic: TableSpec, now: datetime) -> list[KafkaHour]:
     return hours
 
 
+def hours_after_due(topic: TableSpec, now: datetime) -> list[KafkaHour]:
+    """The closed hours after the latest one due: not due yet, but landed as soon as they closed, so the newest landed
+    hour is among them or in the freshness window."""
+    if topic.freshness_minutes is None:
+        return []
+    due, _ = _due_and_floor(topic, topic.freshness_minutes, now)
+    hours = []
+    while (due := due.next()).end <= now:
+        hours.append(due)
+    return hours
+
+
 def freshness(topic: TableSpec, landed_at: Callable[[KafkaHour], datetime | None], now: datetime,
               newest_landed: KafkaHour | None) -> Freshness | None:
     """The latest hour past its deadline (its end + `freshness_minutes`) must be landed by now; `landed_at` says when
@@ -218,7 +230,9 @@ def landing_lag(newest: HourManifest | None, tails: Iterable[LogTail]) -> list[P
 
 def topics_missing_from_catalog(cluster_topics: Iterable[str], catalog: TopicCatalog) -> list[str]:
     """Topics on the cluster that no table of the whole catalog lands (`catalog` may be a slice of it) and the archive
-    rule does not take (it archives them by itself); Kafka's and tools' internal topics aside."""
-    landed, archive = whole_catalog_topics(catalog), catalog.archive
+    rule does not take (it archives them by itself); Kafka's and tools' internal topics aside, and those of rejected
+    entries: they are in the catalog, broken, and reported as such."""
+    landed = whole_catalog_topics(catalog) | {entry.topic for entry in catalog.broken if entry.topic}
+    archive = catalog.archive
     return sorted(t for t in cluster_topics
                   if t not in landed and not is_internal_topic(t) and not (archive is not None and archive.matches(t)))

@@ -7,10 +7,11 @@ that hour alone would.
 """
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 from dagster import (
     AssetExecutionContext,
+    AssetKey,
     AssetMaterialization,
     AssetRecordsFilter,
     AssetSpec,
@@ -26,13 +27,22 @@ from dagster_pyspark import LazyPySparkResource
 from kafka_lake.decoding.pii import pseudonymizer_for
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka.schema_resolution import NewSchemaVersion, SchemaRegistryUnavailable, new_schema_versions
+from kafka_lake.lake.dead_letters import causes_in
 from kafka_lake.lake.landing_counts import LandingCounts
 from kafka_lake.lake.manifests import ManifestStore
 from kafka_lake.landing.driver import LandingResult, LandingSettings, land_hours
 from kafka_lake.table_spec import TableSpec
-from platform_assets.checks import HourLanded, evaluated_against, hour_check_evaluations, raw_check_specs
-from platform_assets.failures import PreflightError, failures_explained
-from platform_assets.keys import dead_letters_key, layer_attributes, raw_key
+from platform_assets.checks import (
+    HourLanded,
+    check_outputs,
+    evaluated_against,
+    hour_check_evaluations,
+    not_landed_evaluations,
+    raw_check_specs,
+    record_freshness,
+)
+from platform_assets.failures import PreflightError, cause_line, failures_explained
+from platform_assets.keys import dead_letters_key, layer_attributes, name_the_run, raw_key
 from platform_assets.partitions import hourly_partitions, quiet_warnings
 from platform_assets.pools import landing_pool
 from platform_assets.tables import column_schema, dagster_metadata, topic_tables
@@ -89,7 +99,10 @@ def raw_landing_asset(topic: TableSpec, embedded_metastore: bool = True, togethe
             pii: PiiKeyResource,
             table_catalog: TableCatalogResource,
         ):
-            with failures_explained(context):
+            committed: list[str] = []  # the run's hours landed so far, in order
+            landed_tables: set[tuple[str, str]] = set()  # (table, hour)
+            with failures_explained(context, lambda: hours_landed_before_failing(context.partition_keys, committed)):
+                name_the_run(context, "raw", topic.topic)
                 selected = context.selected_asset_keys
                 landing = [t for t in tables if raw_key(t) in selected or dead_letters_key(t) in selected]
                 settings = [landing_settings(t, kafka, lake, schema_registry, pii) for t in landing][0]
@@ -100,17 +113,48 @@ def raw_landing_asset(topic: TableSpec, embedded_metastore: bool = True, togethe
                 by_name = {(t.database, t.table): t for t in landing}
                 # Each hour's slices start while the hour before still runs; the hours commit in order, and
                 # each is recorded as it commits: a failure later leaves the hours before it landed and shown.
-                for result in land_hours(landing[0], hours, settings, SlicesOnSpark(pyspark.spark_session, topic.topic),
-                                         run_id=context.run.run_id, accept_lost_offsets=config.accept_lost_offsets,
-                                         together=tuple(landing[1:]), table_formats=lambda t: formats[t.name]):
-                    table = by_name[result.manifest.database, result.manifest.table]
-                    context.log.info(_summary_line(table, result))
-                    manifests = ManifestStore(lake.storage(), table.database, table.table)
-                    landed = HourLanded(table, result.manifest, manifests, settings.kafka_config, formats[table.name])
-                    new_versions = named_schema_versions(context, table, result, settings.schema_registry_url)
-                    yield from landed_hour_events(context, landed, lake, result, new_versions)
+                try:
+                    for result in land_hours(landing[0], hours, settings, SlicesOnSpark(pyspark.spark_session, topic.topic),
+                                             run_id=context.run.run_id, accept_lost_offsets=config.accept_lost_offsets,
+                                             together=tuple(landing[1:]), table_formats=lambda t: formats[t.name]):
+                        table = by_name[result.manifest.database, result.manifest.table]
+                        context.log.info(_summary_line(table, result))
+                        if result.manifest.hour not in committed:
+                            committed.append(result.manifest.hour)
+                        landed_tables.add((table.name, result.manifest.hour))
+                        manifests = ManifestStore(lake.storage(), table.database, table.table)
+                        landed = HourLanded(table, result.manifest, manifests, settings.kafka_config, formats[table.name])
+                        new_versions = named_schema_versions(context, table, result, settings.schema_registry_url)
+                        yield from landed_hour_events(context, landed, lake, result, new_versions)
+                except Exception as error:
+                    # The hours the run did not land say why their checks were not evaluated, not "execution failed".
+                    for table in landing:
+                        not_landed = [h for h in context.partition_keys if (table.name, h) not in landed_tables]
+                        selected_checks = {key.name for key in context.selected_asset_check_keys
+                                           if key.asset_key == raw_key(table)}
+                        if not_landed:
+                            yield from not_landed_evaluations(
+                                table, not_landed, selected_checks,
+                                f"the run stopped at hour {not_landed[0]}: {cause_line(error)}")
+                    raise
+                finally:
+                    for table in landing:
+                        if fresh := record_freshness(context.instance, table, datetime.now(timezone.utc)):
+                            context.log.info(f"{table.name}: freshness {'passed' if fresh.passed else 'FAILED'}: "
+                                             f"{fresh.description}")
+                yield from check_outputs(context)
 
     return land
+
+
+def hours_landed_before_failing(hours: list[str], landed: list[str]) -> str:
+    """What a run of several hours did before one failed: the hours commit in order, so the first one not landed is
+    the one that failed."""
+    if len(hours) < 2:
+        return ""
+    failed = next((hour for hour in hours if hour not in landed), hours[-1])
+    before = f"this run landed {', '.join(landed)} before it" if landed else "this run landed none of its hours"
+    return f"Hour {failed} did not land; {before}."
 
 
 def _landing_specs(topic: TableSpec) -> list[AssetSpec]:
@@ -128,7 +172,9 @@ def _landing_specs(topic: TableSpec) -> list[AssetSpec]:
         AssetSpec(
             dead_letters_key(topic),
             description=f"Dead letters of `{topic.topic}`: records that could not be decoded or placed, with "
-            "their raw bytes (PII in clear unless DEAD_LETTER_KEY is set): readable by the owner only.",
+            "their raw bytes (PII in clear unless DEAD_LETTER_KEY is set): readable by the owner only."
+            + (f" Also the topic's records that no table takes, under _dead_letters/_unrouted/{topic.topic}/."
+               if topic.route is not None and topic.lands_unrouted else ""),
             deps=[raw_key(topic)],
             metadata={"topic": topic.topic, "catalog_file": topic.source_file},
             **layer_attributes("dead_letters", topic, "parquet"),
@@ -185,7 +231,7 @@ def landed_hour_events(context: AssetExecutionContext, landed: HourLanded, lake:
     topic, hour = landed.topic, result.manifest.hour
     selected = context.selected_asset_keys
     if raw_key(topic) in selected:
-        metadata = raw_metadata(lake, result, routed=topic.route is not None)
+        metadata = raw_metadata(lake, result, topic)
         if result.manifest.unknown_schema_ids:
             metadata["unknown_schema_ids"] = MetadataValue.json(result.manifest.unknown_schema_ids)
         if new_versions:
@@ -194,7 +240,7 @@ def landed_hour_events(context: AssetExecutionContext, landed: HourLanded, lake:
                 for new in new_versions))
         yield AssetMaterialization(raw_key(topic), partition=hour, metadata=metadata)
     if dead_letters_key(topic) in selected:
-        yield AssetMaterialization(dead_letters_key(topic), partition=hour, metadata=dead_letter_metadata(lake, result))
+        yield AssetMaterialization(dead_letters_key(topic), partition=hour, metadata=dead_letter_metadata(lake, result, topic))
     checks = {key.name for key in context.selected_asset_check_keys if key.asset_key == raw_key(topic)}
     if checks:
         yield from hour_check_evaluations(landed, checks, _latest_materialization(context, topic, hour))
@@ -221,10 +267,31 @@ def _kept(counts: LandingCounts) -> str:
 
 
 def _routed(topic: TableSpec, counts: LandingCounts) -> str:
-    return f", {counts.routed_away} routed to other tables, {counts.unrouted} unrouted" if topic.route is not None else ""
+    if topic.route is None:
+        return ""
+    if topic.lands_unrouted:
+        return f", {counts.routed_away} routed to other tables, {counts.unrouted} unrouted"
+    return f", {counts.routed_away} routed to other tables or unrouted"
 
 
-def raw_metadata(lake: LakeStorageResource, result: LandingResult, routed: bool = False) -> dict:
+def unrouted_keeper(topic: TableSpec) -> AssetKey:
+    """The dead letters asset of the routed table that keeps the topic's unrouted records: the first by name."""
+    database, table = min([topic.name, *(sibling.name for sibling in topic.routed_siblings)]).split("/")
+    return AssetKey(["dead_letters", database, table])
+
+
+def _routed_counts(topic: TableSpec, counts: LandingCounts) -> dict:
+    """A routed table's records that are not its own, named for what each number counts: the table that keeps the
+    records no table takes counts them apart; the others count them with the records other tables take."""
+    if topic.route is None:
+        return {}
+    if topic.lands_unrouted:
+        return {"routed_to_other_tables": counts.routed_away, "unrouted": counts.unrouted}
+    return {"routed_to_other_tables_or_unrouted": counts.routed_away,
+            "unrouted_kept_by": MetadataValue.asset(unrouted_keeper(topic))}
+
+
+def raw_metadata(lake: LakeStorageResource, result: LandingResult, topic: TableSpec) -> dict:
     manifest = result.manifest
     counts = manifest.counts
     rows = ["| partition | start | end | records | rows | dead letters | tombstones | late | start from | end from |",
@@ -243,8 +310,7 @@ def raw_metadata(lake: LakeStorageResource, result: LandingResult, routed: bool 
         "dead_letters": counts.dead_letters,
         "tombstones": counts.tombstones,
         **({"tombstones_kept_as_rows": counts.kept_tombstones} if counts.kept_tombstones else {}),
-        # A routed table: the records other tables of its topic take, and those none takes (owned by one table).
-        **({"routed_away": counts.routed_away, "unrouted": counts.unrouted} if routed else {}),
+        **_routed_counts(topic, counts),
         "late_events": counts.late_events,
         "files": len(manifest.files),
         "bytes": manifest.file_bytes,
@@ -263,13 +329,27 @@ def raw_metadata(lake: LakeStorageResource, result: LandingResult, routed: bool 
     }
 
 
-def dead_letter_metadata(lake: LakeStorageResource, result: LandingResult) -> dict:
-    manifest = result.manifest
+def dead_letter_metadata(lake: LakeStorageResource, result: LandingResult, topic: TableSpec) -> dict:
+    """The hour's dead letters; for a routed topic also its records no table takes (`_dead_letters/_unrouted/<topic>/`),
+    listed by the table that keeps them and pointed to by the others."""
+    manifest, storage = result.manifest, lake.storage()
     files = [f for f in manifest.files if f.kind == "dead_letter"]
-    return {
+    metadata = {
         "dagster/row_count": manifest.counts.dead_letters,
         "dead_letters": manifest.counts.dead_letters,
         "causes": MetadataValue.json(manifest.dead_letter_causes),
         "files": len(files),
-        "paths": MetadataValue.json([lake.storage().uri(f.path) for f in files][:50]),
+        "paths": MetadataValue.json([storage.uri(f.path) for f in files][:50]),
+    }
+    if topic.route is None:
+        return metadata
+    if not topic.lands_unrouted:
+        return {**metadata, "unrouted_kept_by": MetadataValue.asset(unrouted_keeper(topic))}
+    unrouted = [f.path for f in manifest.files if f.kind == "unrouted"]
+    return {
+        **metadata,
+        "dagster/row_count": manifest.counts.dead_letters + manifest.counts.unrouted,  # the rows of the files listed
+        "unrouted": manifest.counts.unrouted,
+        "unrouted_causes": MetadataValue.json(causes_in(storage, unrouted)),
+        "unrouted_paths": MetadataValue.json([storage.uri(path) for path in unrouted][:50]),
     }

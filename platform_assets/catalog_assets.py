@@ -23,7 +23,7 @@ from kafka_lake.hours import KafkaHour
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.tables.formats import table_format_type
 from platform_assets.failures import failures_explained
-from platform_assets.keys import asset_key, layer_attributes
+from platform_assets.keys import asset_key, layer_attributes, name_the_run
 from platform_assets.partitions import hourly_partitions, quiet_warnings
 from platform_assets.pools import table_pool
 from platform_assets.tables import column_schema, dagster_metadata, format_kinds, topic_tables
@@ -70,6 +70,7 @@ def catalog_asset(topic: TableSpec, embedded_metastore: bool = True):
             table_catalog: TableCatalogResource,
         ):
             with failures_explained(context):
+                name_the_run(context, "catalog", topic.topic)
                 started = time.monotonic()
                 hours = [KafkaHour.from_partition_key(key).start for key in context.partition_keys]  # placement hours
                 done = topic_tables(topic, lake, table_catalog, pyspark).register(topic, hours)

@@ -4,7 +4,7 @@ just committed and recorded on that hour's partition; and the freshness SLA, eva
 A landing check is one entry of `LANDING_CHECKS`: its name, severity, description and rule.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -17,6 +17,7 @@ from dagster import (
     AssetCheckSpec,
     AssetRecordsFilter,
     BetaWarning,
+    Output,
     PreviewWarning,
     asset_check,
 )
@@ -124,6 +125,29 @@ def hour_check_evaluations(landed: HourLanded, selected: set[str],
     return evaluations
 
 
+def not_landed_evaluations(topic: TableSpec, hours: list[str], selected: set[str], why: str) -> list[AssetCheckEvaluation]:
+    """A result for each selected landing check of each hour a run planned and did not land (an hour not closed, offsets
+    lost). Without one, the hour's planned check reads "execution failed", and the UI judges a check by every hour's
+    latest result: one hour that could not land turned each landing check of the asset red, while every landed hour had
+    passed. Nothing of the hour landed, so no invariant of its landing is broken: the result passes, saying the hour was
+    not judged and why, and is replaced once the hour lands (an hour landed before reads as not evaluated against its
+    standing landing). The hour itself shows as failed in the asset's partitions, and the run's alert names it."""
+    return [AssetCheckEvaluation(
+        asset_key=raw_key(topic), check_name=check.name, passed=True, severity=check.severity, partition=hour,
+        description=f"not evaluated: hour {hour} did not land, nothing of it to judge until it does ({why})",
+    ) for hour in hours for check in checks_of(topic) if check.name in selected]
+
+
+def check_outputs(context) -> Iterator[Output]:
+    """The output of each selected check of the op, yielded once its results (one per hour) are recorded. A result of a
+    partition is an `AssetCheckEvaluation`, which Dagster does not count as the check's output (an `AssetCheckResult`
+    cannot name a partition in a run of several): without it, every run logs that it "did not yield or return expected
+    outputs" for every check it evaluated."""
+    for name, spec in context.assets_def.check_specs_by_output_name.items():
+        if spec.key in context.selected_asset_check_keys:
+            yield Output(None, output_name=name)
+
+
 def evaluated_against(record) -> AssetCheckEvaluationTargetMaterializationData | None:
     """What a check result points at: the materialization it judged (the UI shows a result as current
     only while no newer materialization exists)."""
@@ -160,17 +184,20 @@ def landed_hours(instance, topic: TableSpec) -> tuple[set[str], KafkaHour | None
 
 
 def landed_in_freshness_window(instance, topic: TableSpec, now: datetime) -> tuple[dict[str, datetime], KafkaHour | None]:
-    """The hours of the freshness window (`automation.freshness_window`) Dagster has seen landed, each with when it
-    first landed, and the newest landed hour (of the window, or of the asset's latest materialization). Asks about the
-    due hour first and about the rest of the window only when it is missing, so a check reads a few events on a topic
-    landed for years."""
+    """The hours of the freshness window (`automation.freshness_window`) and after it Dagster has seen landed, each with
+    when it first landed, and the newest landed hour: the newest of those, else (nothing landed for the whole window)
+    the hour of the asset's latest materialization. Asks about the due hour and the few after it first, and about the
+    rest of the window only when the due hour is missing, so a check reads a few events on a topic landed for years.
+    The latest materialization is not the newest hour once an older hour is landed again."""
     window = [hour.partition_key for hour in automation.freshness_window(topic, now)]
-    landed = _materialized(instance, topic, window[:1])
-    if window and not landed:
-        landed = _materialized(instance, topic, window[1:])
-    latest = instance.get_latest_materialization_event(raw_key(topic))
-    partition = latest.dagster_event.partition if latest is not None and latest.dagster_event is not None else None
-    newest = max(set(landed) | ({partition} if partition else set()), default=None)
+    landed = _materialized(instance, topic, [hour.partition_key for hour in automation.hours_after_due(topic, now)]
+                           + window[:1])
+    if window and window[0] not in landed:
+        landed |= _materialized(instance, topic, window[1:])
+    newest = max(landed, default=None)
+    if newest is None:
+        latest = instance.get_latest_materialization_event(raw_key(topic))
+        newest = latest.dagster_event.partition if latest is not None and latest.dagster_event is not None else None
     return landed, KafkaHour.from_partition_key(newest) if newest else None
 
 
@@ -190,6 +217,31 @@ def _materialized(instance, topic: TableSpec, partitions: list[str]) -> dict[str
             break
         cursor = page.cursor
     return found
+
+
+def freshness_evaluation(topic: TableSpec, result: automation.Freshness, target=None) -> AssetCheckEvaluation:
+    return AssetCheckEvaluation(
+        asset_key=raw_key(topic),
+        check_name=FRESHNESS,
+        passed=result.passed,
+        severity=AssetCheckSeverity.ERROR,
+        description=result.description,
+        metadata=freshness_metadata(topic, result),
+        target_materialization_data=target,
+    )
+
+
+def record_freshness(instance, topic: TableSpec, now: datetime) -> automation.Freshness | None:
+    """Records the freshness as it stands, against the newest landing, at the end of a landing: the UI shows an
+    earlier result as not current once the asset has landed again, and a landing launched from the UI plans the
+    check in a step that never runs (the landing yields its hours as events, not the output the check waits for)."""
+    if topic.freshness_minutes is None:
+        return None
+    result = evaluate_freshness(instance, topic, now)
+    [record] = instance.get_asset_records([raw_key(topic)]) or [None]
+    newest = record.asset_entry.last_materialization_record if record else None
+    instance.report_runless_asset_event(freshness_evaluation(topic, result, evaluated_against(newest)))
+    return result
 
 
 def freshness_metadata(topic: TableSpec, result: automation.Freshness) -> dict:

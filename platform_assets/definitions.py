@@ -11,7 +11,12 @@ from kafka_lake.topics.archive import load_platform_catalog
 from kafka_lake.topics.loader import TopicCatalog
 from platform_assets.assets import landing_groups, raw_landing_asset
 from platform_assets.catalog_assets import catalog_asset
-from platform_assets.catalog_health import rejected_entries_metadata, rejected_entry_spec
+from platform_assets.catalog_health import (
+    entries_shown_as_assets,
+    rejected_entries_metadata,
+    rejected_entry_checks,
+    rejected_entry_specs,
+)
 from platform_assets.checks import freshness_check
 from platform_assets.compaction_assets import compacted_asset
 from platform_assets.current_state_assets import current_state_asset
@@ -40,8 +45,9 @@ def build_definitions(catalog: TopicCatalog, settings: PlatformSettings) -> Defi
             for topic in catalog.topics
             for factory in (compacted_asset, catalog_asset, retention_asset)
         ] + [current_state_asset(topic) for topic in catalog.topics if topic.current_state is not None]
-        + [rejected_entry_spec(entry) for entry in catalog.broken],
-        asset_checks=[freshness_check(topic) for topic in catalog.topics if topic.freshness_minutes is not None],
+        + [spec for entry in entries_shown_as_assets(catalog) for spec in rejected_entry_specs(entry)],
+        asset_checks=[freshness_check(topic) for topic in catalog.topics if topic.freshness_minutes is not None]
+        + [rejected_entry_checks(entry) for entry in entries_shown_as_assets(catalog)],
         jobs=layer_jobs(catalog.topics),
         sensors=platform_sensors(catalog, running=settings.automation),
         schedules=[retention_schedule(running=settings.automation)],

@@ -6,6 +6,7 @@ cause is the first error line of the run's log and the alert's text.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import contextmanager
 
 from dagster import Failure
@@ -16,12 +17,11 @@ from kafka_lake.decoding.pii import MissingPiiKey
 from kafka_lake.landing.slices import HourNotClosed, OffsetsLost
 from kafka_lake.tables.table_schema import TableSchemaError
 from kafka_lake.topics.loader import CatalogError
-from kafka_lake.upkeep.compaction import CompactionNotDue
 from spark_jobs.tasks import SparkTaskFailed
 
-# A retry cannot change these: each waits for a person (a secret, the catalog) or for time (an open hour,
-# an hour not due for compaction, an hour not landed yet: the sensors ask again when it is).
-LASTING = (MissingPiiKey, HourNotClosed, OffsetsLost, CatalogError, CompactionNotDue, TableSchemaError, HourNotLanded)
+# A retry cannot change these: each waits for a person (a secret, the catalog) or for time (an open hour, an hour not
+# landed yet: the sensors ask again when it is). An hour not due for compaction is skipped, not failed.
+LASTING = (MissingPiiKey, HourNotClosed, OffsetsLost, CatalogError, TableSchemaError, HourNotLanded)
 _LASTING_NAMES = {f"{kind.__module__}.{kind.__qualname__}" for kind in LASTING}
 
 
@@ -44,18 +44,22 @@ def cause_line(error: BaseException) -> str:
 
 
 @contextmanager
-def failures_explained(context):
-    """Logs the cause as the run's first error line; a lasting one fails the step, and the run, without retries."""
+def failures_explained(context, done_so_far: Callable[[], str] | None = None):
+    """Logs the cause as the run's first error line; a lasting one fails the step, and the run, without retries.
+    `done_so_far`: what the run did before the failure (the hours of a range it landed), said after the cause."""
     try:
         yield
     except Failure:
         raise
     except Exception as error:
-        line = cause_line(error)
+        done = done_so_far() if done_so_far else ""
+        line = f"{cause_line(error)}{' ' + done if done else ''}"
         context.log.error(line)
         if is_lasting(error):
             # The daemon decides on a run retry from the run's tags when the run fails: this run is not retried.
             context.instance.add_run_tags(context.run.run_id, {RETRY_ON_ASSET_OR_OP_FAILURE_TAG: "false"})
             raise Failure(description=line, allow_retries=False,
                           metadata={"cause": type(error).__name__, "retried": "no: a retry cannot change it"}) from error
+        if done:  # the alert's text is the failure's description: it says what the run did before it failed
+            raise Failure(description=line, metadata={"cause": type(error).__name__}) from error
         raise

@@ -1,5 +1,5 @@
 """Asset keys of SPEC (`raw/<database>/<table>`, `dead_letters/…`, `compacted/…`, `catalog/…`, `retention/…`),
-and what every asset of a topic shows of itself: its layer, its owner, its catalog file."""
+and what every asset of a topic shows of itself: its layer, its owner, its catalog file, and the tags of its runs."""
 
 from dagster import AssetKey
 
@@ -34,3 +34,18 @@ def layer_attributes(layer: str, topic: TableSpec, *technologies: str) -> dict:
         "tags": {"layer": layer},
         "kinds": {layer, *technologies},
     }
+
+
+def name_the_run(context, layer: str, topic: str) -> None:
+    """Tags the run with its layer, topic and assets, as the layer's jobs tag theirs: a run launched from an asset's
+    page runs Dagster's implicit asset job, which gives none, and the Runs list then shows no name. A run of other
+    assets too (the retention job of every topic) keeps the tags its job gave."""
+    selected = context.selected_asset_keys
+    if not set(context.run.asset_selection or selected) <= set(context.assets_def.keys):
+        return
+    assets = sorted(key.to_user_string() for key in selected if key.path[0] == layer) or sorted(
+        key.to_user_string() for key in selected)
+    tags = {"layer": layer, "topic": topic, "asset": ", ".join(assets)}
+    missing = {name: value for name, value in tags.items() if context.run.tags.get(name) != value}
+    if missing:
+        context.instance.add_run_tags(context.run.run_id, missing)

@@ -19,7 +19,7 @@ from kafka_lake.table_spec import TableSpec
 from kafka_lake.tables.formats import table_format_type
 from kafka_lake.tables.iceberg.catalog import open_catalog
 from platform_assets.failures import failures_explained
-from platform_assets.keys import asset_key, layer_attributes
+from platform_assets.keys import asset_key, layer_attributes, name_the_run
 from platform_assets.pools import table_pool
 from platform_assets.tables import dagster_metadata, format_kinds, topic_tables
 from resources import LakeStorageResource, PiiKeyResource
@@ -55,6 +55,7 @@ def retention_asset(topic: TableSpec, embedded_metastore: bool = True):
         pii: PiiKeyResource,
     ):
         with failures_explained(context):
+            name_the_run(context, "retention", topic.topic)
             pii_key = pii.key()
             if topic.subject_field and topic.pii_fields:
                 pseudonymizer_for(topic, pii_key)  # erasure matches pseudonymized subjects: no key, no erasure

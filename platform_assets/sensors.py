@@ -14,7 +14,6 @@ from datetime import datetime, timezone
 from dagster import (
     AssetCheckEvaluation,
     AssetCheckKey,
-    AssetCheckSeverity,
     AssetObservation,
     DagsterEventType,
     DefaultSensorStatus,
@@ -41,7 +40,7 @@ from platform_assets.checks import (
     FRESHNESS,
     evaluate_freshness,
     evaluated_against,
-    freshness_metadata,
+    freshness_evaluation,
     landed_hours,
     landed_in_freshness_window,
 )
@@ -465,18 +464,6 @@ def shown_freshness(instance, topics: list[TableSpec]) -> dict[str, ShownFreshne
     return shown
 
 
-def freshness_evaluation(topic: TableSpec, result: automation.Freshness, target=None) -> AssetCheckEvaluation:
-    return AssetCheckEvaluation(
-        asset_key=raw_key(topic),
-        check_name=FRESHNESS,
-        passed=result.passed,
-        severity=AssetCheckSeverity.ERROR,
-        description=result.description,
-        metadata=freshness_metadata(topic, result),
-        target_materialization_data=target,
-    )
-
-
 def lag_observation(topic: TableSpec, lags: list[automation.PartitionLag], newest: KafkaHour | None) -> AssetObservation:
     metadata = {
         "lag_records": sum(lag.records for lag in lags),
@@ -506,6 +493,10 @@ def missing_topics_sensor(catalog: TopicCatalog, running: bool = True):
             context.log.info(f"archiving {len(archived)} new topic(s) as raw tables of {catalog.archive.database}, "
                              f"landed once the code location reloads: {', '.join(archived)}")
         missing = automation.topics_missing_from_catalog(on_cluster, catalog)
+        rejected = sorted({entry.topic for entry in catalog.broken if entry.topic in on_cluster})
+        if rejected:
+            context.log.info(f"{len(rejected)} topic(s) on the cluster have a rejected catalog entry, not a missing one "
+                             f"(see catalog_entries_rejected): {', '.join(rejected)}")
         reported = set(json.loads(context.cursor)) if context.cursor else set()
         new = [name for name in missing if name not in reported]
         if new:
@@ -548,12 +539,18 @@ def failed_runs_sensor(catalog: TopicCatalog, running: bool = True):
             return  # the retry is not a failure yet
         steps = context.get_step_failure_events()
         message = failure_cause(steps[0].step_failure_data if steps else None) or context.failure_event.message or "no message"
-        partition = run.tags.get("dagster/partition") or run.tags.get("dagster/asset_partition_range_start") or ""
+        partition = run.tags.get("dagster/partition") or _partition_range(run.tags)
         selection = ", ".join(sorted(k.to_user_string() for k in run.asset_selection or [])) or run.job_name
-        alerts.send(f"[FAILED] run {run.run_id[:8]} of {selection} {partition}: {message.strip().splitlines()[0][:500]}",
+        alerts.send(f"[FAILED] run {run.run_id[:8]} of {selection} {partition}: {message.strip().splitlines()[0][:1000]}",
                     context.log)
 
     return alert_on_failed_runs
+
+
+def _partition_range(tags) -> str:
+    """The hours of a run over a range, as the UI and the CLI write a range: `first...last`."""
+    first, last = tags.get(PARTITION_RANGE_START), tags.get(PARTITION_RANGE_END)
+    return f"{first}...{last}" if first and last else ""
 
 
 # Spark's own wrappers of a task's exception: the cause below them is already named by `SparkTaskFailed`.

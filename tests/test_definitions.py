@@ -102,23 +102,60 @@ def test_a_broken_catalog_entry_costs_only_its_topic_and_is_shown_as_rejected(ca
     metadata = definitions.get_repository_def().metadata
     assert metadata["catalog_entries_rejected"].value == 1 and "checkouts/topic.yaml" in metadata["catalog_errors"].value
     [sensor] = [s for s in definitions.sensors if s.name == "catalog_entries_rejected"]
-    [alert_line] = [line for line in _tick_alerts(sensor) if "checkouts/topic.yaml" in line]
+    [(alerts, _)] = _tick_alerts(sensor)
+    [alert_line] = [line for line in alerts if "checkouts/topic.yaml" in line]
     assert "owner" in alert_line
 
 
-def _tick_alerts(sensor) -> list[str]:
-    """The alerts one tick of the sensor sends (to its log; no webhook is set here)."""
+def test_every_asset_of_a_rejected_entry_shows_a_failed_check_saying_why_and_its_topic_is_not_missing(catalog_copy):
+    """Given a typo in one entry: its table's five assets, each with the check `catalog_entry_loads`, which the sensor
+    records failed (once, not at every tick) and which fails when executed; its topic is rejected, not missing."""
+    from dagster import AssetCheckKey, AssetSelection, Definitions, define_asset_job
+
+    from kafka_lake.automation import topics_missing_from_catalog
+
+    topic_file = catalog_copy / "payments" / "transactions" / "topic.yaml"
+    topic_file.write_text(topic_file.read_text().replace("owner:", "ownr:"))
+    catalog = load_catalog(catalog_copy, tolerant=True)
+    definitions = build_definitions(catalog, PlatformSettings())
+    graph = definitions.resolve_asset_graph()
+    keys = [AssetKey([layer, "payments", "transactions"]) for layer in ("raw", "dead_letters", "compacted", "catalog",
+                                                                         "retention")]
+    checks = [AssetCheckKey(key, "catalog_entry_loads") for key in keys]
+    [sensor] = [s for s in definitions.sensors if s.name == "catalog_entries_rejected"]
+
+    (_, first_tick), (_, second_tick) = _tick_alerts(sensor, ticks=2)
+    executing = Definitions.merge(definitions, Definitions(jobs=[define_asset_job("execute", AssetSelection.checks(checks[0]))]))
+    executed = executing.resolve_job_def("execute").execute_in_process(raise_on_error=False).get_asset_check_evaluations()
+
+    assert all(not graph.get(key).is_executable and {c.name for c in graph.get(key).check_keys} == {"catalog_entry_loads"}
+               for key in keys)
+    assert sorted(e.asset_key for e in first_tick) == sorted(keys) and not second_tick, "recorded once, until a reload"
+    assert all(not e.passed and str(topic_file) in e.description and "ownr" in e.description for e in first_tick)
+    assert [(e.passed, str(topic_file) in e.description) for e in executed] == [(False, True)]
+    assert "payments.transactions" not in topics_missing_from_catalog(["payments.transactions", "shop.page_views"], catalog)
+
+
+def _tick_alerts(sensor, ticks: int = 1) -> list[tuple[list[str], list]]:
+    """Each tick's alerts (to its log; no webhook is set here) and the check results it records, the daemon's part
+    (recording them) done between ticks."""
     from dagster import build_sensor_context, instance_for_test
 
     from resources import AlertWebhookResource
 
+    done, cursor = [], None
     with instance_for_test() as instance:
-        context = build_sensor_context(instance=instance, resources={"alerts": AlertWebhookResource()})
-        lines: list[str] = []
-        context.log.addHandler(_ListHandler(lines))
-        result = sensor(context)
-    assert "1 catalog entry rejected" in result.skip_reason.skip_message
-    return [line for line in lines if line.startswith("ALERT")]
+        for _ in range(ticks):
+            context = build_sensor_context(instance=instance, cursor=cursor, resources={"alerts": AlertWebhookResource()})
+            lines: list[str] = []
+            context.log.addHandler(_ListHandler(lines))
+            result = sensor(context)
+            assert "1 catalog entry rejected" in result.skip_reason.skip_message
+            for event in result.asset_events:
+                instance.report_runless_asset_event(event)
+            done.append(([line for line in lines if line.startswith("ALERT")], list(result.asset_events)))
+            cursor = result.cursor
+    return done
 
 
 class _ListHandler(logging.Handler):

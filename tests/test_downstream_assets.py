@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from dagster import DagsterInstance, materialize
+from dagster import AssetCheckKey, DagsterInstance, instance_for_test, materialize
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from kafka_lake.hours import KafkaHour
@@ -19,6 +19,7 @@ from kafka_lake.settings import PlatformSettings
 from platform_assets.catalog_assets import catalog_asset
 from platform_assets.compaction_assets import compacted_asset
 from platform_assets.definitions import platform_resources
+from platform_assets.keys import asset_key
 from platform_assets.retention_assets import retention_asset
 from tests.constants import PII_TEST_KEY
 from tests.landing_fixtures import HOURS, pseudonym, rows_as_readers_see_them
@@ -69,3 +70,30 @@ def test_compaction_catalog_and_retention_through_dagster(landed, spark, lake_ro
     [materialization] = result.asset_materializations_for_node(f"retention__{topic.database}__{topic.table}")
     assert materialization.metadata["erased_rows"].value == len(erased)
     assert [e.action for e in read_audit(storage, topic)] == ["erase"]
+
+
+@pytest.mark.parametrize("lake_root", ["local"], indirect=True)
+def test_a_compaction_backfill_over_an_hour_not_due_compacts_the_others_and_skips_it_naming_why(landed, spark, lake_root):
+    """Given raw hours 10:00 to 13:00 landed and an allowed lateness of 2 h, a backfill of 10:00 to 12:00: 12:00 waits
+    for 14:00. The due hours compact, 12:00 is skipped with its reason, and the run and the checks stay green."""
+    topic, _, _, _ = landed
+    settings = PlatformSettings(kafka_bootstrap_servers="unused:9092", lake_root=lake_root)
+    keys = [KafkaHour(hour).partition_key for hour in HOURS]
+    with instance_for_test() as instance:
+        result = materialize([compacted_asset(topic)], resources=platform_resources(settings), instance=instance,
+                             raise_on_error=False, tags={ASSET_PARTITION_RANGE_START_TAG: keys[0],
+                                                         ASSET_PARTITION_RANGE_END_TAG: keys[-1]})
+
+        assert result.success, "an hour not due is no failure"
+        assert [e.partition for e in result.get_asset_materialization_events()] == keys[:2]
+        assert not [e for e in result.all_events if e.event_type_value == "ASSET_FAILED_TO_MATERIALIZE"]
+        [skipped] = [e.event_specific_data.asset_observation for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"]
+        assert skipped.partition == keys[-1]
+        assert "raw hours 2026-11-01-14:00 can still add rows" in skipped.metadata["not_due"].value
+        check = AssetCheckKey(asset_key("compacted", topic), "row_set_unchanged")
+        statuses = {info.partition_key: info.latest_execution_status.value
+                    for info in instance.event_log_storage.get_asset_check_partition_info([check])}
+        # The hour skipped keeps the check planned by a run that succeeded: the UI shows it skipped, not failed.
+        assert statuses == {keys[0]: "SUCCEEDED", keys[1]: "SUCCEEDED", keys[2]: "PLANNED"}, statuses
+        said = [record.user_message for record in instance.all_logs(result.run_id) if record.user_message]
+        assert not [line for line in said if "did not yield or return expected outputs" in line]

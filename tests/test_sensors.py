@@ -577,3 +577,39 @@ def test_the_freshness_check_asks_dagster_about_its_window_of_hours_only(topic, 
 
     instance.report_runless_asset_event(AssetMaterialization(raw_key(spec), partition=due.partition_key))
     assert evaluate_freshness(instance, spec, now).passed
+
+
+def test_the_newest_landed_hour_is_the_newest_hour_landed_not_the_latest_landing(topic, instance):
+    """Given the due hour and the hour after it landed, then an older hour landed again (the latest materialization):
+    the check and topic_health name the newest hour, where the latest landing's hour was named."""
+    from platform_assets.checks import evaluate_freshness, landed_in_freshness_window
+
+    now = datetime.now(timezone.utc)
+    due = KafkaHour.containing(now - timedelta(minutes=topic.freshness_minutes)).previous()
+    for hour in (due, due.next(), due.previous()):  # the older hour landed again last
+        instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=hour.partition_key))
+
+    result = evaluate_freshness(instance, topic, now)
+
+    assert result.passed and result.description.endswith(f"newest landed hour {due.next()}"), result.description
+    assert landed_in_freshness_window(instance, topic, now)[1] == due.next()
+
+
+def test_a_topic_whose_catalog_entry_is_rejected_is_named_as_such_not_alerted_as_missing(broker, topic, instance, webhook,
+                                                                                        tmp_path, caplog):
+    from kafka_lake.topics.loader import BrokenEntry, CatalogError
+
+    kafka = KafkaResource(bootstrap_servers=broker.bootstrap_servers)
+    reported_before = json.dumps(sorted(set(KafkaCluster(kafka.consumer_config()).topics()) - {topic.topic}))
+    typo = BrokenEntry(str(tmp_path / "e2e" / "orders" / "topic.yaml"), CatalogError("unknown key(s) ownr"), topic=topic.topic)
+    sensor = sensors.missing_topics_sensor(TopicCatalog((), broken=(typo,)))
+    context = build_sensor_context(instance=instance, cursor=reported_before, resources=dict(
+        kafka=kafka, lake=LakeStorageResource(root=str(tmp_path / "lake")), alerts=alerts_resource()))
+    context.log.addHandler(caplog.handler)
+
+    with caplog.at_level("INFO"):
+        result = sensor(context)
+
+    assert topic.topic not in json.loads(result.cursor) and not any(topic.topic in alert["text"] for alert in webhook)
+    assert any(r.getMessage().endswith(f"have a rejected catalog entry, not a missing one (see catalog_entries_rejected): "
+                                       f"{topic.topic}") for r in caplog.records)

@@ -238,13 +238,23 @@ def test_one_dagster_run_lands_every_table_of_a_topic_each_with_its_own_material
         assert result.success
         landed = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
         assert landed >= {f"raw/{t.name}" for t in group}
-        # Each routed table's materialization accounts for every record read: its own, other tables', no table's.
-        for event in result.get_asset_materialization_events():
-            shown = {name: value.value for name, value in event.materialization.metadata.items()}
-            if event.asset_key.to_user_string() in ("raw/shop/cart_open", "raw/shop/cart_close"):
-                assert shown["routed_away"] > 0
-                assert (shown["rows"] + shown["dead_letters"] + shown["tombstones"] + shown["routed_away"]
-                        + shown["unrouted"]) == shown["records_read"], shown
+        # Each routed table's materialization accounts for every record read: its own, other tables', no table's; the
+        # first by name keeps the records no table takes and lists them on its dead letters, the other points there.
+        shown = {event.asset_key.to_user_string(): {name: value.value for name, value in
+                                                    event.materialization.metadata.items()}
+                 for event in result.get_asset_materialization_events()}
+        keeper, other = shown["raw/shop/cart_close"], shown["raw/shop/cart_open"]
+        assert keeper["routed_to_other_tables"] > 0 and keeper["unrouted"] > 0
+        assert (keeper["rows"] + keeper["dead_letters"] + keeper["tombstones"] + keeper["routed_to_other_tables"]
+                + keeper["unrouted"]) == keeper["records_read"], keeper
+        assert (other["rows"] + other["dead_letters"] + other["tombstones"]
+                + other["routed_to_other_tables_or_unrouted"]) == other["records_read"], other
+        assert other["unrouted_kept_by"].to_user_string() == "dead_letters/shop/cart_close"
+        kept = shown["dead_letters/shop/cart_close"]
+        assert kept["unrouted"] == keeper["unrouted"] == sum(kept["unrouted_causes"].values())
+        assert all(cause.startswith("unrouted: ") for cause in kept["unrouted_causes"]), kept["unrouted_causes"]
+        assert kept["unrouted_paths"] and all(f"/_dead_letters/_unrouted/{kafka_topic}/" in path
+                                              for path in kept["unrouted_paths"])
         checks = result.get_asset_check_evaluations()
         assert len(checks) == 4 * len(group), checks
         assert all(c.passed for c in checks), [(c.asset_key.to_user_string(), c.check_name, c.description) for c in checks if not c.passed]

@@ -1,11 +1,14 @@
 """The Dagster UI as a person sees it: the demo's state served as `make ui` serves it (`dev_services.ui`:
 `dagster dev` with the demo's settings), opened in headless Chromium, and operated: a re-landing of two
-landed hours launched from the UI, the hours' own metadata read back, a sensor started and its tick read.
+landed hours launched from the UI, the hours' own metadata read back, a sensor started and its tick read; and
+what the operator is told when things go wrong: a backfill failing on an hour not closed (its alert, its
+checks), compaction asked of hours not due, a catalog entry broken by a typo, records no table takes.
 
 One demo run (its own broker port, lake, metastore and Dagster home under a temp directory; the broker
-keeps running for the re-landing) serves the module. Each page is saved as a screenshot under
-$UI_SCREENSHOTS_DIR (default tests/artifacts/ui/), before and after each action, for a person to look at.
-Automation starts stopped (PLATFORM_AUTOMATION=off) so that only the operator's actions run.
+keeps running for the re-landing) serves the module, its tests in file order, each provoking what it looks at
+on the state the ones before left. Each page is saved as a screenshot under $UI_SCREENSHOTS_DIR (default
+tests/artifacts/ui/), before and after each action, for a person to look at. Automation starts stopped
+(PLATFORM_AUTOMATION=off) so that only the operator's actions run; a test that reads a sensor starts it.
 """
 
 from __future__ import annotations
@@ -25,12 +28,14 @@ from deploy.instance import write_instance
 from dev_services import tansu
 from dev_services.demo import DEMO_CATALOG_DIR
 from dev_services.ports import LOOPBACK, free_port
+from kafka_lake.hours import KafkaHour
 from kafka_lake.lake.manifests import ManifestStore
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.topics.loader import load_catalog
+from kafka_lake.upkeep.compaction import missing_raw_hours
 from platform_assets.partitions import hourly_partitions
-from tests.constants import REPO
-from tests.dagster_servers import loaded_location, log_tail, serving
+from tests.conftest import REPO
+from tests.dagster_servers import graphql, loaded_location, log_tail, serving
 
 pytestmark = pytest.mark.ui
 
@@ -44,6 +49,12 @@ DEMO_TIMEOUT = 900
 RUN_TIMEOUT = 600  # a guard against a hang, not an assertion on speed
 LAYERS = ("raw", "compacted", "catalog", "retention")  # one topic's lineage, in order
 TOPIC = "shop.page_views"
+ROUTED_TOPIC = "shop.cart_events"  # JSON events routed into a table per type, some types taken by none
+BROKEN_TOPIC = "payments.transactions"  # its entry gets a typo, the module's last test
+# The idle timeout of TOPIC in the catalog the UI serves: no record follows the demo's last hour, so that hour stays
+# open (not closed) for the module, an hour the UI offers that cannot land yet.
+HELD_OPEN = "close_grace_minutes: 1440\n"
+LANDING_CHECKS = ("slices_contiguous", "counts_balance", "dead_letter_rate", "boundaries_confirmed")
 # The platform's settings (kafka_lake/settings.py): the demo runs on its embedded defaults, whatever is set here.
 PLATFORM_VARIABLES = ("LAKE_ROOT", "SCHEMA_CATALOG_DIR", "SCHEMA_REGISTRY_URL", "TABLE_CATALOG", "HIVE_METASTORE_URI",
                       "SPARK_MASTER", "KAFKA_BOOTSTRAP_SERVERS", "PII_HMAC_KEY", "PLATFORM_AUTOMATION")
@@ -64,6 +75,8 @@ def demo_state(tmp_path_factory):
         demo = subprocess.run([sys.executable, "-m", "dev_services.demo"], cwd=state, env=env,
                               capture_output=True, text=True, timeout=DEMO_TIMEOUT)
         assert demo.returncode == 0, f"the demo failed:\n{demo.stdout[-3000:]}\n{demo.stderr[-3000:]}"
+        [topic_file] = [f for f in (state / DEMO_CATALOG_DIR).glob("*/*/topic.yaml") if f"topic: {TOPIC}\n" in f.read_text()]
+        topic_file.write_text(topic_file.read_text() + HELD_OPEN)
         yield state, env
     finally:
         tansu.stop_detached(state / tansu.DEFAULT_STATE_DIR / tansu.PID_FILE_NAME)
@@ -147,11 +160,7 @@ def landed_rows(state: Path, topic) -> dict[str, int]:
 
 def rows_shown_for(page, url: str, topic, hour: str) -> str:
     """The `rows` of the hour's latest materialization, on the raw asset's partitions page with the hour selected."""
-    page.goto(f"{url}/assets/{asset_path('raw', topic)}?view=partitions&partition={hour}")
-    cell = page.locator("tr", has=page.locator("td", has_text=re.compile(r"^rows$"))).locator("td").nth(1)
-    cell.wait_for()
-    page.wait_for_load_state("networkidle")
-    return cell.inner_text().strip()
+    return metadata_shown(page, url, asset_path("raw", topic), hour, "rows")["rows"]
 
 
 def wait_for(condition, what: str, log_file: Path, timeout: float = RUN_TIMEOUT):
@@ -160,6 +169,98 @@ def wait_for(condition, what: str, log_file: Path, timeout: float = RUN_TIMEOUT)
         assert time.monotonic() < deadline, f"{what} not done after {timeout:.0f} s\n{log_tail(log_file)}"
         time.sleep(2)
     return found
+
+
+def metadata_shown(page, url: str, asset: str, hour: str, name: str) -> dict[str, str]:
+    """The metadata table of the hour on the asset's partitions page (waiting a while for the entry `name`): label →
+    text."""
+    page.goto(f"{url}/assets/{asset}?view=partitions&partition={hour}")
+    page.get_by_text("Metadata", exact=True).first.wait_for()
+    shown(page.locator("tr", has=page.locator("td", has_text=re.compile(f"^{re.escape(name)}$"))).first, 10_000)
+    page.wait_for_load_state("networkidle")
+    table = {}
+    for row in page.locator("tr").all():
+        cells = row.locator("td").all()
+        if len(cells) == 3:  # label, value, and a column of its own for actions
+            table.setdefault(cells[0].inner_text().strip(), cells[1].inner_text().strip())
+    return table
+
+
+def check_statuses(page, url: str, asset: str, names) -> dict[str, str]:
+    """Each check's status as the asset's Checks tab lists it (each check's name, then its status under it)."""
+    page.goto(f"{url}/assets/{asset}?view=checks")
+    if not shown(page.get_by_text(re.compile(r"^Checks \(\d+\)$")).first):
+        return {}  # the asset has no checks
+    page.wait_for_load_state("networkidle")
+    time.sleep(1)  # the list renders its statuses after the page settles
+    lines = [line.strip() for line in page.locator("body").inner_text().splitlines() if line.strip()]
+    return {line: lines[n + 2] for n, line in enumerate(lines[:-2]) if line in names and lines[n + 1] == line}
+
+
+def launch_materialization(page, url: str, asset: str, first: str, last: str, screenshot_name: str) -> None:
+    """*Materialize…* on the asset's partitions page, the hours typed as a range, launched."""
+    page.goto(f"{url}/assets/{asset}?view=partitions")
+    page.get_by_text("Materialize…", exact=True).first.click()
+    dialog = page.get_by_role("dialog")
+    selection = dialog.locator("input[type=text], input:not([type]), textarea").first  # the partition range field
+    selection.fill(f"[{first}...{last}]")
+    selection.press("Enter")
+    count = len(hours_between(first, last))
+    dialog.get_by_text(f"{count} partition{'s' if count > 1 else ''}", exact=True).wait_for()
+    screenshot(page, screenshot_name)
+    dialog.get_by_role("button", name=re.compile("^Launch")).click()
+
+
+def hours_between(first: str, last: str) -> list[str]:
+    start, end = KafkaHour.from_partition_key(first), KafkaHour.from_partition_key(last)
+    hours = [start]
+    while hours[-1] != end:
+        hours.append(hours[-1].next())
+    return [hour.partition_key for hour in hours]
+
+
+def materialized_from_the_ui(page, ui, asset: str, first: str, last: str, screenshot_name: str):
+    """The run of `launch_materialization`, once it has finished."""
+    url, instance, log_file = ui
+    known = {record.dagster_run.run_id for record in instance.get_run_records()}
+    launch_materialization(page, url, asset, first, last, screenshot_name)
+
+    def finished():
+        runs = [r.dagster_run for r in instance.get_run_records() if r.dagster_run.run_id not in known]
+        return runs[0] if len(runs) == 1 and runs[0].is_finished else None
+    return wait_for(finished, "the launched run", log_file)
+
+
+def start_sensor(page, url: str, name: str) -> None:
+    """The sensor's switch on its page turned on (it starts stopped here)."""
+    page.goto(f"{url}/locations/kafka_lake/sensors/{name}")
+    switch = page.locator('input[type="checkbox"]').first  # the sensor's on/off switch, drawn over the input
+    switch.wait_for(state="attached")
+    if not switch.is_checked():
+        switch.dispatch_event("click")
+    wait_for(lambda: switch.is_checked(), f"the sensor {name} started", Path("/dev/null"), timeout=30)
+
+
+def tick_log_saying(page, url: str, sensor: str, text: str, log_file: Path, screenshot_name: str) -> str:
+    """The log of the sensor's newest tick whose log says `text` (*View logs* on the tick), as the dialog shows it."""
+    def found() -> str | None:
+        page.goto(f"{url}/locations/kafka_lake/sensors/{sensor}")
+        if not shown(page.get_by_text("View logs").first, 5_000):
+            return None
+        # The tick whose row names it (a run a run-status sensor reported), else the newest ticks.
+        rows = page.locator("tr", has_text=text).all() if text else []
+        for link in [row.get_by_text("View logs") for row in rows[:1]] or page.get_by_text("View logs").all()[:4]:
+            link.click()
+            dialog = page.get_by_role("dialog")
+            dialog.get_by_text(re.compile("INFO|WARNING|ERROR|No logs")).first.wait_for()
+            logs = dialog.inner_text()
+            if text in logs:
+                screenshot(page, screenshot_name)
+            dialog.get_by_role("button", name="Done").click()
+            if text in logs:
+                return logs
+        return None
+    return wait_for(found, f"a tick of {sensor} saying {text!r}", log_file, timeout=180)
 
 
 def test_the_global_asset_graph_shows_every_topics_assets(browser_page, ui, demo_state):
@@ -228,6 +329,32 @@ def test_partitions_start_where_the_demos_data_starts(browser_page, ui, topic, d
     assert shown_rows == str(rows[newest]), f"hour {newest} landed {rows[newest]} rows"
 
 
+def test_no_table_misses_an_hour_of_compaction_or_registration_before_its_first_rows(browser_page, ui, demo_state):
+    """The tables of one Kafka topic share its first hour, also where one of them had no rows in it: each hour is
+    compacted once due and registered, empty or not, so the only hours missing are those not due yet."""
+    url, _, _ = ui
+    state, _ = demo_state
+    storage = LakeStorage(str(state / ".lake" / "warehouse"))
+    page = browser_page
+    shown_missing, expected_missing = {}, {}
+    for table in load_catalog(state / DEMO_CATALOG_DIR).topics:
+        landed = ManifestStore(storage, table.database, table.table).landed_hours()
+        hours = hourly_partitions(table).get_partition_keys()
+        expected_missing[f"compacted/{table.name}"] = [
+            hour for hour in hours if missing_raw_hours(table, KafkaHour.from_partition_key(hour).start, landed)]
+        expected_missing[f"catalog/{table.name}"] = [hour for hour in hours if hour > max(landed).partition_key]
+        for layer in ("compacted", "catalog"):
+            page.goto(f"{url}/assets/{asset_path(layer, table)}?view=partitions")
+            label = page.get_by_text(re.compile(r"^Missing \(\d+\)$")).first
+            label.wait_for()
+            shown_missing[f"{layer}/{table.name}"] = int(re.findall(r"\d+", label.inner_text())[0])
+            if table.topic == ROUTED_TOPIC and layer == "compacted":
+                screenshot(page, f"3b-partitions-{layer}-{table.database}-{table.table}.png")
+
+    assert shown_missing == {asset: len(hours) for asset, hours in expected_missing.items()}, (
+        f"only the hours not due (compacted) or not landed (catalog) may be missing: {expected_missing}")
+
+
 def test_two_landed_hours_relanded_from_the_ui_succeed_each_with_its_own_metadata(browser_page, ui, topic, demo_state):
     url, instance, log_file = ui
     state, _ = demo_state
@@ -276,6 +403,139 @@ def test_two_landed_hours_relanded_from_the_ui_succeed_each_with_its_own_metadat
     screenshot(page, "8-checks-raw-after-relanding.png")
 
 
+def test_an_hour_landed_from_the_asset_page_names_its_run_and_shows_every_check_current(browser_page, ui, topic, demo_state):
+    """One hour landed with *Materialize…* on the raw asset (the implicit asset job, every check of the asset): the
+    run says what it lands in the Runs list, yields the checks it evaluated, and leaves freshness evaluated."""
+    url, instance, log_file = ui
+    state, _ = demo_state
+    hour = sorted(hour for hour, count in landed_rows(state, topic).items() if count)[0]
+    raw = asset_path("raw", topic)
+    page = browser_page
+
+    run = materialized_from_the_ui(page, ui, raw, hour, hour, "4b-materialize-one-hour.png")
+    statuses = check_statuses(page, url, raw, {*LANDING_CHECKS, "freshness"})
+    screenshot(page, "4c-checks-after-landing-one-hour.png")
+    page.goto(f"{url}/runs")
+    page.get_by_text(run.run_id[:8]).first.wait_for()
+    screenshot(page, "4d-runs-after-landing-one-hour.png")
+    runs_text = page.locator("body").inner_text()
+
+    assert run.status.value == "SUCCESS", f"run {run.run_id}\n{log_tail(log_file)}"
+    assert {name: run.tags.get(name) for name in ("layer", "topic", "asset")} == {
+        "layer": "raw", "topic": TOPIC, "asset": raw}, run.tags
+    assert f"topic: {TOPIC}" in runs_text and "layer: raw" in runs_text, "the Runs list names what the run lands"
+    logs = [record.user_message for record in instance.all_logs(run.run_id) if record.user_message]
+    assert not [line for line in logs if "did not yield or return expected outputs" in line], "every check it ran, it yielded"
+    assert all(statuses[name] == "Succeeded" for name in LANDING_CHECKS), statuses
+    assert statuses["freshness"] in ("Succeeded", "Failed"), f"freshness evaluated against this landing: {statuses}"
+
+
+def test_records_no_table_takes_are_listed_with_paths_and_causes_and_each_routed_number_named(browser_page, ui, demo_state):
+    """A routed topic's records that no table takes are in `_dead_letters/_unrouted/<topic>/`: the dead letters asset
+    of the table that keeps them lists them, and each routed table names what its numbers count."""
+    url, _, _ = ui
+    state, _ = demo_state
+    catalog = load_catalog(state / DEMO_CATALOG_DIR)
+    routed = sorted((t for t in catalog.tables_of(ROUTED_TOPIC) if t.route is not None), key=lambda t: t.name)
+    owner, other = routed[:2]  # the first by name keeps them
+    storage = LakeStorage(str(state / ".lake" / "warehouse"))
+    manifests = {m.hour: m for m in ManifestStore(storage, owner.database, owner.table).all()}
+    hour = max(manifests, key=lambda h: manifests[h].counts.unrouted)
+    unrouted = manifests[hour].counts.unrouted
+    page = browser_page
+
+    dead_letters = metadata_shown(page, url, asset_path("dead_letters", owner), hour, "unrouted")
+    screenshot(page, f"4e-dead-letters-{owner.table}-unrouted.png")
+    kept = metadata_shown(page, url, asset_path("raw", owner), hour, "routed_to_other_tables")
+    screenshot(page, f"4f-raw-{owner.table}-routed-numbers.png")
+    away = metadata_shown(page, url, asset_path("raw", other), hour, "routed_to_other_tables_or_unrouted")
+    screenshot(page, f"4g-raw-{other.table}-routed-numbers.png")
+
+    assert unrouted > 0, "the demo's traffic has event types no table takes"
+    assert dead_letters.get("unrouted") == str(unrouted), dead_letters
+    assert f"_dead_letters/_unrouted/{ROUTED_TOPIC}/" in dead_letters["unrouted_paths"]
+    assert "no table of topic" in dead_letters["unrouted_causes"], dead_letters["unrouted_causes"]
+    assert kept.get("unrouted") == str(unrouted) and "routed_to_other_tables" in kept, (
+        f"the table that keeps them counts them apart from the other tables' records: {kept}")
+    assert away.get("unrouted_kept_by", "").replace(" / ", "/") == asset_path("dead_letters", owner), away
+
+
+def test_compacting_hours_not_due_yet_skips_them_green_with_the_reason(browser_page, ui, topic, demo_state):
+    """A compaction backfill of hours of which the newest waits for its allowed lateness: the due ones compact, the
+    other is skipped with the reason, and nothing is red."""
+    url, _, log_file = ui
+    state, _ = demo_state
+    landed = ManifestStore(LakeStorage(str(state / ".lake" / "warehouse")), topic.database, topic.table).landed_hours()
+    keys = [hour.partition_key for hour in landed]
+    not_due = [key for key in keys if missing_raw_hours(topic, KafkaHour.from_partition_key(key).start, landed)]
+    first, last = keys[keys.index(not_due[0]) - 2], not_due[0]  # two due hours, then one not due
+    compacted = asset_path("compacted", topic)
+    page = browser_page
+    start_sensor(page, url, "alert_on_failed_runs")
+
+    run = materialized_from_the_ui(page, ui, compacted, first, last, "14a-compaction-backfill-dialog.png")
+    page.goto(f"{url}/assets/{compacted}?view=events")  # the newest event, shown with its metadata
+    shown(page.get_by_text("not_due", exact=True).first)
+    screenshot(page, "14b-compaction-events-not-due-hour.png")
+    events = page.locator("body").inner_text()
+    page.goto(f"{url}/assets/{compacted}?view=partitions")
+    page.get_by_text(re.compile(r"^Failed \(\d+\)$")).first.wait_for()
+    failed = page.get_by_text(re.compile(r"^Failed \(\d+\)$")).first.inner_text()
+    screenshot(page, "14c-compaction-partitions-after-backfill.png")
+    statuses = check_statuses(page, url, compacted, {"row_set_unchanged"})
+    screenshot(page, "14d-compaction-checks-after-backfill.png")
+
+    assert run.status.value == "SUCCESS", f"run {run.run_id}: hours not due are skipped\n{log_tail(log_file)}"
+    assert failed == "Failed (0)", f"{last} waits for its allowed lateness, it did not fail"
+    assert f"Partition {last} observed in run {run.run_id[:8]}" in events and "not_due" in events, events
+    assert re.search(r"raw hours .+ can still add rows \(allowed lateness \d+ h\) and have not landed yet", events)
+    assert statuses == {"row_set_unchanged": "Skipped"}, f"{last} was not compacted, not failed: {statuses}"
+
+
+def test_a_backfill_failing_on_an_hour_not_closed_is_alerted_as_it_happened_and_leaves_the_checks_green(
+        browser_page, ui, topic, demo_state):
+    """A backfill whose newest hour is not closed yet: the hours before it land, that one cannot. The alert names the
+    failed hour, the landed ones and when it can land; the checks of the landed hours stay the asset's checks."""
+    url, _, log_file = ui
+    state, _ = demo_state
+    keys = sorted(landed_rows(state, topic))
+    first, held_open = keys[-3], keys[-1]  # the demo's last hour: nothing follows it, and the clock waits a day
+    raw = asset_path("raw", topic)
+    page = browser_page
+    start_sensor(page, url, "alert_on_failed_runs")
+
+    run = materialized_from_the_ui(page, ui, raw, first, held_open, "12a-backfill-up-to-an-hour-not-closed.png")
+    alert = tick_log_saying(page, url, "alert_on_failed_runs", run.run_id[:8], log_file, "12b-alert-of-the-failed-backfill.png")
+    statuses = check_statuses(page, url, raw, {*LANDING_CHECKS, "freshness"})
+    screenshot(page, "13a-checks-after-the-failed-backfill.png")
+    page.goto(f"{url}/assets/{raw}?view=lineage&lineageScope=downstream&lineageDepth=1")
+    graph_node_link(page, "raw", topic).wait_for()
+    screenshot(page, "13b-raw-node-after-the-failed-backfill.png")
+
+    assert run.status.value == "FAILURE"
+    landed = hours_between(first, held_open)[:-1]
+    [line] = [line for line in alert.splitlines() if f"[FAILED] run {run.run_id[:8]}" in line]
+    assert f"of {raw} {first}...{held_open}: HourNotClosed: {TOPIC} hour {held_open} is not closed" in line, line
+    assert "It can land once they do, and at the latest from " in line, line
+    assert f"Hour {held_open} did not land; this run landed {', '.join(landed)} before it." in line, line
+    assert all(statuses[name] == "Succeeded" for name in LANDING_CHECKS), f"no landed hour failed a check: {statuses}"
+    assert statuses["freshness"] in ("Succeeded", "Failed"), f"freshness evaluated, not left by the run: {statuses}"
+
+
+def test_topic_health_names_the_newest_landed_hour_not_the_latest_landing(browser_page, ui, topic, demo_state):
+    """After older hours were landed again, the newest landed hour is still the newest one."""
+    url, _, log_file = ui
+    state, _ = demo_state
+    newest = max(landed_rows(state, topic))
+    page = browser_page
+    start_sensor(page, url, "topic_health")
+
+    logs = tick_log_saying(page, url, "topic_health", f"{TOPIC}: freshness", log_file, "15-topic-health-tick.png")
+
+    [line] = [line for line in logs.splitlines() if f"{TOPIC}: freshness" in line]
+    assert f"newest landed hour {newest}" in line, line
+
+
 def test_a_sensor_started_from_the_ui_says_per_topic_what_it_judged_and_why(browser_page, ui, demo_state):
     url, instance, log_file = ui
     state, _ = demo_state
@@ -317,3 +577,48 @@ def test_a_sensor_started_from_the_ui_says_per_topic_what_it_judged_and_why(brow
     page.goto(f"{url}/runs")
     page.get_by_text("Runs", exact=True).first.wait_for()
     screenshot(page, "11-runs.png")
+
+
+def test_a_catalog_entry_broken_by_a_typo_is_red_on_each_of_its_assets_and_not_reported_missing(
+        browser_page, ui, demo_state):
+    """A typo in one `topic.yaml`, then *Reload* of the code location: every asset of the entry shows a failed check
+    saying what is wrong where, and the topic is not alerted as missing from the catalog (it is in it, rejected)."""
+    url, _, log_file = ui
+    state, _ = demo_state
+    [broken] = [t for t in load_catalog(state / DEMO_CATALOG_DIR).topics if t.topic == BROKEN_TOPIC]
+    topic_file = Path(broken.source_file)
+    topic_file.write_text(topic_file.read_text().replace("owner:", "ownr:"))
+    page = browser_page
+    page.goto(f"{url}/locations/kafka_lake")
+    page.get_by_role("button", name="Reload").first.click()
+    raw = asset_path("raw", broken)
+    wait_for(lambda: "REJECTED" in (graphql(int(url.rsplit(":", 1)[1]), ASSET_DESCRIPTION, {"path": raw.split("/")})
+                                    ["assetNodeOrError"].get("description") or ""), "the reload", log_file, timeout=180)
+    start_sensor(page, url, "catalog_entries_rejected")
+    start_sensor(page, url, "topics_missing_from_catalog")
+
+    rejected_check = "catalog_entry_loads"
+    deadline = time.monotonic() + 120  # the sensor's first tick records the checks
+    while check_statuses(page, url, raw, {rejected_check}).get(rejected_check) != "Failed" and time.monotonic() < deadline:
+        time.sleep(5)
+    if shown(page.get_by_text(rejected_check).first, 2_000):
+        page.get_by_text(rejected_check).first.click()
+        shown(page.get_by_text("ownr").first)
+    screenshot(page, "16a-rejected-entry-checks.png")
+    details = page.locator("body").inner_text()
+    page.goto(f"{url}/assets/{raw}?view=lineage&lineageScope=downstream&lineageDepth=3")
+    shown(page.get_by_text(broken.table).first)
+    screenshot(page, "16b-rejected-entry-lineage.png")
+    statuses = {layer: check_statuses(page, url, asset_path(layer, broken), {rejected_check}).get(rejected_check)
+                for layer in (*LAYERS, "dead_letters")}
+    missing = tick_log_saying(page, url, "topics_missing_from_catalog", BROKEN_TOPIC, log_file, "16c-topics-missing-tick.png")
+
+    assert str(topic_file) in details and "ownr" in details, "the check says what is wrong where"
+    assert statuses == {layer: "Failed" for layer in statuses}, statuses
+    assert not [line for line in missing.splitlines() if "ALERT" in line and BROKEN_TOPIC in line], missing
+    assert f"have a rejected catalog entry, not a missing one (see catalog_entries_rejected): {BROKEN_TOPIC}" in missing
+
+
+ASSET_DESCRIPTION = """
+query ($path: [String!]!) { assetNodeOrError(assetKey: {path: $path}) { ... on AssetNode { description } } }
+"""

@@ -1,5 +1,6 @@
 """Dead letters at rest: the raw `value` of a record that could not land, encrypted with AES-256-GCM under
-`DEAD_LETTER_KEY` when it is set, and decrypted again by whoever replays the record after a fix.
+`DEAD_LETTER_KEY` when it is set, and decrypted again by whoever replays the record after a fix; and what their
+files hold, by cause (their `error`, never encrypted).
 
 Format of an encrypted value: `0x01 || nonce (12 bytes) || ciphertext || GCM tag (16 bytes)`, where the
 associated data is the UTF-8 text `<topic>/<partition>/<offset>` of the record, so a value moved to another
@@ -12,12 +13,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.settings import DEAD_LETTER_KEY_BYTES
 
 ENCRYPTION_METADATA_KEY = b"kafka_lake.dead_letter_value"
@@ -102,3 +107,16 @@ def _with_values_mapped(table: pa.Table, change: Callable[[bytes, str, int, int]
     ]
     position = table.schema.get_field_index("value")
     return table.set_column(position, table.schema.field(position), pa.array(values, pa.binary()))
+
+
+def causes_in(storage: LakeStorage, paths: Iterable[str], most: int = 20) -> dict[str, int]:
+    """How many records of each `error` the dead-letter files hold, the `most` frequent (the rest summed under one
+    line saying how many causes it holds)."""
+    counts: Counter[str] = Counter()
+    for path in paths:
+        errors = pq.read_table(storage.full_path(path), filesystem=storage.filesystem, columns=["error"]).column("error")
+        counts.update({item["values"]: item["counts"] for item in pc.value_counts(errors).to_pylist()})
+    shown = dict(counts.most_common(most))
+    if len(counts) > most:
+        shown[f"({len(counts) - most} other causes)"] = sum(counts.values()) - sum(shown.values())
+    return shown

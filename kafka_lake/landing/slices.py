@@ -52,10 +52,12 @@ class HourNotClosed(RuntimeError):
 
     def __init__(self, topic: str, hour: KafkaHour, open_partitions: list[int], closes_at: datetime):
         self.open_partitions = open_partitions
+        self.closes_at = closes_at
         super().__init__(
             f"{topic} hour {hour} is not closed: partition(s) {', '.join(map(str, open_partitions))} "
-            f"have no record at or after {hour.end:%Y-%m-%d %H:%M}Z yet, and the wall clock closes the hour "
-            f"only at {closes_at:%Y-%m-%d %H:%M}Z (end of hour + grace). Nothing was landed; retry later."
+            f"have no record at or after {hour.end:%Y-%m-%d %H:%M}Z yet. It can land once they do, and at the latest "
+            f"from {closes_at:%Y-%m-%d %H:%M}Z, when the wall clock closes it (end of hour + close_grace_minutes). "
+            "Nothing of this hour was landed."
         )
 
 
@@ -65,7 +67,7 @@ class OffsetsLost(RuntimeError):
     def __init__(self, topic: str, hour: KafkaHour, losses: dict[int, tuple[int, int]], reason: str):
         self.losses = losses
         described = "; ".join(f"partition {p}: offsets [{a}, {b})" for p, (a, b) in sorted(losses.items()))
-        super().__init__(f"{topic} hour {hour}: {reason}: {described}. Nothing was landed.")
+        super().__init__(f"{topic} hour {hour}: {reason}: {described}. Nothing of this hour was landed.")
 
 
 def plan_hour(

@@ -78,6 +78,7 @@ class BrokenEntry:
     # The table it would have been; by default its folder's, which an archived topic has not.
     table_database: str | None = None
     table_name: str | None = None
+    topic: str | None = None  # the Kafka topic it names, where its file says one: rejected, not missing
 
     @property
     def database(self) -> str:
@@ -186,9 +187,10 @@ def load_catalog(directory: str | Path, tolerant: bool = False, table_format: st
         try:
             topics.append(load_topic(path, table_format))
         except CatalogError as error:
-            broken.append(BrokenEntry(str(path), error))
+            broken.append(BrokenEntry(str(path), error, topic=declared_topic(path)))
         except Exception as error:  # a loader bug must cost only its own entry too
-            broken.append(BrokenEntry(str(path), CatalogError(f"{path}: {type(error).__name__}: {error}")))
+            broken.append(BrokenEntry(str(path), CatalogError(f"{path}: {type(error).__name__}: {error}"),
+                                      topic=declared_topic(path)))
     archive = None
     if archive_path.exists():
         try:
@@ -199,7 +201,7 @@ def load_catalog(directory: str | Path, tolerant: bool = False, table_format: st
         archived, refused = archive.tables_for(archived_topics, topics)
         topics += archived
         broken += refused
-    broken += [BrokenEntry(spec.source_file, error, spec.database, spec.table)
+    broken += [BrokenEntry(spec.source_file, error, spec.database, spec.table, spec.topic)
                for spec, error in _check_clashes(topics, tolerant=True)]
     rejected = {(b.path, b.database, b.table) for b in broken}
     kept = tuple(spec for spec in topics if (spec.source_file, spec.database, spec.table) not in rejected)
@@ -358,7 +360,7 @@ class ArchiveRule:
                 refused.append(BrokenEntry(self.source_file, CatalogError(
                     f"{self.source_file}: archived topic {topic!r} would be table {self.database}/{table}, which "
                     f"{taken[self.database, table]} already is; give the topic a folder of its own"
-                ), self.database, table))
+                ), self.database, table, topic))
                 continue
             entry = read_topic_yaml(archived_topic_yaml(self.rule, topic))
             spec = _topic_spec(entry, self.database, table, Path(self.source_file).parent, self.source_file, archived=True)
@@ -409,6 +411,13 @@ def load_topic(path: str | Path, table_format: str = "hive") -> TableSpec:
 
 # libyaml's loader where PyYAML was built with it: parsing is most of a large catalog's load in pure Python.
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+def declared_topic(path: Path) -> str | None:
+    """The Kafka topic a catalog entry that failed to load names, if its file still reads as YAML and says one."""
+    try:
+        topic = _read_yaml_mapping(path, str(path)).get("topic")
+    except CatalogError:
+        return None
+    return topic if isinstance(topic, str) else None
 
 
 def _read_yaml_mapping(path: Path, where: str) -> dict:
