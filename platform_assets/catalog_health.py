@@ -25,7 +25,7 @@ from dagster import (
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
 from kafka_lake.topics.loader import BrokenEntry, TopicCatalog
-from platform_assets.keys import LAYERS
+from platform_assets.keys import TABLE_LAYERS
 from resources import AlertWebhookResource
 
 # The failed check on every asset of a rejected entry: its node, its catalog entry and its Checks tab turn red.
@@ -40,7 +40,7 @@ def _key_part(name: str) -> str:
 
 def _keys(entry: BrokenEntry) -> dict[str, AssetKey]:
     """The keys of the assets the entry would have made, by layer: a table's five, or the archive rule's one."""
-    layers = ("raw",) if (entry.database, entry.table) == ("_archive", "rule") else LAYERS
+    layers = ("raw",) if (entry.database, entry.table) == ("_archive", "rule") else TABLE_LAYERS
     return {layer: AssetKey([layer, _key_part(entry.database), _key_part(entry.table)]) for layer in layers}
 
 

@@ -7,7 +7,8 @@ from kafka_lake.table_spec import TableSpec
 
 # Every node of a topic's lineage reads the table's name; the layer, shown as a kind beside the node,
 # tells them apart. Dead letters hold raw values, PII in clear: they belong to the topic's owner.
-LAYERS = ("raw", "dead_letters", "compacted", "catalog", "retention", "current")
+TABLE_LAYERS = ("raw", "dead_letters", "compacted", "catalog", "retention")  # every table's
+LAYERS = (*TABLE_LAYERS, "current")  # `current/…`: a change topic's current-state table
 
 
 def asset_key(layer: str, topic: TableSpec) -> AssetKey:
