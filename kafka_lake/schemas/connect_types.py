@@ -1,16 +1,5 @@
-"""Kafka Connect and Debezium logical types: schemas written by Connect's Avro converter name what a plain int, long,
-string or bytes means in `connect.name` rather than in Avro's `logicalType`. They land as the date, time, timestamp
-and decimal columns they mean, not as raw integers.
-
-Where an Avro logical type carries the same bytes (Debezium's `Date` is Avro's `date`: days since the epoch in an
-int), the catalog gives the schema that logical type when it loads (`with_connect_logical_types`), and everything
-else reads it as Avro. Four have no Avro twin and are mapped where columns are made (`connect_name`):
-  - `NanoTimestamp` (a long of nanoseconds) lands as a UTC timestamp in microseconds, and `NanoTime` as a time of
-    day in microseconds: Spark, Hive and Athena hold no nanoseconds; the nanoseconds below the microsecond are cut.
-  - `ZonedTimestamp` (ISO 8601 text with an offset) lands as a UTC timestamp in microseconds; text that is no such
-    time is a dead letter.
-  - `VariableScaleDecimal` (a record of `scale` and the unscaled `value` bytes, Debezium's NUMERIC without a
-    scale) lands as its exact decimal text: no column of one scale holds values of many.
+"""Kafka Connect and Debezium logical types: a plain int, long, string or bytes whose meaning Connect's Avro converter
+names in `connect.name`, landed as the date, time, timestamp or decimal column it means, not as raw integers.
 """
 
 from __future__ import annotations
@@ -20,6 +9,13 @@ from typing import Any
 
 from kafka_lake.schemas.avro_types import rewritten
 
+# Four have no Avro twin and are mapped where columns are made (`connect_name`):
+#   - `NanoTimestamp` (a long of nanoseconds) lands as a UTC timestamp in microseconds, and `NanoTime` as a time of
+#     day in microseconds: Spark, Hive and Athena hold no nanoseconds; the nanoseconds below the microsecond are cut.
+#   - `ZonedTimestamp` (ISO 8601 text with an offset) lands as a UTC timestamp in microseconds; text that is no such
+#     time is a dead letter.
+#   - `VariableScaleDecimal` (a record of `scale` and the unscaled `value` bytes, Debezium's NUMERIC without a
+#     scale) lands as its exact decimal text: no column of one scale holds values of many.
 NANO_TIMESTAMP = "io.debezium.time.NanoTimestamp"
 NANO_TIME = "io.debezium.time.NanoTime"
 ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"
@@ -50,7 +46,10 @@ def connect_name(node: Any) -> str | None:
 
 
 def with_connect_logical_types(schema: Any) -> Any:
-    """A copy of the schema in which every Connect type with an Avro twin carries that logical type."""
+    """A copy of the schema in which every Connect type with an Avro twin carries that logical type.
+
+    Where an Avro logical type carries the same bytes (Debezium's `Date` is Avro's `date`: days since the epoch in an
+    int), the catalog gives the schema that logical type when it loads, and everything else reads it as Avro."""
     return rewritten(schema, _with_connect_logical_type)
 
 
