@@ -1,8 +1,4 @@
 """The Iceberg table a topic becomes: its schema folded from the catalog's versions, its partitioning, its properties.
-
-Columns are those of the Hive table (`table_schema`): each version's landed Arrow schema (`avro_arrow`), the
-`_kafka_*` columns, then `schema_version`, `date`, `hour`. Versions apply in order as Iceberg schema updates
-matched by name, so a column keeps its field id for ever; a change Iceberg cannot express fails naming the file.
 """
 
 from __future__ import annotations
@@ -47,7 +43,11 @@ class IcebergSchemaError(ValueError):
 def table_schema(topic: TableSpec) -> Schema:
     """The Iceberg schema of the topic's table: version 1's columns, then each later version applied as a schema
     update by name (new fields, new struct fields, int → long, float → double), new top-level fields placed before
-    the `_kafka_*` columns as in the Hive table."""
+    the `_kafka_*` columns as in the Hive table.
+
+    Columns are those of the Hive table (`tables.table_schema`): each version's landed Arrow schema (`arrow_mapping`),
+    the `_kafka_*` columns, then `schema_version`, `date`, `hour`. Matched by name, a column keeps its field id for
+    ever; a change Iceberg cannot express fails naming the file."""
     building = _scratch_transaction()
     for version in topic.schema_versions:
         where = f"{topic.source_file or topic.name}: version {version.version} ({version.file})"
