@@ -1,7 +1,5 @@
 """`python -m deploy.add_topic --topic T --database D --table N [--time-field F | --kafka-time]`: the catalog entry
-`D/N/` written from the schema registry's subject `T-value` (`SCHEMA_REGISTRY_URL`): `topic.yaml` and one `vK.avsc` per
-version (`vK.proto` for Protobuf, with the files it imports beside it), with their registry ids; `--update` adds the
-versions the entry lacks. What it writes loads, or nothing is written and the error says why.
+`D/N/` written from the schema registry's subject `T-value` (`SCHEMA_REGISTRY_URL`), or updated by `--update`.
 """
 
 from __future__ import annotations
@@ -18,6 +16,8 @@ from kafka_lake.topics.onboarding import OnboardingError, new_entry, registered_
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Writes `topic.yaml` and one `vK.avsc` per version (`vK.proto` for Protobuf, with the files it imports beside
+    it), with their registry ids; `--update` adds the versions the entry lacks. What it writes loads, or nothing is written and the error says why."""
     parser = argparse.ArgumentParser(prog="python -m deploy.add_topic", description=__doc__.splitlines()[0])
     parser.add_argument("--topic", required=True, help="the Kafka topic; its values' subject is <topic>-value")
     parser.add_argument("--database", required=True, help="the catalog folder's database (lowercase, digits, _)")

@@ -1,7 +1,5 @@
 """`make check-catalog`: every entry of the topic catalog loads, or the command names each broken one.
-
 For CI before a deploy: exits 1 when any entry is broken (each reported as `file: problem`), 0 otherwise.
-The code location itself loads the good entries and shows the broken ones as rejected.
 """
 
 from __future__ import annotations
@@ -15,6 +13,8 @@ from kafka_lake.topics.loader import CatalogError, load_catalog
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Loads the catalog as the code location does, which takes the good entries and shows the broken ones as
+    rejected; here each broken one is reported and fails the command."""
     parser = argparse.ArgumentParser(prog="python -m deploy.check_catalog", description=__doc__.splitlines()[0])
     parser.add_argument("directory", nargs="?", default=os.environ.get("SCHEMA_CATALOG_DIR") or "schema_catalog",
                         help="the topic catalog (default: $SCHEMA_CATALOG_DIR, else schema_catalog)")

@@ -1,7 +1,5 @@
 """Renders the Dagster instance file, $DAGSTER_HOME/dagster.yaml, from the repository's dagster.yaml.
-
-Runs, event logs and schedules go to Postgres when DAGSTER_PG_* is set (a deployment) and to SQLite
-under $DAGSTER_HOME otherwise (a laptop, the demo, the tests); every other setting is the same in both.
+Runs, event logs and schedules in Postgres when DAGSTER_PG_* is set, else in SQLite under $DAGSTER_HOME.
 """
 
 from __future__ import annotations
@@ -57,7 +55,8 @@ def postgres_storage(environ) -> dict | None:
 
 
 def render_instance(template_text: str, environ, template_name: str = "dagster.yaml") -> str:
-    """The template as it is, plus the Postgres storage section when DAGSTER_PG_* asks for it.
+    """The template as it is, plus the Postgres storage section when DAGSTER_PG_* asks for it (a deployment; a laptop,
+    the demo and the tests keep SQLite): every other setting is the same in both.
 
     Appending text rather than dumping parsed YAML keeps the template's comments, which say why
     each limit is what it is, in the file an operator finds on the server.

@@ -1,8 +1,5 @@
 """`python -m deploy.metrics --port 9464`: the lake's and the brokers' measures in Prometheus text on `/metrics`, and
 `200 ok` on `/healthz`, measured at each scrape from the manifests and the brokers (no Dagster run needed).
-
-The measures are `kafka_lake.metrics`'; this module names them for Prometheus and serves them. docs/OPERATING_METRICS.md
-lists every metric, the dashboard and the alert rules.
 """
 
 from __future__ import annotations
@@ -30,6 +27,8 @@ log = logging.getLogger("deploy.metrics")
 
 TABLE = ("database", "table")
 PARTITION = ("database", "table", "topic", "partition")
+# The measures are `kafka_lake.metrics`'; this module names them for Prometheus and serves them.
+# docs/OPERATING_METRICS.md lists every metric, the dashboard and the alert rules.
 # Every metric served, with its help text and labels: the dashboard and the alert rules may name only these.
 METRICS = {
     "kafka_lake_lag_records": ("Offsets between the end of the newest landed hour and the log end, per Kafka partition",

@@ -1,7 +1,5 @@
-"""The rules the platform runs itself by: when a Kafka hour is closed, which placement hours a landing
-makes due for compaction, how fresh a topic is and how far its landing lags behind the log.
-
-Plain functions of what the broker, the manifests and the clock say; the sensors only gather those.
+"""The rules the platform runs itself by: when a Kafka hour is closed, which placement hours a landing makes due for
+compaction, how fresh a topic is and how far it lags: plain functions of what the broker, manifests and clock say.
 """
 
 

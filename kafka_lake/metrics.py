@@ -1,7 +1,5 @@
 """What the platform reports to Prometheus, measured at each scrape: per table the totals its manifests hold, its
 newest landed hour and how far landing lags the log, and how many catalog entries are rejected.
-
-Plain values of what the lake, the brokers, the catalog and the clock say; `deploy/metrics.py` serves them.
 """
 
 from __future__ import annotations
@@ -51,6 +49,9 @@ class TableMeasures:
 
 @dataclass(frozen=True)
 class Measures:
+    """What one scrape measured: plain values of what the lake, the brokers, the catalog and the clock say;
+    `deploy/metrics.py` serves them."""
+
     tables: tuple[TableMeasures, ...]
     rejected_entries: int
     brokers_reachable: bool

@@ -1,5 +1,5 @@
-"""One table of the topic catalog as every wing sees it: the keys of its `topic.yaml` as validated (`TableKeys`, declared
-once), and what loading resolved from its folder and schema files (`TableSpec`, built by `topics.loader`).
+"""One table of the topic catalog as every wing sees it: the keys of its `topic.yaml` as validated (`TableKeys`,
+declared once), and what loading resolved from its folder and schema files (`TableSpec`, built by `topics.loader`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Dagster resources: Kafka, schema registry, lake storage, PII key, Spark and the table catalog, configured from the environment."""
+"""Dagster resources: Kafka, schema registry, lake storage, PII key, Spark and the table catalog, configured from the
+environment."""
 
 from resources.alerts import AlertWebhookResource
 from resources.kafka import KafkaResource

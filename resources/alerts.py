@@ -1,6 +1,5 @@
 """Where alerts go: the run's log always, and a webhook (Slack-compatible JSON `{"text": …}`) when
-`ALERT_WEBHOOK_URL` is set. Webhook URLs carry their own secret: the resource is configured from a `dagster.EnvVar`,
-so the UI shows the variable's name, and the URL stays out of its repr."""
+`ALERT_WEBHOOK_URL` is set."""
 
 import json
 import logging
@@ -16,6 +15,8 @@ log = logging.getLogger(__name__)
 
 
 class AlertWebhookResource(ConfigurableResource):
+    # Webhook URLs carry their own secret: the resource is configured from a `dagster.EnvVar`, so the UI shows the
+    # variable's name, and the URL stays out of its repr.
     webhook_url: str | None = Field(default=None, repr=False, description="ALERT_WEBHOOK_URL: where alerts are posted")
     timeout_s: float = 5.0
 

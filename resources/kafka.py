@@ -1,7 +1,4 @@
 """The Kafka cluster the platform reads from.
-
-Extra librdkafka properties (credentials included) come from `KAFKA_CLIENT_*` at use time,
-so they never appear in the resource's config in the UI.
 """
 
 from dagster import ConfigurableResource
@@ -14,4 +11,6 @@ class KafkaResource(ConfigurableResource):
     bootstrap_servers: str
 
     def consumer_config(self) -> dict:
+        """Extra librdkafka properties (credentials included) come from `KAFKA_CLIENT_*` at use time,
+        so they never appear in the resource's config in the UI."""
         return consumer_config(self.bootstrap_servers, PlatformSettings.from_env().kafka_client_properties)

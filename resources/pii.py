@@ -1,6 +1,5 @@
 """The secrets that protect personal data: `PII_HMAC_KEY` pseudonymizes `pii_fields`, `DEAD_LETTER_KEY` encrypts the
-values of dead letters. Configured from `dagster.EnvVar`s (`platform_assets.definitions`), so the UI shows the
-variables' names, never their values; kept out of reprs, metadata and logs.
+values of dead letters.
 """
 
 
@@ -12,6 +11,8 @@ from resources.secrets import resolved
 
 
 class PiiKeyResource(ConfigurableResource):
+    # Configured from `dagster.EnvVar`s (`platform_assets.definitions`), so the UI shows the variables' names, never
+    # their values; kept out of reprs, metadata and logs.
     hmac_key: str | None = Field(default=None, repr=False, description="PII_HMAC_KEY: the key of the pseudonyms")
     dead_letter_key_base64: str | None = Field(
         default=None, repr=False, description="DEAD_LETTER_KEY: base64 of 32 bytes encrypting dead-letter values")

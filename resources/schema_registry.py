@@ -1,7 +1,4 @@
 """The Confluent Schema Registry, when `SCHEMA_REGISTRY_URL` is set; otherwise ids resolve through the catalog.
-
-The configured URL is shown in the UI, so it never holds the URL's `user:password@`: those are read from
-`SCHEMA_REGISTRY_URL` at use time, like the Kafka client's credentials.
 """
 
 
@@ -15,6 +12,8 @@ class SchemaRegistryResource(ConfigurableResource):
 
     @classmethod
     def for_url(cls, url: str | None) -> "SchemaRegistryResource":
+        """The configured URL is shown in the UI, so it never holds the URL's `user:password@`: those are read from
+        `SCHEMA_REGISTRY_URL` at use time (`client_url`), like the Kafka client's credentials."""
         return cls(url=url_without_credentials(url) if url else None)
 
     def client_url(self) -> str | None:

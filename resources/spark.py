@@ -1,7 +1,5 @@
 """The Spark session, through dagster-pyspark; `SPARK_MASTER` selects the cluster.
-
-Lazy: the session starts on first use, so loading the code location never starts Spark. Hive support
-is on: the embedded Derby metastore lives under `.lake/`, or `HIVE_METASTORE_URI` names a shared one.
+Lazy: the session starts on first use, so loading the code location never starts Spark.
 """
 
 from __future__ import annotations

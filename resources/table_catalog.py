@@ -1,6 +1,5 @@
-"""The table catalog the lake's tables are registered in: `hive` (Spark's metastore: embedded Derby, or
-`HIVE_METASTORE_URI`) or `glue` (boto3; `AWS_ENDPOINT_URL_GLUE` honoured), from `TABLE_CATALOG`; and the catalog
-of the Iceberg tables (`kafka_lake.tables.iceberg.catalog`).
+"""The table catalog the lake's tables are registered in, `hive` or `glue` from `TABLE_CATALOG`, and the catalog of
+the Iceberg tables (`kafka_lake.tables.iceberg.catalog`).
 """
 
 from __future__ import annotations
@@ -20,6 +19,8 @@ if TYPE_CHECKING:
 
 
 class TableCatalogResource(ConfigurableResource):
+    # `hive`: Spark's metastore, embedded Derby or `HIVE_METASTORE_URI`;
+    # `glue`: boto3, `AWS_ENDPOINT_URL_GLUE` honoured.
     kind: str = "hive"  # `TABLE_CATALOG`: a name of `kafka_lake.tables.catalogs.registry.TABLE_CATALOGS`
     hive_metastore_uri: str | None = None  # Spark itself is pointed at it by resources.spark
     glue_region: str | None = None  # unset: the standard AWS region configuration

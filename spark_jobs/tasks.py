@@ -1,8 +1,5 @@
 """Running a list of domain tasks as Spark tasks: one Spark partition per task, results collected.
-
 One task is the unit Spark schedules and retries; all the work is a plain function of the domain core.
-A task that raises reaches the driver as Spark's "An exception was thrown from the Python worker", its
-cause buried in the worker's traceback: the driver raises `SparkTaskFailed` naming that cause instead.
 """
 
 from __future__ import annotations
@@ -46,6 +43,8 @@ def worker_exception(text: str) -> tuple[str, str] | None:
 
 
 def run_on_spark(spark: SparkSession, tasks: list[Task], work: Callable[[Task], Report], description: str) -> list[Report]:
+    """A task that raises reaches the driver as Spark's "An exception was thrown from the Python worker", its
+    cause buried in the worker's traceback: the driver raises `SparkTaskFailed` naming that cause instead."""
     if not tasks:
         return []
     context = spark.sparkContext

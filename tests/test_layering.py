@@ -111,3 +111,30 @@ def test_the_core_has_no_import_circle():
         if module not in state:
             visit(module, [module])
     assert circles == []
+
+
+# Every module of these folders starts with a docstring of at most this many lines saying its job; a longer why sits
+# beside the code it explains.
+DOCUMENTED = ("kafka_lake", "spark_jobs", "resources", "deploy")
+MOST_MODULE_DOCSTRING_LINES = 2
+
+
+def module_docstring_lines(path: Path) -> list[str] | None:
+    """The non-blank lines of a module's docstring; None when it has none."""
+    docstring = ast.get_docstring(ast.parse(path.read_text()), clean=False)
+    return None if docstring is None else [line for line in docstring.strip().split("\n") if line.strip()]
+
+
+def test_every_module_starts_with_a_docstring_of_at_most_two_lines():
+    modules = sorted(path for folder in DOCUMENTED for path in (REPO / folder).rglob("*.py"))
+    assert len(modules) > 50, modules  # every folder, not an empty glob
+
+    wrong = {}
+    for path in modules:
+        lines = module_docstring_lines(path)
+        if not lines:
+            wrong[str(path.relative_to(REPO))] = "no docstring"
+        elif len(lines) > MOST_MODULE_DOCSTRING_LINES:
+            wrong[str(path.relative_to(REPO))] = f"{len(lines)} lines"
+
+    assert wrong == {}

@@ -1,9 +1,4 @@
 """Applying landed Kafka hours to a change topic's current-state table, and the check that it holds them.
-
-An hour is applied in three steps, each safe to repeat: the keys it deletes are recorded (`ledger`), its changes are
-merged into the files holding their keys in one snapshot (`key_ranges`), and the application is recorded. A kill
-between two steps leaves work that applying the hour again finishes; every step keeps what is newer, so any order of
-hours, applied any number of times, ends as if each had been applied once, in order.
 """
 
 from __future__ import annotations
@@ -35,6 +30,10 @@ from kafka_lake.tables.table_format import TableFormat
 CHECK_WINDOW_HOURS = 24
 
 
+# An hour is applied in three steps, each safe to repeat: the keys it deletes are recorded (`ledger`), its changes are
+# merged into the files holding their keys in one snapshot (`key_ranges`), and the application is recorded. A kill
+# between two steps leaves work that applying the hour again finishes; every step keeps what is newer, so any order of
+# hours, applied any number of times, ends as if each had been applied once, in order.
 def apply_landed_hours(topic: TableSpec, storage: LakeStorage, catalog: Catalog, raw: TableFormat,
                        hours: Iterable[KafkaHour], run_id: str = "") -> Iterator[AppliedHour]:
     """Applies each hour's landing, in the order given; `raw`: the topic's table format, which reads the hour's rows

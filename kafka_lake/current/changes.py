@@ -1,9 +1,5 @@
 """Changes: a landed Kafka hour's rows of a change topic as what they do to its current-state table (the key, the row
 it sets or that it deletes, its Kafka partition, offset and time), and the newest change per key among any of them.
-
-The newest change of a key is the one with the highest offset in its Kafka partition (Kafka orders a key's records
-there); a key met in several partitions (partitions added, keys rehashed) takes the latest Kafka timestamp among each
-partition's newest. Applying changes in any order, any number of times, so ends in the same rows.
 """
 
 from __future__ import annotations
@@ -28,6 +24,9 @@ LATER_DELETION, CHANGE, TABLE_ROW = 0, 1, 2
 PARTITION, OFFSET, TIMESTAMP = "_kafka_partition", "_kafka_offset", "_kafka_timestamp"
 
 
+# The newest change of a key is the one with the highest offset in its Kafka partition (Kafka orders a key's records
+# there); a key met in several partitions (partitions added, keys rehashed) takes the latest Kafka timestamp among
+# each partition's newest. Applying changes in any order, any number of times, so ends in the same rows.
 @dataclass(frozen=True)
 class HourChanges:
     """The newest change per key among a landed hour's rows, in the current-state table's columns with `SOURCE` and

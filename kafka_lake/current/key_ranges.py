@@ -1,7 +1,5 @@
-"""Copy-on-write by key range: each data file of a current-state table holds the rows of one range of keys, sorted,
-its bounds the range (the key columns' bounds in the table's metadata). Changes are matched to the files whose ranges
-hold their keys; only those files are read and rewritten, in one snapshot that fails if another commit touched the
-same ranges meanwhile (then the work is planned again on the table as it is).
+"""Copy-on-write by key range: each data file of a current-state table holds the rows of one range of keys, sorted;
+changes rewrite only the files whose ranges hold their keys, in one snapshot.
 """
 
 from __future__ import annotations
@@ -108,6 +106,10 @@ def ordering_values(column: pa.ChunkedArray | pa.Array) -> list:
     return column.to_pylist()
 
 
+# Each data file of a current-state table holds the rows of one range of keys, sorted, its
+# bounds the range (the key columns' bounds in the table's metadata). Changes are matched to the files whose ranges
+# hold their keys; only those files are read and rewritten, in one snapshot that fails if another commit touched the
+# same ranges meanwhile (then the work is planned again on the table as it is).
 def merge_by_key_range(table: Table, storage: LakeStorage, topic: TableSpec, changes: pa.Table,
                        summary: dict[str, str]) -> RangeRewrite:
     """Applies `changes` (candidates of `SOURCE` `CHANGE` or `LATER_DELETION`, one per key) to the files holding their

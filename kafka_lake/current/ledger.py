@@ -1,8 +1,5 @@
 """What a current-state table remembers beside its Iceberg table, in the lake: the Kafka hours applied (which landing,
 what it did), and the keys each hour deleted with the offsets of the deleting change.
-
-A table row holds the change that set it; a deleted key has no row to hold its deletion, so the deletion is kept here,
-written before the table changes: an earlier hour applied again (re-landed, backfilled) must not bring the key back.
 """
 
 from __future__ import annotations
@@ -75,6 +72,9 @@ class AppliedHour:
 APPLIED_HOUR = DocumentCodec(AppliedHour, "current-state applied hour", version=1)
 
 
+# A table row holds the change that set it; a deleted key has no row to hold its deletion, so the deletion is kept
+# here, written before the table changes: an earlier hour applied again (re-landed, backfilled) must not bring the key
+# back.
 class CurrentStateLedger:
     """The applied hours and the deletions of one topic's current-state table."""
 

@@ -1,7 +1,5 @@
 """The current-state table of a change topic: the Iceberg table `<database>.<current table>` of one row per key, its
 columns the row's fields, then the key's (its identifier fields) and the `_kafka_*` columns of the change that set it.
-
-Unpartitioned and sorted by key; the topic's schema versions fold into its schema as into the topic's own Iceberg table.
 """
 
 from __future__ import annotations
@@ -125,6 +123,8 @@ def current_state_problem(topic: TableSpec) -> str | None:
     return None
 
 
+# Unpartitioned and sorted by key; the topic's schema versions fold into its schema as into the topic's own Iceberg
+# table.
 def table_shape(topic: TableSpec, location: str) -> TableShape:
     schema = current_table_schema(topic)
     sort_order = SortOrder(*(SortField(source_id=schema.find_field(name).field_id, transform=IdentityTransform())

@@ -1,9 +1,5 @@
-"""Retention of a current-state table, run with its topic's: erasure requests remove their subjects' rows, snapshots
-older than `snapshot_retention_days` expire with the files only they held, and files of applications that died
-before their commit (no snapshot holds them) are deleted once a day old; every deletion audited.
-
-Rows are not expired by `retention_days`: a current-state table is the source table as it is now, however old the
-change that set a row.
+"""Retention of a current-state table, run with its topic's: erasure requests, snapshot expiry and the files of dead
+applications, every deletion audited.
 """
 
 from __future__ import annotations
@@ -54,6 +50,11 @@ def subject_column(topic: TableSpec) -> tuple[str, ...] | None:
     return tuple(topic.subject_field.split("."))[len(row):]
 
 
+# Retention of a current-state table, run with its topic's: erasure requests remove their subjects' rows, snapshots
+# older than `snapshot_retention_days` expire with the files only they held, and files of applications that died
+# before their commit (no snapshot holds them) are deleted once a day old; every deletion audited. Rows are not
+# expired by `retention_days`: a current-state table is the source table as it is now, however old the change that set
+# a row.
 def retain_current_state(topic: TableSpec, storage: LakeStorage, catalog: Catalog, now: datetime,
                          pii_key: bytes | None) -> CurrentStateRetention:
     table = ensure_current_table(catalog, storage, topic)

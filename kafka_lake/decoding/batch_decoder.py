@@ -1,10 +1,5 @@
 """Decoding a batch of one topic's Kafka records into Arrow tables, one per (schema version, hour): `BatchDecoder`,
 the one entry point, sends each schema version's records down its decode paths and gathers what they give.
-
-Every record lands in exactly one place: a row, a dead letter (with its raw bytes and why), or a tombstone. A decode
-path is anything with the shape of `RecordPath` or `ColumnarPath`: each payload format brings its own paths for the
-same `ArrowMapping` (`payload_format.PayloadFormat`, chosen from the table's `format:` in `formats`). A raw table
-decodes nothing: the value's bytes are its column.
 """
 
 
@@ -38,7 +33,11 @@ from kafka_lake.table_spec import SchemaVersion, TableSpec
 
 @dataclass(frozen=True)
 class VersionDecoding:
-    """One schema version's decode paths, chosen from its schema before any record."""
+    """One schema version's decode paths, chosen from its schema before any record.
+
+    A decode path is anything with the shape of `RecordPath` or `ColumnarPath`: each payload format brings its own
+    paths for the same `ArrowMapping` (`payload_format.PayloadFormat`, chosen from the table's `format:` in `formats`).
+    """
 
     version: SchemaVersion
     mapping: ArrowMapping  # the version's table, and the converters of the record path's values
@@ -90,6 +89,8 @@ class BatchDecoder:
         return {number: decoding.path for number, decoding in sorted(self._by_version.items())}
 
     def decode(self, records: Sequence[KafkaRecord] | KafkaBatch) -> DecodedBatch:
+        """Every record lands in exactly one place: a row, a dead letter (with its raw bytes and why), or a
+        tombstone."""
         batch = (records if isinstance(records, KafkaBatch) else KafkaBatch.of(records)).in_log_order()
         if not self._format.has_schemas:
             return self._decode_raw(batch)

@@ -1,10 +1,5 @@
 """The columns a table has after the `_kafka_*` ones: the record's key decoded into a column per field of the topic's
-`key_schema` (`_kafka_key_<field>`, beside the key's bytes in `_kafka_key`), and `_kafka_tombstone` where the topic
-keeps its tombstones as rows (`keep_tombstones`), so a compacted topic's deletes can be rebuilt downstream.
-
-A key is decoded as the topic's values are (Confluent-framed Avro, or JSON plain or framed), by the same decode paths
-(`BatchDecoder`): as the value of a topic of its own whose one schema version is `key_schema` and which every schema
-id names (the key's subject has ids of its own, which the catalog does not list).
+`key_schema`, and `_kafka_tombstone` where the topic keeps its tombstones as rows.
 """
 
 from __future__ import annotations
@@ -16,7 +11,10 @@ from kafka_lake.kafka.records import KAFKA_COLUMNS, BatchPositions, KafkaBatch
 from kafka_lake.schemas.arrow_mapping import arrow_schema_for
 from kafka_lake.table_spec import SchemaVersion, TableSpec
 
+# A key field's column is `_kafka_key_<field>`, beside the key's bytes in `_kafka_key`.
 KEY_COLUMN_PREFIX = "_kafka_key_"
+# Where the topic keeps its tombstones as rows (`keep_tombstones`), so a compacted topic's deletes can be rebuilt
+# downstream.
 TOMBSTONE_COLUMN = pa.field("_kafka_tombstone", pa.bool_())
 
 
@@ -36,7 +34,11 @@ def trailing_columns(topic: TableSpec) -> tuple[pa.Field, ...]:
 
 
 class EveryIdIsTheKey:
-    """The schema resolver of a key: whatever id a framed key carries, it is read with `key_schema`."""
+    """The schema resolver of a key: whatever id a framed key carries, it is read with `key_schema`.
+
+    A key is decoded as the topic's values are (Confluent-framed Avro, or JSON plain or framed), by the same decode
+    paths (`BatchDecoder`): as the value of a topic of its own whose one schema version is `key_schema` and which every
+    schema id names (the key's subject has ids of its own, which the catalog does not list)."""
 
     def __init__(self, key_schema: SchemaVersion):
         self._key_schema = key_schema

@@ -1,13 +1,5 @@
 """Which table of a routed topic takes each record of a batch: this one, another routed table of the topic, or none
 (an unrouted record, kept with why in the topic's unrouted dead letters).
-
-A route reads one value of the record before it is decoded for a table: the record's full name (its schema id names
-the version), or a field: read by the payload format from the values where it can read one field cheaply (JSON), else
-from the batch's values decoded as the table's own versions read them, by the decode paths (as columns where they
-can). A record whose route value cannot be read at all (no JSON object; a schema id no table knows, for a route read through
-the schema) is unrouted too: no table could say it is theirs. A JSON field is read whatever schema id frames it: a
-record with an unknown id goes to the table its route names, where decoding makes it a dead letter naming the id
-(that table's owner must add the version).
 """
 
 from __future__ import annotations
@@ -54,6 +46,13 @@ class TopicRouter:
         self._decode_values = decode_values
 
     def route(self, batch: KafkaBatch, framed: FramedValues) -> Routing:
+        """A route reads one value of the record before it is decoded for a table: the record's full name (its schema
+        id names the version), or a field: read by the payload format from the values where it can read one field
+        cheaply (JSON), else from the batch's values decoded as the table's own versions read them, by the decode
+        paths (as columns where they can). A record whose route value cannot be read at all (no JSON object; a schema
+        id no table knows, for a route read through the schema) is unrouted too: no table could say it is theirs. A
+        JSON field is read whatever schema id frames it: a record with an unknown id goes to the table its route
+        names, where decoding makes it a dead letter naming the id (that table's owner must add the version)."""
         present = framed.present
         owner = np.full(len(batch), -1, dtype=np.int64)  # 0: this table, 1: another, -1: none
         why: dict[int, str] = {}

@@ -1,8 +1,5 @@
 """Confluent wire framing: a zero magic byte, a 4-byte big-endian schema id, then Avro binary (or JSON text, from
 Confluent's JSON Schema serializer, where a JSON value may also come plain, without the header).
-
-The one place that knows the 5-byte header: of one value, of a batch's values read as columns, and for every
-producer we ship.
 """
 
 from __future__ import annotations
@@ -15,6 +12,8 @@ import fastavro
 import numpy as np
 import pyarrow as pa
 
+# The one place that knows the 5-byte header: of one value, of a batch's values read as columns, and for every
+# producer we ship.
 MAGIC_BYTE = 0
 HEADER_SIZE = 5
 _HEADER = struct.Struct(">bI")

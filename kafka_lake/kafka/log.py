@@ -1,7 +1,5 @@
 """Reading a Kafka topic's log: partitions, log bounds, time boundaries and offset slices.
-
-A broker's time lookup is checked against the records around its answer; where it is wrong
-or unsupported, the boundary is found by a binary search over record timestamps.
+A broker's time lookup is checked against the records around its answer; where it is wrong, timestamps are searched.
 """
 
 from __future__ import annotations

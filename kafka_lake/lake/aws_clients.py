@@ -1,6 +1,5 @@
 """AWS clients the platform builds one way: region from `AWS_REGION` (like the lake's S3 client), endpoints and
-credentials from the standard AWS configuration (`AWS_ENDPOINT_URL_GLUE` is read by botocore itself), and retries
-that back off instead of failing.
+credentials from the standard AWS configuration, and retries that back off instead of failing.
 """
 
 from __future__ import annotations
@@ -9,6 +8,8 @@ import os
 
 
 def glue_client(region: str | None = None):
+    """The Glue client; its endpoint and credentials are the standard AWS configuration's (botocore reads
+    `AWS_ENDPOINT_URL_GLUE` itself)."""
     import boto3
     from botocore.config import Config
 

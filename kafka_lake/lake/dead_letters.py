@@ -1,12 +1,5 @@
 """Dead letters at rest: the raw `value` of a record that could not land, encrypted with AES-256-GCM under
-`DEAD_LETTER_KEY` when it is set, and decrypted again by whoever replays the record after a fix; and what their
-files hold, by cause (their `error`, never encrypted).
-
-Format of an encrypted value: `0x01 || nonce (12 bytes) || ciphertext || GCM tag (16 bytes)`, where the
-associated data is the UTF-8 text `<topic>/<partition>/<offset>` of the record, so a value moved to another
-row no longer decrypts. The nonce is HMAC-SHA256 under a key derived from `DEAD_LETTER_KEY` of that text and
-the value, cut to 12 bytes: one per record, and the same bytes again when an hour is landed again. A file
-whose values are encrypted says so in its Parquet schema metadata (`ENCRYPTION_METADATA_KEY`).
+`DEAD_LETTER_KEY` when it is set, and decrypted again by whoever replays the record after a fix.
 """
 
 from __future__ import annotations
@@ -53,12 +46,17 @@ class DeadLetterEncryption:
         self._nonce_key = hmac.new(key, _NONCE_KEY_LABEL, hashlib.sha256).digest()
 
     def encrypt_value(self, value: bytes, topic: str, partition: int, offset: int) -> bytes:
+        """`0x01 || nonce (12 bytes) || ciphertext || GCM tag (16 bytes)`, where the associated data is the UTF-8 text
+        `<topic>/<partition>/<offset>` of the record, so a value moved to another row no longer decrypts. The nonce is
+        HMAC-SHA256 under a key derived from `DEAD_LETTER_KEY` of that text and the value, cut to 12 bytes: one per
+        record, and the same bytes again when an hour is landed again."""
         aad = associated_data(topic, partition, offset)
         nonce = hmac.new(self._nonce_key, aad + b"\x00" + value, hashlib.sha256).digest()[:_NONCE_BYTES]
         return _FORMAT_VERSION + nonce + self._cipher.encrypt(nonce, value, aad)
 
     def encrypt_table(self, table: pa.Table) -> pa.Table:
-        """The dead-letter table with its `value` column encrypted and its schema marked as such."""
+        """The dead-letter table with its `value` column encrypted and its Parquet schema metadata marked as such
+        (`ENCRYPTION_METADATA_KEY`)."""
         table = _with_values_mapped(table, self.encrypt_value)
         return table.replace_schema_metadata({**(table.schema.metadata or {}), ENCRYPTION_METADATA_KEY: ENCRYPTION_FORMAT})
 

@@ -1,6 +1,5 @@
 """The JSON documents the platform writes into the lake (hour manifests, compaction manifests, audit entries): one
-codec, versioned. Each is a frozen dataclass written with its format number; a document of an older format is
-upgraded step by step as it is read, so a lake written by an earlier release stays readable.
+codec, versioned, so a lake written by an earlier release stays readable.
 """
 
 from __future__ import annotations
@@ -20,8 +19,9 @@ class DocumentError(ValueError):
 
 
 class DocumentCodec(Generic[Document]):
-    """`kind` as JSON, format `version`; `upgrades[n]` turns a format-n document into format n+1. A document
-    written before formats were numbered reads as `unnumbered`."""
+    """`kind` (a frozen dataclass) as JSON with its format number `version`; a document of an older format is upgraded
+    step by step as it is read: `upgrades[n]` turns a format-n document into format n+1. A document written before
+    formats were numbered reads as `unnumbered`."""
 
     def __init__(self, kind: type[Document], name: str, version: int, upgrades: dict[int, Upgrade] | None = None,
                  unnumbered: int | None = None):

@@ -1,6 +1,5 @@
 """Files of a landed hour that no manifest keeps: those of the previous landing the new one did not rewrite, and
-those of attempts that crashed before their commit, found by the offsets in their names in the folders the hour's
-attempts recorded (`manifests.AttemptJournal`).
+those of attempts that crashed before their commit.
 """
 
 from __future__ import annotations

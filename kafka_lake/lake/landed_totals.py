@@ -1,6 +1,5 @@
 """What a table's manifests add up to (rows, dead letters, landed hours, the newest hour), kept by reading each manifest
-once: a tally lists only the manifest names after the newest it has read, so keeping up costs a listing and a read
-per new hour, however long the table's history.
+once.
 """
 
 from __future__ import annotations
@@ -36,7 +35,8 @@ class LandedTotals:
 
 
 class ManifestTally:
-    """The running `LandedTotals` of one table. `refresh` reads the manifests landed after the newest one read;
+    """The running `LandedTotals` of one table. `refresh` lists only the manifest names after the newest one read and
+    reads those, so keeping up costs a listing and a read per new hour, however long the table's history;
     `recount` reads them all again, for what a listing by name cannot show: an hour re-landed since it was read
     (dead letters that a new schema version turned into rows). Both may run at once, from different threads."""
 

@@ -1,6 +1,4 @@
 """Hour manifests: the commit record of a landed Kafka hour.
-
-Per Kafka partition the offset range [start, end) read and its counts, plus every file written.
 Files that no manifest names are not part of the table.
 """
 
@@ -64,6 +62,8 @@ class BoundaryOrigin(str, Enum):
 
 @dataclass(frozen=True)
 class HourManifest:
+    """Per Kafka partition the offset range [start, end) read and its counts, plus every file written."""
+
     database: str
     table: str
     topic: str

@@ -1,7 +1,5 @@
 """The file-system layer: one interface over a local `LAKE_ROOT` and `s3://bucket/prefix`.
-
-Writes are all-or-nothing for readers: locally through a hidden temporary file and a rename,
-on S3 because an object appears only when its upload completes.
+Writes are all-or-nothing for readers.
 """
 
 from __future__ import annotations
@@ -91,7 +89,8 @@ class LakeStorage:
 
     @contextlib.contextmanager
     def open_output(self, relative: str) -> Iterator[BinaryIO]:
-        """A stream whose content becomes visible at `relative` only if the block completes."""
+        """A stream whose content becomes visible at `relative` only if the block completes: locally through a hidden
+        temporary file and a rename, on S3 because an object appears only when its upload completes."""
         target = self.full_path(relative)
         directory, name = target.rsplit("/", 1)
         temporary = f"{directory}/.{name}.{uuid.uuid4().hex}.tmp"

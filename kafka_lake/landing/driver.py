@@ -1,9 +1,5 @@
 """Landing a Kafka hour: plan the slices, run them, commit the manifest, then the table format's commit and clean-up.
-
-The driver's half of raw landing. Slices run through a `run_slices` callable (Spark in
-production, a plain loop in unit tests), or are started by a `start_slices` one when consecutive
-hours land one ahead of the other; the manifest write is the commit of the hour's boundaries and files, and the
-topic's table format (`table_formats`) makes them the table's.
+The driver's half of raw landing: the manifest write is the commit of the hour's boundaries and files.
 """
 
 from __future__ import annotations
@@ -38,6 +34,7 @@ from kafka_lake.tables.table_format import TableAccess, TableFormat
 
 log = logging.getLogger(__name__)
 
+# How the driver starts an hour's slices: on Spark in production, in a plain loop in unit tests.
 StartSlices = Callable[[list[SliceTask]], "Future[list[SliceReport]]"]  # starts them; the future has their reports
 
 

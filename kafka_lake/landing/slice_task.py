@@ -1,7 +1,5 @@
 """Landing one offset slice: read it in bounded batches, decode, write Parquet per placement.
-
-This is the body of one Spark task. It writes files named by topic, partition and first
-offset, and reports what it wrote; only the driver's manifest makes them part of the table.
+The body of one Spark task: it reports the files it wrote; only the driver's manifest makes them part of the table.
 """
 
 from __future__ import annotations
@@ -173,7 +171,7 @@ class _OpenFile:
 
 def land_slice(task: SliceTask) -> SliceReport:
     """Reads, decodes and writes one slice: the Spark task body (`spark_jobs.landing_job` runs it in a worker tuned
-    for it)."""
+    for it). Its files are named by topic, partition and first offset."""
     started = time.monotonic()
     piece, settings = task.slice, task.settings
     storage = LakeStorage(settings.lake_root)

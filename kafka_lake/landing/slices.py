@@ -1,7 +1,4 @@
 """Slice planning: which offsets of each Kafka partition belong to a Kafka hour.
-
-Boundaries committed by landed neighbours win over the broker's answers, so consecutive
-hours tile every partition's offsets with no gap and no overlap, in any landing order.
 """
 
 from __future__ import annotations
@@ -81,6 +78,9 @@ def plan_hour(
     accept_lost_offsets: bool = False,
 ) -> list[PartitionBounds]:
     """The offset range of every partition for `hour`, bound by the nearest landed hours around it.
+
+    Boundaries committed by landed neighbours win over the broker's answers, so consecutive hours tile every
+    partition's offsets with no gap and no overlap, in any landing order.
 
     Offsets that expired before they were landed raise `OffsetsLost`, unless `accept_lost_offsets`:
     then the partition starts at its log start and its bounds carry the loss, for the manifest.

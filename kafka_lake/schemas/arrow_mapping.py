@@ -1,7 +1,4 @@
 """The Avro → Arrow (Parquet) mapping of the lake's columns, and the converters that feed it decoded values.
-
-Each schema version is compiled once into an Arrow schema plus a tree of small converters that turn fastavro's
-decoded values into what `pa.array` accepts, so no record walks the schema.
 """
 
 from __future__ import annotations
@@ -195,6 +192,9 @@ def _comment(notes: tuple[tuple[str, str], ...]) -> str:
 
 
 class _Compiler:
+    """Compiles each schema version once into an Arrow schema plus a tree of small converters that turn fastavro's
+    decoded values into what `pa.array` accepts, so no record walks the schema."""
+
     def __init__(self, schema: dict, pseudonymize: Pseudonymize | None):
         self.names = named_types(schema)
         # fastavro tags union values with full names; named_types keys each node by short and full name.

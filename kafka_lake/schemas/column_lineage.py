@@ -1,13 +1,5 @@
 """Which column of a table each field of each schema version lands in, and which member of a union's struct each of
 its types is: decided once from the versions in order, so that every version shares the table's columns.
-
-A field lands in the column of its name. A field whose name is new and whose Avro `aliases` name a column of its
-record (a field an earlier version had) is that field renamed, Avro's way: it lands in that column, which keeps its
-first name (the Hive layout matches Parquet columns by name; one name keeps one column). A union's members are
-identified by their named type's name, or their kind (`union_member_key`): a member a version adds becomes the next
-member of the union's struct, so `member0, member1, …` keep what they hold in every version. A type that is no union
-is a union of one member, so a field that becomes a union keeps its values in its first member; a lone member may
-widen (int → long) and stay that member.
 """
 
 from __future__ import annotations
@@ -60,6 +52,13 @@ class Member:
     item: Slot | None = None  # an array's items, a map's values
 
 
+# A field lands in the column of its name. A field whose name is new and whose Avro `aliases` name a column of its
+# record (a field an earlier version had) is that field renamed, Avro's way: it lands in that column, which keeps its
+# first name (the Hive layout matches Parquet columns by name; one name keeps one column). A union's members are
+# identified by their named type's name, or their kind (`union_member_key`): a member a version adds becomes the next
+# member of the union's struct, so `member0, member1, …` keep what they hold in every version. A type that is no union
+# is a union of one member, so a field that becomes a union keeps its values in its first member; a lone member may
+# widen (int → long) and stay that member.
 def lineage(schemas: Sequence[dict]) -> Slot:
     """The table's shape from its versions' schemas, in order: the top-level record is the one member of the root."""
     root = Slot()

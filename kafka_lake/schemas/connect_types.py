@@ -1,22 +1,5 @@
-"""Kafka Connect and Debezium logical types: schemas written by Connect's Avro converter name what a plain int, long,
-string or bytes means in `connect.name` rather than in Avro's `logicalType`. They land as the date, time, timestamp
-and decimal columns they mean, not as raw integers.
-
-Where an Avro logical type carries the same bytes (Debezium's `Date` is Avro's `date`: days since the epoch in an
-int), the catalog gives the schema that logical type when it loads (`with_connect_logical_types`), and everything
-else reads it as Avro. The others are mapped where columns are made (`connect_name`):
-  - Debezium's `Timestamp`, `MicroTimestamp` and `NanoTimestamp` (longs of milli-, micro- and nanoseconds since the
-    epoch in the database's own clock: a DATETIME has no zone) land as UTC timestamps of that time, in milli- or
-    microseconds: Spark, Hive and Athena hold no nanoseconds, so those below the microsecond are cut. PostgreSQL's
-    `infinity` and `-infinity` come as Long.MAX and Long.MIN: they land at the column's last and first instant of
-    the years 0001..9999 (`9999-12-31T23:59:59.999999Z`, `0001-01-01T00:00:00Z`), where a query comparing times
-    still finds them after and before every other; any other value beyond those years is a dead letter saying so.
-  - `NanoTime` lands as a time of day in microseconds.
-  - `ZonedTimestamp` (ISO 8601 text with an offset) lands as a UTC timestamp in microseconds; `infinity` and
-    `-infinity` as the bounds above; other text that is no such time is a dead letter.
-  - `VariableScaleDecimal` (a record of `scale` and the unscaled `value` bytes, Debezium's NUMERIC without a
-    scale) lands as its exact decimal text: no column of one scale holds values of many. Its text has at most
-    `MAX_DECIMAL_DIGITS` digits: a scale or value that would make more is a dead letter before any text is built.
+"""Kafka Connect and Debezium logical types: a plain int, long, string or bytes whose meaning Connect's Avro converter
+names in `connect.name`, landed as the date, time, timestamp or decimal column it means, not as raw integers.
 """
 
 from __future__ import annotations
@@ -28,6 +11,21 @@ from typing import Any
 from kafka_lake.event_time import END_SECOND, FIRST_SECOND, TIME_UNITS, parse_event_time
 from kafka_lake.schemas.avro_types import MAX_DECIMAL_DIGITS, rewritten
 
+# Where an Avro logical type carries the same bytes (Debezium's `Date` is Avro's `date`: days since the epoch in an
+# int), the catalog gives the schema that logical type when it loads (`with_connect_logical_types`), and everything
+# else reads it as Avro. The others are mapped where columns are made (`connect_name`):
+#   - `Timestamp`, `MicroTimestamp` and `NanoTimestamp` (longs of milli-, micro- and nanoseconds since the epoch in
+#     the database's own clock: a DATETIME has no zone) land as UTC timestamps of that time, in milli- or
+#     microseconds: Spark, Hive and Athena hold no nanoseconds, so those below the microsecond are cut. PostgreSQL's
+#     `infinity` and `-infinity` come as Long.MAX and Long.MIN: they land at the column's last and first instant of
+#     the years 0001..9999 (`9999-12-31T23:59:59.999999Z`, `0001-01-01T00:00:00Z`), where a query comparing times
+#     still finds them after and before every other; any other value beyond those years is a dead letter saying so.
+#   - `NanoTime` lands as a time of day in microseconds.
+#   - `ZonedTimestamp` (ISO 8601 text with an offset) lands as a UTC timestamp in microseconds; `infinity` and
+#     `-infinity` as the bounds above; other text that is no such time is a dead letter.
+#   - `VariableScaleDecimal` (a record of `scale` and the unscaled `value` bytes, Debezium's NUMERIC without a
+#     scale) lands as its exact decimal text: no column of one scale holds values of many. Its text has at most
+#     `MAX_DECIMAL_DIGITS` digits: a scale or value that would make more is a dead letter before any text is built.
 TIMESTAMP = "io.debezium.time.Timestamp"
 MICRO_TIMESTAMP = "io.debezium.time.MicroTimestamp"
 NANO_TIMESTAMP = "io.debezium.time.NanoTimestamp"
@@ -65,7 +63,10 @@ def connect_name(node: Any) -> str | None:
 
 
 def with_connect_logical_types(schema: Any) -> Any:
-    """A copy of the schema in which every Connect type with an Avro twin carries that logical type."""
+    """A copy of the schema in which every Connect type with an Avro twin carries that logical type.
+
+    Where an Avro logical type carries the same bytes (Debezium's `Date` is Avro's `date`: days since the epoch in an
+    int), the catalog gives the schema that logical type when it loads, and everything else reads it as Avro."""
     return rewritten(schema, _with_connect_logical_type)
 
 

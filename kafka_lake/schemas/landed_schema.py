@@ -1,11 +1,5 @@
 """The one schema every schema version of a table lands in, and each version's decoded rows brought to it: every file of
 a table then has the same columns, so any Parquet reader reads a folder of many versions as one.
-
-The columns come from the versions' own Arrow schemas (`arrow_mapping`) placed by their lineage (`column_lineage`): a
-field in the column of its name or of the field its alias renamed, a numeric column in the widest type any version
-gives it (int → long, int or float → double: the widenings the catalog allows), a record's struct with the fields of
-every version, a union's struct with every member any version has. A version's rows take the table's types; what the
-version lacks is null.
 """
 
 from __future__ import annotations
@@ -35,6 +29,11 @@ _COLUMN_TYPES = {pa.int32(): "int", pa.int64(): "bigint", pa.float32(): "float",
 _ARROW_TYPES = {name: arrow for arrow, name in _COLUMN_TYPES.items()}
 
 
+# The columns come from the versions' own Arrow schemas (`arrow_mapping`) placed by their lineage (`column_lineage`):
+# a field in the column of its name or of the field its alias renamed, a numeric column in the widest type any version
+# gives it (int → long, int or float → double: the widenings the catalog allows), a record's struct with the fields of
+# every version, a union's struct with every member any version has. A version's rows take the table's types; what the
+# version lacks is null.
 class LandedSchema:
     """The columns a topic's table lands in, whatever schema version a record was written with."""
 

@@ -1,8 +1,5 @@
 """The Hive layout as a table format: a landed hour's manifest is its commit, compaction writes generation folders
 that the table catalog (Hive metastore or Glue) is switched to, retention drops partitions there first.
-
-The work is `landing`, `compaction`, `retention` and `table_catalog`; this module joins them to the seam of
-`table_formats` and says what each action shows.
 """
 
 from __future__ import annotations
@@ -51,7 +48,10 @@ def definition_for(topic: TableSpec, storage) -> TableDefinition:
 
 
 class HiveTables:
-    """Tables of `schema_version=/date=/hour=` folders, registered in a table catalog."""
+    """Tables of `schema_version=/date=/hour=` folders, registered in a table catalog.
+
+    The work is done in `lake.landed_files`, `upkeep.compaction`, `upkeep.retention` and `tables.catalogs`; this class
+    joins it to the seam of table formats and says what each action shows."""
 
     name: ClassVar[str] = "hive"
     compaction_check: ClassVar[str] = "row_set_unchanged"

@@ -1,8 +1,5 @@
 """The seam of table formats: what a way of keeping tables does for a topic (`TableFormat`) and the values it reports.
 The implementations (the Hive layout, Apache Iceberg) are chosen once, in `tables.formats`.
-
-Landing tasks read slices and write Parquet the same way for every format; a table format decides how a landed hour is
-committed, how an hour is compacted, how retention removes rows, and what registering the table checks.
 """
 
 from __future__ import annotations
@@ -65,7 +62,10 @@ class FormatDescriptions:
 
 class TableFormat(Protocol):
     """One way of keeping tables; each method serves one topic's table. What is declared before a run (check names,
-    descriptions, the load-time schema check) is asked of the class."""
+    descriptions, the load-time schema check) is asked of the class.
+
+    Landing tasks read slices and write Parquet the same way for every format; a table format decides how a landed
+    hour is committed, how an hour is compacted, how retention removes rows, and what registering the table checks."""
 
     name: ClassVar[str]  # as `table_format:` and `TABLE_FORMAT` name it
     # Asset check names: of `compacted/…`, of `catalog/…`, of `retention/…`, and of each landed hour (None: none).

@@ -1,7 +1,4 @@
 """The table a topic becomes in a table catalog (Glue or Hive): columns, partition keys, Parquet, location.
-
-Column types come from the Arrow schema every version's Parquet files are written with (`landed_schema`), so the
-catalog declares exactly what landing writes; a table already in the catalog evolves only where readers can.
 """
 
 
@@ -136,6 +133,9 @@ def table_columns(topic: TableSpec) -> tuple[Column, ...]:
     """The columns every version lands in (`landed_schema`: new fields appended, struct fields and union members
     unioned, types widened, renamed fields in their first column), then the `_kafka_*` columns, then the key's and
     `_kafka_tombstone` (`key_columns`).
+
+    Column types come from the Arrow schema of each version's Parquet files (`arrow_mapping`), so the catalog
+    declares exactly what landing writes; versions merge into one table, widening only where readers can.
 
     Names are lowercase, struct fields' too (`orderId` → `orderid`): Glue's and Athena's rule, and what the Hive
     metastore keeps of a top-level name. Parquet readers match the files' own names without regard to case, and names

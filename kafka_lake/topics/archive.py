@@ -1,8 +1,5 @@
 """The topics the catalog's archive rule has taken on: found on the cluster, recorded in the lake, and loaded as raw
-tables with the catalog at the next load of the code location (`catalog.load_catalog(archived_topics=…)`).
-
-The record is the lake's, not the broker's: the set of archived tables stays the same while the broker is away, and a
-topic once archived keeps its table after Kafka deleted it.
+tables with the catalog at the next load of the code location (`loader.load_catalog(archived_topics=…)`).
 """
 
 
@@ -23,7 +20,10 @@ log = logging.getLogger(__name__)
 
 
 class ArchivedTopics:
-    """`_archive/topics.json` in the lake: each archived topic and when the archive took it on."""
+    """`_archive/topics.json` in the lake: each archived topic and when the archive took it on.
+
+    The record is the lake's, not the broker's: the set of archived tables stays the same while the broker is away,
+    and a topic once archived keeps its table after Kafka deleted it."""
 
     def __init__(self, storage: LakeStorage):
         self._storage = storage

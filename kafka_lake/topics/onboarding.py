@@ -1,6 +1,5 @@
-"""A catalog entry written from the schema registry: `topic.yaml` and one schema file per version of the subject
-`<topic>-value` (a `.proto` with the files it imports beside it), each with its registry id, or the versions an entry
-lacks added to it; what `deploy/add_topic.py` runs.
+"""A catalog entry written from the schema registry (`topic.yaml` and one schema file per version of `<topic>-value`,
+each with its registry id), or the versions an entry lacks added to it; what `deploy/add_topic.py` runs.
 """
 
 from __future__ import annotations

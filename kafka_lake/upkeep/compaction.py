@@ -1,8 +1,4 @@
 """Compaction: rewrite a placement hour's many small files into few large ones, row set unchanged.
-
-A new generation is written to a hidden folder, committed by its manifest, published by
-switching the catalog partition to it, and only then are its sources deleted: at every
-moment a catalog reader sees each row exactly once, and a crash leaves old or new files.
 """
 
 
@@ -374,7 +370,11 @@ def rewrite_generations(
     run_tasks: Callable[[list[CompactionTask]], list[CompactionReport]],
     publish: Publish,
 ) -> tuple[list[CompactionReport], list[CompactionManifest], list[str]]:
-    """Writes the new generations, commits them, switches readers to them, then deletes what they replaced."""
+    """Writes the new generations, commits them, switches readers to them, then deletes what they replaced.
+
+    A new generation is written to a hidden folder, committed by its manifest, published by switching the catalog
+    partition to it, and only then are its sources deleted: at every moment a catalog reader sees each row exactly
+    once, and a crash leaves old or new files."""
     reports = run_tasks(tasks) if tasks else []
     manifests = [commit_compaction(storage, report) for report in reports]
     if manifests:

@@ -1,6 +1,5 @@
 """Erasure: the rows of requested subjects removed from every table with a `subject_field`, by rewriting only the
-partitions that hold one, through a new generation exactly like compaction, so readers never see a half-erased
-partition. Requests are JSON files under `{LAKE_ROOT}/_erasure_requests/`.
+partitions that hold one through a new generation, as compaction does, so readers never see a half-erased partition.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """The columnar path: the payloads of one schema version spliced into Avro blocks, decoded by a native reader
-straight to Arrow, checked record by record against what fastavro would read, and placed as columns; a record
-the path cannot vouch for is left to the record path.
+straight to Arrow, checked record by record against what fastavro would read, and placed as columns.
 """
 
 from __future__ import annotations

@@ -1,14 +1,5 @@
 """The columnar path's mapping: a native reader's Arrow output of a spliced Avro block, checked and converted column
 by column into exactly the columns the record path builds from fastavro's values.
-
-A native reader decodes many records of one schema at once (see `columnar_decoding.py`). Its Arrow output is brought
-to the table mapping (`arrow_mapping.py`) by a tree of nodes, one per Avro type, each with three vectorized jobs:
-  - `lengths`: the canonical Avro binary length of each value. The decoder consumed at least this many bytes
-    for it, so when every record's canonical length equals its payload length, and the block was not overrun,
-    every record was decoded from exactly its own bytes: a broken neighbour cannot shift a good record.
-  - `misfits`: the values fastavro would treat otherwise (a time beyond a day, a decimal beyond its precision,
-    a map with a repeated key, a uuid not in canonical form); those records take the fastavro path instead.
-  - `convert`: the lake column, exactly what the fastavro path builds.
 """
 
 from __future__ import annotations
@@ -304,13 +295,22 @@ def _segment_any(per_item: np.ndarray | None, offsets: np.ndarray) -> np.ndarray
 
 
 class _Node:
+    """A native reader decodes many records of one schema at once (see `columnar.py`). Its Arrow output is brought to
+    the table mapping (`arrow_mapping.py`) by a tree of nodes, one per Avro type, each with three vectorized jobs:
+    `lengths`, `misfits` and `convert`."""
+
     target: pa.DataType
     has_branches = False  # whether a folded union's branch byte sits somewhere inside this type's encoding
 
     def lengths(self, array: pa.Array) -> np.ndarray:
+        """The canonical Avro binary length of each value. The decoder consumed at least this many bytes for it, so
+        when every record's canonical length equals its payload length, and the block was not overrun, every record
+        was decoded from exactly its own bytes: a broken neighbour cannot shift a good record."""
         raise NotImplementedError
 
     def misfits(self, array: pa.Array) -> np.ndarray | None:
+        """The values fastavro would treat otherwise (a time beyond a day, a decimal beyond its precision, a map with
+        a repeated key, a uuid not in canonical form); those records take the fastavro path instead."""
         return None
 
     def misread(self, array: pa.Array, payload: np.ndarray, starts: np.ndarray) -> np.ndarray | None:
@@ -318,6 +318,7 @@ class _Node:
         return None
 
     def convert(self, array: pa.Array) -> pa.Array:
+        """The lake column, exactly what the fastavro path builds."""
         return array if array.type == self.target else array.cast(self.target)
 
 

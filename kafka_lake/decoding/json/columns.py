@@ -1,15 +1,5 @@
 """The columnar path of JSON values: a batch's JSON objects of one schema version read at once by pyarrow's JSON reader
-into Arrow, checked and converted column by column into exactly the columns the record path (`json_records`) gives,
-and placed as columns; a record the path cannot vouch for is left to the record path, which lands it or says why not.
-
-The reader takes a block of lines. Each record becomes one line, `{"v":` + its JSON + `}`, so a line is one object
-whatever a value holds: a value that is no object, two objects or a broken one fails its line. The reader refuses a
-whole block for one bad line; the block is then cut around it (the line it names, or halves), so a broken record costs
-only itself. What the reader might read otherwise than the record path is never given to it: values with line breaks,
-values that are no UTF-8 text, values with more than `MAX_JSON_DEPTH` brackets (deep nesting the record path
-refuses), and values holding `NaN` or `Inf` (the reader takes NaN and infinities as numbers, in any field, though JSON
-has no such literals). Each column is read in the reader's widest type and checked as the record path checks it (an int's range, a
-float's, a decimal's digits, an enum's symbols, a date's years, a field absent where its type has no null).
+into Arrow, checked and converted column by column into exactly the columns the record path (`json.records`) gives.
 """
 
 from __future__ import annotations
@@ -67,7 +57,8 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 class JsonColumns:
-    """The columnar path of one schema version's JSON values (see `json_mapping_for`)."""
+    """The columnar path of one schema version's JSON values (see `json_mapping_for`): placed as columns; a record
+    the path cannot vouch for is left to the record path, which lands it or says why not."""
 
     def __init__(self, version: int, mapping: JsonMapping, placement: TimePlacement):
         self._version = version
@@ -110,8 +101,14 @@ class JsonColumns:
 class _JsonLines:
     """The records' JSON payloads (one schema id, so one framing) each wrapped as one line `{"v":…}`, end to end; a
     stretch of them as a block. Values with a line break, with brackets enough to nest past `MAX_JSON_DEPTH`, or with
-    the text of a literal the reader takes and JSON has not (`NaN`, `Inf`, `Infinity`, signed or not) are `refused`:
-    the record path reads them (a value that merely says "Info" in a string is read there too, to the same row)."""
+    the text of a literal the reader takes and JSON has not (`NaN`, `Inf`, `Infinity`, signed or not: the reader takes
+    them as numbers in any field) are `refused`: the record path reads them (a value that merely says "Info" in a
+    string is read there too, to the same row).
+
+    The reader takes a block of lines. Each record is one line, `{"v":` + its JSON + `}`, so a line is one object
+    whatever a value holds: a value that is no object, two objects or a broken one fails its line. What the reader
+    might read otherwise than the record path is never given to it: besides the values above (deep nesting the record
+    path refuses), those that are no UTF-8 text (`_utf8`)."""
 
     def __init__(self, framed: FramedValues, indices: np.ndarray):
         header = framed.payload_starts[indices] - framed.offsets[indices]
@@ -178,7 +175,8 @@ def _utf8(payloads: pa.BinaryArray) -> np.ndarray:
 def _read_isolating(lines: _JsonLines, schema: pa.Schema, left: list[int]) -> Iterator[tuple[np.ndarray, pa.RecordBatch]]:
     """(record indices, rows read) for the stretches the reader reads whole, one row per record; a record it refuses
     is cut out (at the row it names, or by halving) and left for the record path, with its neighbours where a stretch
-    is too short to cut."""
+    is too short to cut. The reader refuses a whole block for one bad line; cut around it, a broken record costs only
+    itself."""
     stretches = [(0, len(lines.indices))]
     while stretches:
         first, stop = stretches.pop()
@@ -299,7 +297,10 @@ def json_mapping_for(version: SchemaVersion, mapping: ArrowMapping, pii_fields: 
 
 
 class _Node:
-    """One Avro type: the type the reader reads its JSON in, which values the record path would refuse, the column."""
+    """One Avro type: the type the reader reads its JSON in, which values the record path would refuse, the column.
+
+    Each column is read in the reader's widest type and checked as the record path checks it (an int's range, a
+    float's, a decimal's digits, an enum's symbols, a date's years, a field absent where its type has no null)."""
 
     read_type: pa.DataType
     target: pa.DataType

@@ -1,16 +1,5 @@
 """The record path of JSON values: one JSON object at a time, read against a schema version's Avro schema into the
 value fastavro would have decoded from the same record in Avro, so the `ArrowMapping` makes the same columns.
-
-What a JSON value must be, per Avro type (the JSON a person or a serializer writes, not Avro's own JSON encoding):
-null, true/false, whole numbers for int and long within their range, any number for float and double (finite, and
-within a float's range), text for string and enum (one of its symbols), base64 text for bytes and fixed, a number or
-its text for a decimal (no more fractional digits than its scale, no more digits than its precision), days for a
-date, milli- or microseconds for times and timestamps, an object for a record (a field absent or null only where the
-schema allows null; keys the schema does not know are ignored; a repeated key's last value counts), an array, an
-object for a map, the value of the first member that takes it for a union. A record field's value is under its name,
-or under one of its Avro `aliases` (keys that are no Avro names, like `$schema`): the first of them present and not
-null. Anything else is a dead letter whose error names the field and what it holds. A value nested more than
-`MAX_JSON_DEPTH` arrays and objects deep is one too.
 """
 
 from __future__ import annotations
@@ -194,7 +183,18 @@ def _json_kind(value: Any) -> str:
 
 
 class _Readers:
-    """The readers of one schema's types; a named type's reader is made once, so a record may contain itself."""
+    """The readers of one schema's types; a named type's reader is made once, so a record may contain itself.
+
+    What a JSON value must be, per Avro type (the JSON a person or a serializer writes, not Avro's own JSON encoding):
+    null, true/false, whole numbers for int and long within their range, any number for float and double (finite, and
+    within a float's range), text for string and enum (one of its symbols), base64 text for bytes and fixed, a number
+    or its text for a decimal (no more fractional digits than its scale, no more digits than its precision), days for
+    a date, milli- or microseconds for times and timestamps, an object for a record (a field absent or null only where
+    the schema allows null; keys the schema does not know are ignored; a repeated key's last value counts), an array,
+    an object for a map, the value of the first member that takes it for a union. A record field's value is under its
+    name, or under one of its Avro `aliases` (keys that are no Avro names, like `$schema`): the first of them present
+    and not null. Anything else is a dead letter whose error names the field and what it holds. A value nested more than `MAX_JSON_DEPTH` arrays and objects deep is one
+    too (`parse_json_object`)."""
 
     def __init__(self, schema: dict):
         self.names = named_types(schema)

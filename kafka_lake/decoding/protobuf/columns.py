@@ -1,14 +1,5 @@
 """The columnar path of Protobuf values: a batch's messages of one schema version parsed by the protobuf runtime (upb,
-as the record path parses them), then each field gathered across all of them into one Arrow array, with no value
-built per record; a record the path cannot vouch for is left to the record path, which lands it or says why not.
-
-The parse is the record path's own, so a message that does not parse is refused alike. What is gathered is what
-`records.message_reader` reads, field for field (`tests/test_protobuf_columns.py` holds both paths equal over random
-messages): a message, oneof, wrapper or `optional` field null where the message lacks it, enums as their symbols,
-map entries in key order with their keys as text, unsigned 64-bit numbers as decimal(20, 0), Timestamps in
-microseconds. A Timestamp outside the years 1..9999 is left to the record path (which refuses it), as is a record
-whose event time cannot place it; a batch in which gathering raises is cut in halves until the records at fault are
-alone, and those take the record path.
+as the record path parses them), then each field gathered across all of them into one Arrow array.
 """
 
 from __future__ import annotations
@@ -50,6 +41,14 @@ _TIMESTAMP_US = pa.timestamp("us", tz="UTC")
 Mask = np.ndarray | None  # True where the value is null
 
 
+# No value is built per record; a record the path cannot vouch for is left to the record path, which lands it or says
+# why not. The parse is the record path's own, so a message that does not parse is refused alike. What is gathered is what
+# `records.message_reader` reads, field for field (`tests/test_protobuf_columns.py` holds both paths equal over random
+# messages): a message, oneof, wrapper or `optional` field null where the message lacks it, enums as their symbols,
+# map entries in key order with their keys as text, unsigned 64-bit numbers as decimal(20, 0), Timestamps in
+# microseconds. A Timestamp outside the years 1..9999 is left to the record path (which refuses it), as is a record
+# whose event time cannot place it; a batch in which gathering raises is cut in halves until the records at fault are
+# alone, and those take the record path.
 class ProtobufColumns:
     """The columnar path of one schema version (see `protobuf_mapping_for`)."""
 

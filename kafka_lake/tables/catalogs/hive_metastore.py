@@ -1,6 +1,5 @@
 """The Hive metastore as a `TableCatalog`, through a SparkSession with Hive support: the embedded
-Derby metastore by default, or the one at `HIVE_METASTORE_URI`. It carries out the plan of a table change
-(`kafka_lake.tables.catalogs.protocol.plan_table_change`) in the metastore's own terms.
+Derby metastore by default, or the one at `HIVE_METASTORE_URI`.
 """
 
 from __future__ import annotations
@@ -102,6 +101,8 @@ class HiveCatalog:
 
     # The table ------------------------------------------------------------------------------------
     def ensure_table(self, definition: TableDefinition) -> TableChange:
+        """Carries out the plan of a table change (`kafka_lake.tables.catalogs.protocol.plan_table_change`) in the
+        metastore's own terms."""
         table = self._name(definition)
         self._sql(f"CREATE DATABASE IF NOT EXISTS {quote(definition.database)}", definition)
         created = False

@@ -1,5 +1,5 @@
-"""The table catalog as the platform sees it: one protocol every back end (`kafka_lake.tables.catalogs.glue`, `kafka_lake.tables.catalogs.hive_metastore`)
-implements, and the one plan of a table change they all carry out.
+"""The table catalog as the platform sees it: one protocol every back end (`kafka_lake.tables.catalogs.glue`,
+`kafka_lake.tables.catalogs.hive_metastore`) implements, and the one plan of a table change they all carry out.
 """
 
 from __future__ import annotations

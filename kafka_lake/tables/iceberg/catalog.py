@@ -1,7 +1,5 @@
 """Which Iceberg catalog holds a deployment's tables, and how its tables reach the lake's files.
-
-An embedded SQL catalog (SQLite beside a local lake) by default, Glue with `TABLE_CATALOG=glue`, a REST
-catalog when a URI is given. Every catalog reads and writes files through the lake's own S3 client.
+Every catalog reads and writes files through the lake's own S3 client.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
 """Landing commits of an Iceberg table: one landed Kafka hour becomes one snapshot, and the check that the table
 holds what landed.
-
-The hour manifest stays the record of boundaries; the commit takes it and makes the rows of the hour's offset
-ranges in the table exactly its files' rows, in one snapshot: files an earlier landing of the hour committed are
-removed, files holding some of the hour's rows among others (compacted) are rewritten without them, the new files
-are added. Committing the same manifest again changes nothing.
 """
 
 from __future__ import annotations
@@ -84,6 +79,10 @@ def hour_data_files(manifest: HourManifest) -> tuple[LandedFile, ...]:
 def commit_landed_hour(table: Table, storage: LakeStorage, manifest: HourManifest,
                        previous: HourManifest | None = None, still_latest: Callable[[], bool] | None = None) -> HourCommit:
     """Makes the table's rows in the hour's offset ranges exactly the manifest's data files, in one snapshot.
+
+    The hour manifest stays the record of boundaries: files an earlier landing of the hour committed are removed,
+    files holding some of the hour's rows among others (compacted) are rewritten without them, the new files are
+    added. Committing the same manifest again changes nothing.
 
     `previous`: the manifest this landing replaced (None when the hour never landed), whose placement hours, with
     those the table's history records for the hour, bound where earlier rows of the hour can be. A file path the

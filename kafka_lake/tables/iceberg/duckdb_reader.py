@@ -1,7 +1,4 @@
 """Reading the lake's Iceberg tables with DuckDB, as a user would: its iceberg extension, from PyPI, no download.
-
-The extensions ship as Python packages (`duckdb-extension-iceberg`, `-avro`, `-httpfs`) built for one DuckDB
-version; they are loaded from their files, and an `s3://` lake is reached with the lake's own S3 settings.
 """
 
 from __future__ import annotations
@@ -19,7 +16,8 @@ EXTENSIONS = ("avro", "httpfs", "iceberg")
 
 def duckdb_connection() -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with the iceberg extension loaded, whose `iceberg_scan('<metadata.json>')` reads a table
-    of the lake (local or S3), and `snapshot_from_id => …` reads an older snapshot."""
+    of the lake (local or S3), and `snapshot_from_id => …` reads an older snapshot. An `s3://` lake is reached with
+    the lake's own S3 settings."""
     connection = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
     for name in EXTENSIONS:
         connection.execute(f"LOAD '{extension_file(name)}'")
@@ -36,6 +34,8 @@ def duckdb_connection() -> duckdb.DuckDBPyConnection:
 
 
 def extension_file(name: str) -> Path:
+    """The extensions ship as Python packages (`duckdb-extension-iceberg`, `-avro`, `-httpfs`) built for one DuckDB
+    version; they are loaded from their files."""
     package = importlib.import_module(f"duckdb_extension_{name}")
     path = Path(str(package.__file__)).parent / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
     if not path.is_file():

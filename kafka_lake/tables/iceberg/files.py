@@ -1,9 +1,5 @@
 """Data files of an Iceberg table: a landed Parquet file described as one, rows written as new ones, the
 files a snapshot holds, and the single-snapshot commits every change of the platform makes.
-
-A landed file joins the table as it lies: its statistics are read from its footer, its partition tuple from its
-`schema_version=/date=/hour=` folders, which are also recorded as the bounds of those columns (every row of the
-file holds them), so metrics-based pruning and deletes work on the placement columns as on any other.
 """
 
 
@@ -74,7 +70,11 @@ def landed_data_file(table: Table, storage: LakeStorage, landed: LandedFile) -> 
 
 
 def data_file_of(table: Table, storage: LakeStorage, path: str) -> DataFile:
-    """The Iceberg description of a Parquet file the platform wrote into a placement folder (lake-relative `path`)."""
+    """The Iceberg description of a Parquet file the platform wrote into a placement folder (lake-relative `path`).
+
+    A landed file joins the table as it lies: its statistics are read from its footer, its partition tuple from its
+    `schema_version=/date=/hour=` folders, which are also recorded as the bounds of those columns (every row of the
+    file holds them), so metrics-based pruning and deletes work on the placement columns as on any other."""
     partition = partition_of_path(path)
     if partition is None:
         raise ValueError(f"{storage.uri(path)} is no data file in a schema_version=/date=/hour= folder")

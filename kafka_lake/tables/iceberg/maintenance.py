@@ -1,7 +1,5 @@
 """Keeping an Iceberg table: compaction of a placement hour, expiry of old hours, erasure of subjects, expiry of
 snapshots with the files only they held, and removal of files no snapshot holds (crashed attempts).
-
-Each change is one snapshot; files leave storage only once no snapshot kept for time travel holds them.
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""The Iceberg table a topic becomes: its schema from the columns every version lands in, its partitioning, its
-properties.
-
-Columns are those of the Hive table (`table_schema`): the landed schema of the topic's versions (`landed_schema`), the
-`_kafka_*` columns, then `schema_version`, `date`, `hour`. They apply to the table as Iceberg schema updates matched by
-name, so a column keeps its field id for ever; a change Iceberg cannot make to a table that exists (a column's type
-that is no promotion) fails naming the file and the field.
+"""The Iceberg table a topic becomes: its schema folded from the catalog's versions, its partitioning, its properties.
 """
 
 from __future__ import annotations
@@ -50,7 +44,12 @@ class IcebergSchemaError(ValueError):
 
 def table_schema(topic: TableSpec) -> Schema:
     """The Iceberg schema of the topic's table: the columns every version lands in (`landed_schema`), then the key's
-    and tombstone columns and the placement columns, as one schema update of an empty table."""
+    and tombstone columns and the placement columns, as one schema update of an empty table.
+
+    Columns are those of the Hive table (`tables.table_schema`): the `_kafka_*` columns, then `schema_version`,
+    `date`, `hour` after the landed ones. They apply to a table as Iceberg schema updates matched by name, so a column
+    keeps its field id for ever; a change Iceberg cannot make to a table that exists (a column's type that is no
+    promotion) fails naming the file and the field."""
     building = scratch_transaction()
     where = topic.source_file or topic.name
     evolve_schema(building, landed_columns(topic, where), where)

@@ -1,8 +1,5 @@
 """Apache Iceberg as a table format: each landed hour one snapshot of `<database>.<table>`, compaction a replace
 snapshot, expiry and erasure delete snapshots, and files leave storage when the snapshots holding them expire.
-
-The work is `iceberg_commits` and `iceberg_maintenance`; this module joins them to the seam of `table_formats`,
-keeps storage clean of files no snapshot holds, audits every deletion and says what each action shows.
 """
 
 from __future__ import annotations
@@ -83,7 +80,10 @@ class IcebergCommitFailed(RuntimeError):
 
 
 class IcebergTables:
-    """Iceberg tables in the deployment's Iceberg catalog, their files in the Hive layout's folders."""
+    """Iceberg tables in the deployment's Iceberg catalog, their files in the Hive layout's folders.
+
+    The work is done in `iceberg.commits` and `iceberg.maintenance`; this class joins it to the seam of table formats,
+    keeps storage clean of files no snapshot holds, audits every deletion and says what each action shows."""
 
     name: ClassVar[str] = "iceberg"
     compaction_check: ClassVar[str] = "row_set_unchanged"
