@@ -187,7 +187,7 @@ class _Demo:
 
         first, last = KafkaHour(hours[0]).partition_key, KafkaHour(hours[-1]).partition_key
         print(f"Applying current/{topic.name} {first} … {last} in one run …", flush=True)
-        job = self.definitions.resolve_job_def(current_state_job(topic).name)
+        job = self.definitions.resolve_job_def(current_state_job([topic]).name)
         result = job.execute_in_process(instance=self.instance, run_config=QUIET_RUN, raise_on_error=True, tags={
             ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: last})
         checks = {c.partition: c.passed for c in result.get_asset_check_evaluations()}

@@ -9,7 +9,6 @@ test traffic's last hour, so only the clock could close it.
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 
 import pytest
 from dagster import AssetCheckKey, Definitions, build_run_status_sensor_context, instance_for_test
@@ -37,7 +36,7 @@ def traffic_topic(broker, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("run-signals")
     topic, _ = topic_with_traffic(broker, tmp / "catalog")
     settings = PlatformSettings(kafka_bootstrap_servers=broker.bootstrap_servers, lake_root=str(tmp / "lake"))
-    return replace(topic, close_grace_minutes=10 ** 7, freshness_minutes=60), settings
+    return topic.model_copy(update=dict(close_grace_minutes=10 ** 7, freshness_minutes=60)), settings
 
 
 def launched_from_the_asset_page(topic, settings, instance, **options):

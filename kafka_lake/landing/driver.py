@@ -236,7 +236,9 @@ def build_manifest(
         hour=hour.partition_key,
         partitions=tuple(partitions),
         files=tuple(files),
-        landed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        # With the run id, a landing's identity (`current` and Iceberg commits tell landings apart by both): to the
+        # microsecond, so two landings of an hour within one second are not taken for one.
+        landed_at=datetime.now(timezone.utc).isoformat(timespec="microseconds"),
         run_id=run_id,
         boundaries={str(b.partition): {"start_from": b.start_from, "end_from": b.end_from,
                                        "start_origin": b.start_origin.value, "end_origin": b.end_origin.value}
