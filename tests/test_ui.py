@@ -269,12 +269,16 @@ def test_the_global_asset_graph_shows_every_topics_assets(browser_page, ui, demo
     catalog = load_catalog(state / DEMO_CATALOG_DIR)
     page = browser_page
     missing = []
-    # One group expanded at a time: the graph draws only the nodes in view, and every group at once outgrows it.
+    # One group expanded at a time, in a window as tall as the group: the graph draws only the nodes in view, and a
+    # topic's row of nodes is some 230 pixels high at the zoom the page opens with.
     for database in sorted({t.database for t in catalog.topics}):
+        topics = [every_topic for every_topic in catalog.topics if every_topic.database == database]
+        page.set_viewport_size({"width": 1600, "height": max(1000, 300 * len(topics) + 400)})
         page.goto(f"{url}/asset-groups?expanded=global@global:{database}")
-        missing += [asset_path(layer, every_topic) for every_topic in catalog.topics if every_topic.database == database
+        missing += [asset_path(layer, every_topic) for every_topic in topics
                     for layer in (*LAYERS, "dead_letters") if not shown(graph_node_link(page, layer, every_topic))]
         screenshot(page, f"1-global-asset-graph-{database}.png")
+    page.set_viewport_size({"width": 1600, "height": 1000})
 
     assert not missing, f"assets not shown in the global asset graph: {missing}"
 
