@@ -57,17 +57,25 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
+# Every test, the fault suite's included, in TEST_WORKERS processes that each start their own broker, S3 server and
+# Spark; a module runs whole in one of them (its fixtures are started once), the long modules first.
+TEST_WORKERS ?= 3
+# The tests start dozens of short-lived JVMs (the Spark driver of each Dagster run they launch): the client compiler
+# alone and the serial collector halve the CPU a JVM spends starting, and the tests' data is small.
+test test-fast test-faults: export JAVA_TOOL_OPTIONS ?= -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
+PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: setup check-test-tools lint
-	$(PY) -m pytest -q -m "not faults"
+	$(PY) -m pytest -q $(PARALLEL)
 
 # The tests that need no broker, S3 server, Spark, Glue or subprocess (markers set in tests/conftest.py): under a minute.
 test-fast: setup
 	$(PY) -m pytest -q -m "not services and not faults and not ui"
 
 # The fault suite (docs/RELIABILITY.md): kills, concurrent runs, stopped broker and S3 server, expired
-# offsets, a recreated topic, added partitions; each scenario ends with the exactly-once check. ~4 min.
+# offsets, a recreated topic, added partitions; each scenario ends with the exactly-once check. ~4 min. `make test`
+# runs it too.
 test-faults: setup
-	$(PY) -m pytest -q -m faults
+	$(PY) -m pytest -q $(PARALLEL) -m faults
 
 # Landing throughput against this machine's raw-consume ceiling, and a task's peak memory (bench/RESULTS.md).
 # `make bench N=200000` for a quick run; the default 2M records takes 3 to 5 minutes here.

@@ -186,9 +186,19 @@ SERVICE_MARKERS = {"broker": "kafka", "mock_cluster": "kafka", "s3_server": "s3"
 PARAM_MARKERS = {"s3": "s3", "hive": "spark", "glue": "glue"}
 
 
+# The modules of minutes each (a demo, Dagster runs in subprocesses, kills and restarts), started first: parallel
+# workers (`make test` runs `pytest -n`, a module to a worker) then end together instead of waiting on one of them.
+LONG_MODULES = ("test_ui.py", "test_faults_crashes.py", "test_backfill.py", "test_definitions.py", "test_docs_readers.py",
+                "test_faults_services.py", "test_history_costs.py", "test_secrets_and_pii.py", "test_deployment.py",
+                "test_spark_cluster.py", "test_faults_log_changes.py", "test_current_state_dagster.py")
+
+
 def pytest_collection_modifyitems(config, items):
     """Marks each test with the components it uses, read from the fixtures it requests (directly or through other
-    fixtures) and from the parameters that choose one; any of them also marks it `services`. `make test-fast` runs the rest."""
+    fixtures) and from the parameters that choose one; any of them also marks it `services`. `make test-fast` runs the rest.
+    Orders the long modules first."""
+    first = {name: rank for rank, name in enumerate(LONG_MODULES)}
+    items.sort(key=lambda item: first.get(item.path.name, len(first)))
     for item in items:
         needs = {marker for fixture, marker in SERVICE_MARKERS.items() if fixture in item.fixturenames}
         params = item.callspec.params.values() if getattr(item, "callspec", None) is not None else ()
