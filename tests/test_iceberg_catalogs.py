@@ -139,6 +139,30 @@ def test_a_table_of_that_name_that_is_not_the_topics_is_refused_not_changed(tmp_
         ensure_table(catalog, topic, table_location(storage, "sensors", "elsewhere"))
 
 
+def test_two_runs_creating_the_tables_namespace_at_once_both_get_the_table(tmp_path):
+    """Two landings starting at once on a new namespace, each through its own connection to the embedded catalog:
+    both see the namespace missing, the second insert fails in SQLite. Before, that failed its landing with an
+    `IntegrityError`. The interleaving is forced: the other run creates the namespace right after this one looked."""
+    lake = str(tmp_path / "lake")
+    storage = LakeStorage(lake)
+    topic = write_topic(tmp_path, "sensors", "readings", [V1])
+    this_run, other_run = open_catalog(IcebergCatalogConfig(lake)), open_catalog(IcebergCatalogConfig(lake))
+    looked = this_run.namespace_exists
+
+    def missing_then_created_by_the_other_run(namespace):
+        seen = looked(namespace)
+        if not seen:
+            other_run.create_namespace_if_not_exists(namespace)
+        return seen
+
+    this_run.namespace_exists = missing_then_created_by_the_other_run  # type: ignore[method-assign]
+    table = ensure_table(this_run, topic, table_location(storage, "sensors", "readings"))
+
+    assert table.name() == ("sensors", "readings")
+    assert ensure_table(other_run, topic, table_location(storage, "sensors", "readings")).metadata.table_uuid \
+        == table.metadata.table_uuid
+
+
 def test_the_tables_are_registered_under_the_catalog_name_iceberg_catalog_name_sets(tmp_path):
     """An SQL catalog stores its name with each table, and a reader of it (Spark's JdbcCatalog) lists only the tables
     under its own name: `ICEBERG_CATALOG_NAME` sets it (default `kafka_lake`); a name no engine takes is refused."""

@@ -175,9 +175,20 @@ def ensure_table(catalog: Catalog, topic: TableSpec, location: str) -> Table:
         topic.source_file or topic.name), location)
 
 
+def ensure_namespace(catalog: Catalog, namespace: str) -> None:
+    """The namespace, created unless it exists. Two runs starting at once on a new namespace both see it missing; the
+    SQL catalog then fails the second insert with its database's own error (pyiceberg 0.12 names a table's race
+    `TableAlreadyExistsError`, a namespace's not), so whatever the creation raised, a namespace now there is enough."""
+    try:
+        catalog.create_namespace_if_not_exists(namespace)
+    except Exception:
+        if not catalog.namespace_exists(namespace):
+            raise
+
+
 def ensure_shaped_table(catalog: Catalog, shape: TableShape, location: str) -> Table:
     """The table `shape` describes, created, or evolved to its schema (fields added and widened, never dropped)."""
-    catalog.create_namespace_if_not_exists(shape.identifier[0])
+    ensure_namespace(catalog, shape.identifier[0])
     try:
         table = catalog.load_table(shape.identifier)
     except NoSuchTableError:
