@@ -60,8 +60,9 @@ lint: setup
 # Every test, the fault suite's included, in TEST_WORKERS processes that each start their own broker, S3 server and
 # Spark; a module runs whole in one of them (its fixtures are started once), the long modules first.
 TEST_WORKERS ?= 3
-# The tests start dozens of short-lived JVMs (the Spark driver of each Dagster run they launch): the client compiler
-# alone and the serial collector halve the CPU a JVM spends starting, and the tests' data is small.
+# The tests start dozens of short-lived JVMs (their Spark sessions, Spark's launcher, a standalone cluster): the client
+# compiler alone, as resources/spark.py runs the platform's drivers, and the serial collector halve the CPU a JVM
+# spends starting; the tests' data is small.
 test test-fast test-faults: export JAVA_TOOL_OPTIONS ?= -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
 PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: setup check-test-tools lint
