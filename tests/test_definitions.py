@@ -211,6 +211,8 @@ def test_the_dagster_cli_materializes_one_topic_hour(broker, tmp_path):
     )
 
     assert completed.returncode == 0, completed.stderr[-3000:]
+    # The run's step ran in the run's own process (the code location's executor), not in a process of its own.
+    assert "Executing steps in process" in completed.stderr, completed.stderr[-3000:]
     [manifest] = ManifestStore(LakeStorage(str(lake)), "e2e", "orders").all()
     assert manifest.hour == partition
     assert manifest.counts.rows == len(traffic.in_hours([HOURS[1]]).rows())
