@@ -45,6 +45,7 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SCREENSHOTS = Path(os.environ.get("UI_SCREENSHOTS_DIR") or REPO / "tests" / "artifacts" / "ui")
 PAGE_TIMEOUT_MS = 60_000
+VIEWPORT = {"width": 1600, "height": 1000}
 DEMO_TIMEOUT = 900
 RUN_TIMEOUT = 600  # a guard against a hang, not an assertion on speed
 LAYERS = ("raw", "compacted", "catalog", "retention")  # one topic's lineage, in order
@@ -109,7 +110,7 @@ def browser_page():
     with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile, sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             profile, executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS,
-            viewport={"width": 1600, "height": 1000})
+            viewport=VIEWPORT)
         context.set_default_timeout(PAGE_TIMEOUT_MS)
         try:
             yield context.new_page()
@@ -273,12 +274,12 @@ def test_the_global_asset_graph_shows_every_topics_assets(browser_page, ui, demo
     # topic's row of nodes is some 230 pixels high at the zoom the page opens with.
     for database in sorted({t.database for t in catalog.topics}):
         topics = [every_topic for every_topic in catalog.topics if every_topic.database == database]
-        page.set_viewport_size({"width": 1600, "height": max(1000, 300 * len(topics) + 400)})
+        page.set_viewport_size({**VIEWPORT, "height": max(VIEWPORT["height"], 300 * len(topics) + 400)})
         page.goto(f"{url}/asset-groups?expanded=global@global:{database}")
         missing += [asset_path(layer, every_topic) for every_topic in topics
                     for layer in (*LAYERS, "dead_letters") if not shown(graph_node_link(page, layer, every_topic))]
         screenshot(page, f"1-global-asset-graph-{database}.png")
-    page.set_viewport_size({"width": 1600, "height": 1000})
+    page.set_viewport_size(VIEWPORT)
 
     assert not missing, f"assets not shown in the global asset graph: {missing}"
 
