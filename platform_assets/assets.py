@@ -49,10 +49,6 @@ from platform_assets.tables import column_schema, dagster_metadata, topic_tables
 from resources import KafkaResource, LakeStorageResource, PiiKeyResource, SchemaRegistryResource, TableCatalogResource
 from spark_jobs.landing_job import SlicesOnSpark
 
-# Automation requests at most a day of consecutive hours per run (a sensor catching up, compaction
-# following a backfill): one Spark start-up per day of hours.
-HOURS_PER_BACKFILL_RUN = 24
-
 
 def raw_freshness_policy(topic: TableSpec) -> FreshnessPolicy | None:
     """Hours land one after another, so the newest landing is at most an hour plus the SLA old."""
@@ -101,7 +97,8 @@ def raw_landing_asset(topic: TableSpec, embedded_metastore: bool = True, togethe
         ):
             committed: list[str] = []  # the run's hours landed so far, in order
             landed_tables: set[tuple[str, str]] = set()  # (table, hour)
-            with failures_explained(context, lambda: hours_landed_before_failing(context.partition_keys, committed)):
+            with failures_explained(context, topic.topic, lambda: hours_landed_before_failing(context.partition_keys, committed),
+                                    lambda: [hour for hour in context.partition_keys if hour not in committed]):
                 name_the_run(context, "raw", topic.topic)
                 selected = context.selected_asset_keys
                 landing = [t for t in tables if raw_key(t) in selected or dead_letters_key(t) in selected]

@@ -72,7 +72,7 @@ def compacted_asset(topic: TableSpec, embedded_metastore: bool = True):
             lake: LakeStorageResource,
             table_catalog: TableCatalogResource,
         ):
-            with failures_explained(context):
+            with failures_explained(context, topic.name):
                 name_the_run(context, "compacted", topic.topic)
                 tables = topic_tables(topic, lake, table_catalog, pyspark)
                 not_due: list[str] = []

@@ -37,6 +37,7 @@ from kafka_lake.topics.loader import TopicCatalog, archived_table_name
 from platform_assets import sensors
 from platform_assets.checks import freshness_check
 from platform_assets.definitions import load_platform_catalog, platform_resources
+from platform_assets.jobs import PARTITION_RANGE_END, PARTITION_RANGE_START
 from platform_assets.keys import asset_key, raw_key
 from resources import AlertWebhookResource, KafkaResource, LakeStorageResource, SchemaRegistryResource
 from tests.landing_fixtures import unique_topic_name, write_test_topic
@@ -144,7 +145,8 @@ def test_the_tables_of_one_topic_land_an_hour_they_all_need_in_one_run(broker, t
                                             asset_key("dead_letters", copy)}
     assert {key.asset_key for key in request.asset_check_keys} == {raw_key(topic), raw_key(copy)}
     assert "freshness" not in {key.name for key in request.asset_check_keys}, "freshness is topic_health's"
-    assert request.tags == {"layer": "raw", "topic": topic.topic, "asset": "raw/e2e/orders, raw/copies/orders"}
+    assert request.tags == {"layer": "raw", "topic": topic.topic, "asset": "raw/e2e/orders, raw/copies/orders",
+                            f"topic/{topic.topic}": "raw", "dagster/partition": H.partition_key}
 
 
 def test_tables_of_one_topic_are_each_requested_from_where_they_left_off(broker, topic, instance, clock):
@@ -181,7 +183,8 @@ def test_a_closed_hour_is_requested_once_every_partition_shows_a_record_after_it
     assert [r.partition_key for r in closed.run_requests] == [H.partition_key]
     assert closed.run_requests[0].job_name == "landing", "runs under the landing job"
     assert closed.run_requests[0].asset_selection == [raw_key(topic), asset_key("dead_letters", topic)]
-    assert closed.run_requests[0].tags == {"layer": "raw", "topic": topic.topic, "asset": f"raw/{topic.name}"}
+    assert closed.run_requests[0].tags == {"layer": "raw", "topic": topic.topic, "asset": f"raw/{topic.name}",
+                                           f"topic/{topic.topic}": "raw", "dagster/partition": H.partition_key}
     assert json.loads(closed.cursor)[topic.topic] == H.next().partition_key
 
     again = tick(sensor, instance, closed.cursor, kafka=kafka)
@@ -290,8 +293,8 @@ def partition_keys(request) -> list[str]:
     """The hours a run request covers: one partition, or a range as the UI's backfills tag it."""
     if request.partition_key:
         return [request.partition_key]
-    first = KafkaHour.from_partition_key(request.tags[sensors.PARTITION_RANGE_START])
-    last = KafkaHour.from_partition_key(request.tags[sensors.PARTITION_RANGE_END])
+    first = KafkaHour.from_partition_key(request.tags[PARTITION_RANGE_START])
+    last = KafkaHour.from_partition_key(request.tags[PARTITION_RANGE_END])
     return [KafkaHour(first.start + timedelta(hours=n)).partition_key for n in range(int((last.start - first.start) / timedelta(hours=1)) + 1)]
 
 
