@@ -19,12 +19,14 @@ from dagster import (
     DefaultSensorStatus,
     RunFailureSensorContext,
     RunRequest,
+    RunsFilter,
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
     run_failure_sensor,
     sensor,
 )
+from dagster._core.storage.dagster_run import NOT_FINISHED_STATUSES
 
 from kafka_lake import automation
 from kafka_lake.hours import KafkaHour
@@ -247,11 +249,10 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run
     )
     def compact_and_register(context: SensorEvaluationContext, lake: LakeStorageResource):
         after = int(context.cursor) if context.cursor else _latest_storage_id(context)
-        events = context.instance.get_asset_event_summary_records(
-            DagsterEventType.ASSET_MATERIALIZATION, after_storage_id=after, limit=MAX_EVENTS_PER_TICK, ascending=True,
-        )
+        events, waiting = events_of_ended_runs(context.instance, after)
         if not events:
-            return SensorResult(skip_reason=SkipReason("no landing or compaction since the last tick"), cursor=str(after))
+            return SensorResult(skip_reason=SkipReason(waiting or "no landing or compaction since the last tick"),
+                                cursor=str(after))
         storage = lake.storage()
         to_compact: dict[TableSpec, set[KafkaHour]] = {}
         to_register: dict[TableSpec, set[KafkaHour]] = {}
@@ -303,11 +304,9 @@ def current_state_sensor(catalog: TopicCatalog, running: bool = True, topics_per
     )
     def apply_to_current_state(context: SensorEvaluationContext):
         after = int(context.cursor) if context.cursor else _latest_storage_id(context)
-        events = context.instance.get_asset_event_summary_records(
-            DagsterEventType.ASSET_MATERIALIZATION, after_storage_id=after, limit=MAX_EVENTS_PER_TICK, ascending=True,
-        )
+        events, waiting = events_of_ended_runs(context.instance, after)
         if not events:
-            return SensorResult(skip_reason=SkipReason("no landing since the last tick"), cursor=str(after))
+            return SensorResult(skip_reason=SkipReason(waiting or "no landing since the last tick"), cursor=str(after))
         landed: dict[TableSpec, set[KafkaHour]] = {}
         for event in events:
             if event.asset_key in by_raw and event.partition is not None:
@@ -328,6 +327,26 @@ def table_requests(layer_run, due: dict[TableSpec, set[KafkaHour]], topics_per_r
     stretch of hours share runs of at most `topics_per_run` tables."""
     runs = plan_runs(due, name=lambda table: table.name, topics_per_run=topics_per_run)
     return [requested(layer_run(run.units), run, [t.name for t in run.units], run_key_suffix) for run in runs]
+
+
+def events_of_ended_runs(instance, after: int) -> tuple[list, str]:
+    """The materializations after storage id `after`, up to the first of a run still going, and why the rest waits.
+
+    A run carrying many topics materializes them over minutes: followed up as they come, each tick would ask for a
+    run of the few topics landed since the one before, each paying a run's fixed cost. Followed up once the run has
+    ended, its topics go on together. Runless events (reported from outside a run) never wait."""
+    events = instance.get_asset_event_summary_records(
+        DagsterEventType.ASSET_MATERIALIZATION, after_storage_id=after, limit=MAX_EVENTS_PER_TICK, ascending=True)
+    run_ids = sorted({event.run_id for event in events if event.run_id})
+    going = {run.run_id: run for run in instance.get_runs(RunsFilter(run_ids=run_ids, statuses=NOT_FINISHED_STATUSES))
+             } if run_ids else {}
+    for index, event in enumerate(events):
+        if event.run_id in going:
+            run = going[event.run_id]
+            return events[:index], (f"waiting for run {run.run_id[:8]} ({run.job_name}"
+                                    f"{', ' + run.tags[TOPICS_TAG].split(':')[0] + ' topics' if TOPICS_TAG in run.tags else ''})"
+                                    f" to end before following up what it materialized")
+    return events, ""
 
 
 def _latest_storage_id(context: SensorEvaluationContext) -> int:

@@ -616,3 +616,34 @@ def test_a_topic_whose_catalog_entry_is_rejected_is_named_as_such_not_alerted_as
     assert topic.topic not in json.loads(result.cursor) and not any(topic.topic in alert["text"] for alert in webhook)
     assert any(r.getMessage().endswith(f"have a rejected catalog entry, not a missing one (see catalog_entries_rejected): "
                                        f"{topic.topic}") for r in caplog.records)
+
+
+def test_what_a_run_still_going_landed_is_followed_up_once_the_run_has_ended(topic, instance, tmp_path):
+    """A run of many topics lands them over minutes: followed up as they come, each tick would ask for a run of the
+    few landed since the tick before. Given H+1 landed, then H landed by a run still going."""
+    from dagster import DagsterEvent, DagsterEventType, DagsterRunStatus
+    from dagster._core.events import StepMaterializationData
+    from dagster._core.test_utils import create_run_for_test
+
+    storage = LakeStorage(str(tmp_path / "lake"))
+    lake = LakeStorageResource(root=str(tmp_path / "lake"))
+    sensor = sensors.follow_up_sensor(TopicCatalog((topic,)))
+    start = tick(sensor, instance, lake=lake)
+    land(instance, storage, topic, H.next())
+    before = tick(sensor, instance, start.cursor, lake=lake)
+    assert requested(before) == set(), "H+1 waits for H+2 (allowed lateness 1 h)"
+    going = create_run_for_test(instance, job_name="landing", status=DagsterRunStatus.STARTED,
+                                tags={"topics": f"1: {topic.topic}"})
+    write_manifest(storage, topic, H, H)
+    instance.report_dagster_event(DagsterEvent(
+        DagsterEventType.ASSET_MATERIALIZATION.value, job_name="landing",
+        event_specific_data=StepMaterializationData(AssetMaterialization(raw_key(topic), partition=H.partition_key)),
+    ), run_id=going.run_id)
+
+    while_going = tick(sensor, instance, before.cursor, lake=lake)
+    assert requested(while_going) == set(), "H landed in a run still going: followed up once the run ends"
+    assert while_going.skip_reason.skip_message.startswith(f"waiting for run {going.run_id[:8]} (landing, 1 topics)")
+
+    instance.handle_run_event(going.run_id, DagsterEvent(DagsterEventType.RUN_SUCCESS.value, job_name="landing"))
+    after_it = tick(sensor, instance, while_going.cursor, lake=lake)
+    assert requested(after_it) == {("compaction", f"compacted/{topic.name}", H.partition_key)}
