@@ -10,6 +10,7 @@ import re
 from datetime import datetime, timedelta, timezone
 
 from dagster import (
+    AssetCheckKey,
     AssetExecutionContext,
     AssetKey,
     AssetMaterialization,
@@ -33,6 +34,7 @@ from kafka_lake.lake.manifests import ManifestStore
 from kafka_lake.landing.driver import LandingResult, LandingSettings, land_hours
 from kafka_lake.table_spec import TableSpec
 from platform_assets.checks import (
+    FRESHNESS,
     HourLanded,
     check_outputs,
     evaluated_against,
@@ -105,8 +107,9 @@ def raw_landing_asset(topic: TableSpec, embedded_metastore: bool = True, togethe
                 settings = [landing_settings(t, kafka, lake, schema_registry, pii) for t in landing][0]
                 formats = {t.name: topic_tables(t, lake, table_catalog, pyspark) for t in landing}
                 hours = [KafkaHour.from_partition_key(key) for key in context.partition_keys]
-                names = ", ".join(t.name for t in landing)
-                context.log.info(f"landing {topic.topic} into {names}: {len(hours)} hour(s), {hours[0]} to {hours[-1]}")
+                if len(hours) > 1:
+                    context.log.info(f"landing {topic.topic} into {', '.join(t.name for t in landing)}: {len(hours)} "
+                                     f"hours, {hours[0]} to {hours[-1]}")
                 by_name = {(t.database, t.table): t for t in landing}
                 # Each hour's slices start while the hour before still runs; the hours commit in order, and
                 # each is recorded as it commits: a failure later leaves the hours before it landed and shown.
@@ -136,12 +139,24 @@ def raw_landing_asset(topic: TableSpec, embedded_metastore: bool = True, togethe
                     raise
                 finally:
                     for table in landing:
+                        if not plans_freshness(context, table):
+                            continue  # `topic_health` shows it anew at its next tick
                         if fresh := record_freshness(context.instance, table, datetime.now(timezone.utc)):
                             context.log.info(f"{table.name}: freshness {'passed' if fresh.passed else 'FAILED'}: "
                                              f"{fresh.description}")
                 yield from check_outputs(context)
 
     return land
+
+
+def plans_freshness(context: AssetExecutionContext, table: TableSpec) -> bool:
+    """Whether the run planned the table's freshness check: a run launched from the UI with the asset's checks does, and
+    its check step never runs (the landing yields its hours as events, not the output the check waits for), so the
+    landing records the check itself; the sensors' runs leave freshness to `topic_health`."""
+    if table.freshness_minutes is None:
+        return False
+    checks = context.run.asset_check_selection
+    return checks is None or AssetCheckKey(raw_key(table), FRESHNESS) in checks
 
 
 def hours_landed_before_failing(hours: list[str], landed: list[str]) -> str:
