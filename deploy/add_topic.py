@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{folder / version.file}: {subject} version {version.registered.version} (registry id "
               f"{version.registered.schema_id}) as version {version.number}{lands}")
     for name, _ in plan.imports:
-        print(f"{folder / name}: imported by the .proto files beside it")
+        print(f"{folder / name}: imported by the entry's .proto files")
     print(f"{folder / 'topic.yaml'}: {'updated' if args.update else 'written'}; next: `make check-catalog`, deploy (or "
           f"reload) the code location" + (", then land again the hours whose records became dead letters" if args.update
                                              else ""))

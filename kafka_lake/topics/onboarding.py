@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from kafka_lake.decoding.formats import PAYLOAD_FORMATS
-from kafka_lake.decoding.protobuf.format import referenced_files
+from kafka_lake.decoding.protobuf.format import referenced_files, write_proto_files
 from kafka_lake.hours import floor_hour
 from kafka_lake.kafka.schema_resolution import value_subject
 from kafka_lake.schemas.avro_types import field_type_at
@@ -81,8 +81,7 @@ def _with_imports(version: RegisteredVersion, references: list, client: Any, whe
     try:
         imports = referenced_files(references, client)
     except ValueError as error:
-        raise OnboardingError(f"{version.label} is {error}: write the entry by hand with the imported file beside "
-                              f"topic.yaml and the import changed to its bare name") from None
+        raise OnboardingError(f"{version.label} is {error}") from None
     except SchemaRegistryError as error:
         raise OnboardingError(f"{version.label} imports {', '.join(version.references)}, which {where} does not "
                               f"hold as referenced: {error}") from None
@@ -221,12 +220,11 @@ def write_entry(plan: EntryPlan, catalog_dir: Path) -> None:
     plan.folder.mkdir(parents=True, exist_ok=True)
     topic_yaml = plan.folder / "topic.yaml"
     before = topic_yaml.read_text() if topic_yaml.exists() else None
-    written = []
+    folders_before = {path for path in plan.folder.rglob("*") if path.is_dir()}
+    written: list[Path] = []
     try:
-        for name, text in [*((version.file, version.text) for version in plan.added), *plan.imports]:
-            target = plan.folder / name
-            target.write_text(text)
-            written.append(target)
+        written += write_proto_files(plan.folder, [*((version.file, version.text) for version in plan.added),
+                                                   *plan.imports])
         topic_yaml.write_text(plan.topic_yaml)
         load_topic(topic_yaml)
         broken = next((entry for entry in load_catalog(catalog_dir, tolerant=True).broken
@@ -236,6 +234,9 @@ def write_entry(plan: EntryPlan, catalog_dir: Path) -> None:
     except CatalogError as error:
         for path in written:
             path.unlink(missing_ok=True)
+        for made in sorted({path for path in plan.folder.rglob("*") if path.is_dir()} - folders_before, reverse=True):
+            if not any(made.iterdir()):
+                made.rmdir()
         if before is None:
             topic_yaml.unlink(missing_ok=True)
             if not any(plan.folder.iterdir()):
@@ -273,9 +274,7 @@ def _proto_version(number: int, file: str, version: RegisteredVersion, message: 
     (`message`, else the file's first) and that message's Avro shape."""
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
-        for name, text in version.imports:
-            (folder / name).write_text(text)
-        (folder / file).write_text(version.schema)
+        write_proto_files(folder, [*version.imports, (file, version.schema)])
         try:
             loaded = PAYLOAD_FORMATS["protobuf"].load_schema(folder / file, version.schema, message)
         except SchemaFileError as error:
@@ -286,8 +285,9 @@ def _proto_version(number: int, file: str, version: RegisteredVersion, message: 
 
 
 def _imports_beside(folder: Path, added: list[CatalogVersion]) -> tuple[tuple[str, str], ...]:
-    """The files the added versions import that are not beside topic.yaml yet. Every version of the entry reads the
-    same file of a name: one the folder or another version holds with other text refuses the entry."""
+    """The files the added versions import that the entry's folder lacks yet, by the path they are imported by (below
+    the folder). Every version of the entry reads the same file of a path: one the folder or another version holds
+    with other text refuses the entry."""
     wanted: dict[str, tuple[str, CatalogVersion]] = {}
     for version in added:
         for name, text in version.registered.imports:
@@ -298,7 +298,7 @@ def _imports_beside(folder: Path, added: list[CatalogVersion]) -> tuple[tuple[st
                      f"{earlier[1].registered.label} imports" if earlier is not None and earlier[0] != text else None)
             if other is not None:
                 raise OnboardingError(f"{version.registered.label} imports {name} with other text than {other}; the "
-                                      f"versions of one table read the same files beside topic.yaml: give the changed "
+                                      f"versions of one table read the same files of its folder: give the changed "
                                       f"file a new name in the registry, or land the version in a table of its own")
             if held is None:
                 wanted[name] = (text, version)
