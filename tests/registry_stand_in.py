@@ -103,7 +103,7 @@ class _RegistryHandler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         self.server.requests.append(f"POST {path}")
         parts = [unquote(part) for part in path.strip("/").split("/")]
-        if not (parts[:1] == ["subjects"] and (len(parts) == 2 or len(parts) == 3 and parts[2] == "versions")):
+        if not (parts[:1] == ["subjects"] and (len(parts) == 2 or (len(parts) == 3 and parts[2] == "versions"))):
             return self._answer(404, {"error_code": 404, "message": "HTTP 404 Not Found"})
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         schema_type = body.get("schemaType") or "AVRO"

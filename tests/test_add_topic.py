@@ -397,3 +397,42 @@ def test_an_otel_shaped_topic_with_folder_imports_onboards_from_the_registry_and
     # The id resolved through the registry, by the compiled form of its schema and its imports.
     assert f"/schemas/ids/{version.registry_id}" in registry.requests
     assert rows[0]["name"] == spans[0].name and rows[0]["trace_id"] == spans[0].trace_id
+
+
+def test_a_key_subject_holding_a_record_becomes_the_key_schema_and_a_plain_key_a_note(registry, tmp_path, capsys):
+    keyed, plain = unique_topic_name(), unique_topic_name()
+    key = {"type": "record", "name": "OrderKey", "namespace": "com.example", "fields": [
+        {"name": "order_id", "type": "long"}, {"name": "region", "type": "string"}]}
+    for topic_name in (keyed, plain):
+        register(registry, f"{topic_name}-value", V1)
+    register(registry, f"{keyed}-key", {**key, "fields": key["fields"][:1]})
+    newest = register(registry, f"{keyed}-key", key)
+    register(registry, f"{plain}-key", '"string"')
+    catalog = tmp_path / "catalog"
+
+    for topic_name, table in ((keyed, "keyed"), (plain, "plain")):
+        assert add_topic.main(["--catalog", str(catalog), "--topic", topic_name, "--database", "e2e", "--table", table,
+                               "--kafka-time"]) == 0
+
+    out = capsys.readouterr().out
+    topic = load_topic(catalog / "e2e" / "keyed" / "topic.yaml")
+    assert topic.key_schema is not None and topic.key_schema.file == "key.avsc"
+    assert json.loads((catalog / "e2e" / "keyed" / "key.avsc").read_text()) == key  # the newest version
+    assert f"subject {keyed}-key version 2 (id {newest}) as key_schema" in out
+    assert load_topic(catalog / "e2e" / "plain" / "topic.yaml").key_schema is None
+    assert not (catalog / "e2e" / "plain" / "key.avsc").exists()
+    assert f"note: subject {plain}-key version 1" in out and "the key lands as _kafka_key bytes" in out
+    assert check_catalog.main([str(catalog)]) == 0
+
+
+def test_a_time_field_of_another_message_of_the_file_suggests_message(registry, tmp_path, capsys):
+    """Refund, the file's second message, has `order_id`; Order, the first, lacks it."""
+    topic_name = unique_topic_name()
+    register_orders_proto(registry, f"{topic_name}-value", ORDER_PROTO)
+    arguments = ["--catalog", str(tmp_path / "catalog"), "--topic", topic_name, "--database", "e2e", "--table", "refunds"]
+
+    assert add_topic.main([*arguments, "--time-field", "order_id"]) == 1
+    assert "name it with --message acme.orders.Refund" in capsys.readouterr().err
+
+    assert add_topic.main([*arguments, "--kafka-time"]) == 0
+    assert "v1.proto holds other messages too (acme.orders.Refund)" in capsys.readouterr().out
