@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from grpc_tools import _protoc_compiler
@@ -100,3 +101,20 @@ def random_span(span_class, rng: random.Random, n: int):
     elif choice < 0.7:
         span.process_id = rng.randint(1, 2**40)
     return span
+
+
+def otel_topic(root: Path, **keys) -> Any:
+    """A protobuf table of the spans in `root/otel/spans`: the folder tree copied, the span's file as `v1.proto`."""
+    import json
+    import shutil
+
+    from kafka_lake.topics.loader import load_topic
+
+    folder = root / "otel" / "spans"
+    shutil.copytree(OTEL_FILES, folder)
+    (folder / "v1.proto").write_text((OTEL_FILES / TRACE_PROTO).read_text())
+    document = {"topic": "otel.spans", "owner": "team-test", "format": "protobuf", "start_hour": "2026-11-01T00:00Z",
+                "time_partitioning": {"source": "event_time", "field": "observed_at"},
+                "schema_versions": [{"version": 1, "file": "v1.proto", "message": SPAN, "registry_id": 51}], **keys}
+    (folder / "topic.yaml").write_text(json.dumps(document))
+    return load_topic(folder / "topic.yaml")
