@@ -595,7 +595,8 @@ class _Recurring(_Field):
             twice = owner[1:] == owner[:-1]
             misfit[owner[1:][twice]] = True
         deep[owner] = True
-        values: list[Any] = [[] if self.repeated else None for _ in range(fields.count)]
+        # Python only for the rows holding a value: the others are null, or the empty list's "[]".
+        values: dict[int, Any] = {}
         for row, at, length in zip(owner.tolist(), start.tolist(), value.tolist()):
             try:
                 read = self._read(self._parse(reading.bytes_of(at, int(length))))
@@ -603,19 +604,17 @@ class _Recurring(_Field):
                 misfit[row] = True
                 continue
             if self.repeated:
-                values[row].append(read)
+                values.setdefault(row, []).append(read)
             else:
                 values[row] = read
-        texts: list[str | None] = []
-        for row, item in enumerate(values):
-            if (nulls is not None and nulls[row]) or item is None or misfit[row]:
-                texts.append(None)
-                continue
+        texts = np.full(fields.count, "[]" if self.repeated else None, dtype=object)
+        for row, item in values.items():
             try:
-                texts.append(json_text(item))
+                texts[row] = json_text(item)
             except ValueError:  # nested deeper than JSON text holds: the record path makes it a dead letter
                 misfit[row] = True
-                texts.append(None)
+        if nulls is not None:
+            texts[nulls] = None
         return pa.array(texts, pa.string())
 
 
