@@ -385,3 +385,21 @@ def test_given_fields_written_twice_or_packed_both_ways_then_the_record_path_rea
     assert_same(columnar, reference)
     assert columnar.rows_count == len(values)
     assert sorted(left) == [1, 2, 3, 4]  # the packed and unpacked scores were read as columns
+
+
+def test_given_structs_nested_around_the_parsers_depth_then_both_paths_land_and_refuse_the_same(flat):
+    """A Struct holds Structs (each level three messages deep: Struct, its map entry, Value): near the runtime's limit
+    of 100 the record path's parse of the whole message refuses what a parse of the Struct alone would take."""
+    values = []
+    for levels in range(29, 34):  # at 31 the Struct alone parses and the message holding it does not
+        message = zoo_built(flat, {"occurred_at": (1_800_000_000, 0)})
+        nested: dict = {"leaf": [[[]]]}
+        for _ in range(levels):
+            nested = {"inner": nested}
+        message.attributes.update(nested)
+        values.append(framed(flat, message))
+
+    columnar, reference, _ = decode_both(flat, values)
+
+    assert_same(columnar, reference)
+    assert 0 < columnar.rows_count < len(values)

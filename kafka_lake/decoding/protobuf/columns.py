@@ -28,7 +28,8 @@ from kafka_lake.schemas.arrow_mapping import ArrowMapping, json_text
 from kafka_lake.table_spec import SchemaVersion
 
 SMALLEST_SPLIT = 4  # below this many messages, cornering one that cannot be gathered costs more than the record path
-MAX_SCHEMA_DEPTH = 90  # messages nested deeper than this in a schema are left to the runtime's depth limit (100)
+MAX_SCHEMA_DEPTH = 40  # messages nested deeper than this in a schema are left to the runtime's depth limit
+_RUNTIME_DEPTH = 100  # how deep the runtime's parse follows messages
 _T = FieldDescriptor
 _UNSIGNED_64 = (_T.TYPE_UINT64, _T.TYPE_FIXED64)
 _SIGNED_OR_SMALL = {_T.TYPE_INT32, _T.TYPE_SINT32, _T.TYPE_SFIXED32, _T.TYPE_INT64, _T.TYPE_SINT64, _T.TYPE_SFIXED64,
@@ -367,10 +368,12 @@ class _Json(_Nested):
 
     target = pa.string()
 
-    def __init__(self, message: Descriptor):
+    def __init__(self, message: Descriptor, depth: int):
         self._parse = message_factory.GetMessageClass(message).FromString
+        self._shallow_bytes = _shallow_bytes(depth)  # a Struct holds Structs: as deep as a recursive value may be
 
     def column(self, reading, value, start, nulls, misfit, deep):
+        deep |= value >= self._shallow_bytes
         texts: list[str | None] = []
         for row in range(len(start)):
             if nulls is not None and nulls[row]:
@@ -581,11 +584,12 @@ class _Recurring(_Field):
     """A field where a message recurs: its value as the JSON text the record path writes, each message of it parsed by
     the runtime and read by the record path's reader; the records holding one are parsed whole too (`deep`)."""
 
-    def __init__(self, number: int, message: Descriptor, repeated: bool):
+    def __init__(self, number: int, message: Descriptor, repeated: bool, depth: int):
         super().__init__(number, _Value(), presence=not repeated)
         self.repeated = repeated
         self._parse = message_factory.GetMessageClass(message).FromString
         self._read = message_reader(message)
+        self._shallow_bytes = _shallow_bytes(depth)
 
     def column(self, reading, fields, nulls, misfit, deep):
         group = fields.group(self.number)
@@ -594,7 +598,7 @@ class _Recurring(_Field):
         if not self.repeated:
             twice = owner[1:] == owner[:-1]
             misfit[owner[1:][twice]] = True
-        deep[owner] = True
+        deep[owner[value >= self._shallow_bytes]] = True
         # Python only for the rows holding a value: the others are null, or the empty list's "[]".
         values: dict[int, Any] = {}
         for row, at, length in zip(owner.tolist(), start.tolist(), value.tolist()):
@@ -616,6 +620,12 @@ class _Recurring(_Field):
         if nulls is not None:
             texts[nulls] = None
         return pa.array(texts, pa.string())
+
+
+def _shallow_bytes(depth: int) -> int:
+    """Below how many bytes a value `depth` messages deep cannot reach the runtime's depth limit: it nests at most one
+    message in every two of its bytes, and the messages around it (a map entry beside each, at most) count twice."""
+    return max(0, 2 * (_RUNTIME_DEPTH - 2 * depth - 2))
 
 
 class _Compiler:
@@ -668,7 +678,7 @@ class _Compiler:
             if is_map(proto_field):
                 raise NotColumnar(f"map {proto_field.full_name} holds a message that contains it; the record path "
                                   f"writes its JSON text")
-            return _Recurring(proto_field.number, recurs, is_repeated(proto_field))
+            return _Recurring(proto_field.number, recurs, is_repeated(proto_field), len(inside))
         if is_map(proto_field):
             self.refuse_pii(in_clear, name, "a map")
             entry = proto_field.message_type
@@ -710,7 +720,7 @@ class _Compiler:
         if message.full_name in WRAPPERS:
             return _Wrapped(self.value(message.fields_by_name["value"], target, frozenset(), False, inside))
         if message.full_name in JSON_MESSAGES:
-            return _Json(message)
+            return _Json(message, len(inside))
         return self.message(message, target, pii, inside)
 
     @staticmethod
