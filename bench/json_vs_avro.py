@@ -159,9 +159,9 @@ def spans(count: int, rng: random.Random, span_class) -> list:
                 attribute.value.bool_value = rng.random() < 0.5
             elif chance < 0.97:
                 attribute.value.double_value = rng.random()
-            else:
-                for item in range(2):
-                    attribute.value.array_value.values.add().string_value = f"value-{item}"
+            else:  # a list of tags, of a few dozen a service uses
+                for _ in range(rng.randint(1, 3)):
+                    attribute.value.array_value.values.add().string_value = f"tag-{rng.randint(0, 40)}"
         for _ in range(rng.choice([0, 0, 0, 1, 2])):
             event = span.events.add(time_unix_nano=start + 5_000, name="exception")
             event.attributes.add(key="exception.type").value.string_value = "TimeoutError"

@@ -384,6 +384,7 @@ def test_an_otel_shaped_topic_with_folder_imports_onboards_from_the_registry_and
     [result] = land(topic, [KafkaHour(HOUR)], settings, in_this_process)
 
     assert result.manifest.counts.rows == len(spans) and result.manifest.counts.dead_letters == 0
+    assert result.manifest.decoding_paths == {"1": "columnar"}  # the recursive AnyValue too
     landed = ds.dataset(tmp_path / "lake" / "otel" / "spans", format="parquet", partitioning="hive").to_table()
     rows = sorted(landed.to_pylist(), key=lambda row: row["_kafka_offset"])
     reference = decode(topic, values, columnar=False)

@@ -582,7 +582,10 @@ class _Oneof:
 
 class _Recurring(_Field):
     """A field where a message recurs: its value as the JSON text the record path writes, each message of it parsed by
-    the runtime and read by the record path's reader; the records holding one are parsed whole too (`deep`)."""
+    the runtime and read by the record path's reader; the records holding one are parsed whole too (`deep`).
+
+    A list's text is its items' texts joined, each written as an item of a list (so nested as deep as the list's), and
+    an item's text is kept by its bytes for the batch: producers repeat such values (the same tags, the same headers)."""
 
     def __init__(self, number: int, message: Descriptor, repeated: bool, depth: int):
         super().__init__(number, _Value(), presence=not repeated)
@@ -599,27 +602,31 @@ class _Recurring(_Field):
             twice = owner[1:] == owner[:-1]
             misfit[owner[1:][twice]] = True
         deep[owner[value >= self._shallow_bytes]] = True
-        # Python only for the rows holding a value: the others are null, or the empty list's "[]".
-        values: dict[int, Any] = {}
+        # Python only for the values there are: the other rows are null, or the empty list's "[]".
+        known: dict[bytes, str | None] = {}
+        items: dict[int, list[str]] = {}
         for row, at, length in zip(owner.tolist(), start.tolist(), value.tolist()):
-            try:
-                read = self._read(self._parse(reading.bytes_of(at, int(length))))
-            except Exception:  # the record path says why: it parses the whole record
+            data = reading.bytes_of(at, int(length))
+            text = known[data] if data in known else known.setdefault(data, self.text(data))
+            if text is None:
                 misfit[row] = True
-                continue
-            if self.repeated:
-                values.setdefault(row, []).append(read)
             else:
-                values[row] = read
+                items.setdefault(row, []).append(text)
         texts = np.full(fields.count, "[]" if self.repeated else None, dtype=object)
-        for row, item in values.items():
-            try:
-                texts[row] = json_text(item)
-            except ValueError:  # nested deeper than JSON text holds: the record path makes it a dead letter
-                misfit[row] = True
+        for row, found in items.items():
+            texts[row] = f"[{','.join(found)}]" if self.repeated else found[-1]
         if nulls is not None:
             texts[nulls] = None
         return pa.array(texts, pa.string())
+
+    def text(self, data: bytes) -> str | None:
+        """The JSON text of one value (of a list's item, for a repeated field), or None where the record path must say
+        why not: a message that does not parse, or nests deeper than JSON text holds."""
+        try:
+            read = self._read(self._parse(data))
+            return json_text([read])[1:-1] if self.repeated else json_text(read)
+        except Exception:
+            return None
 
 
 def _shallow_bytes(depth: int) -> int:
