@@ -374,7 +374,7 @@ class _Json(_Nested):
 
     def column(self, reading, value, start, nulls, misfit, deep):
         deep |= value >= self._shallow_bytes
-        texts: list[str | None] = []
+        texts = []
         for row in range(len(start)):
             if nulls is not None and nulls[row]:
                 texts.append(None)
@@ -603,8 +603,8 @@ class _Recurring(_Field):
             misfit[owner[1:][twice]] = True
         deep[owner[value >= self._shallow_bytes]] = True
         # Python only for the values there are: the other rows are null, or the empty list's "[]".
-        known: dict[bytes, str | None] = {}
-        items: dict[int, list[str]] = {}
+        known = {}  # bytes → their text, None where the record path must say why
+        items = {}  # row → its items' texts
         for row, at, length in zip(owner.tolist(), start.tolist(), value.tolist()):
             data = reading.bytes_of(at, int(length))
             text = known[data] if data in known else known.setdefault(data, self.text(data))
