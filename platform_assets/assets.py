@@ -329,6 +329,7 @@ def raw_metadata(lake: LakeStorageResource, result: LandingResult, topic: TableS
         "slices": result.slices,
         "duration_s": manifest.duration_s,
         "schema_versions": MetadataValue.json(manifest.schema_versions),
+        "decoding_paths": MetadataValue.json(manifest.decoding_paths),  # per version: columnar, or the record path and why
         "partitions": MetadataValue.md("\n".join(rows)),
         "offset_ranges": MetadataValue.json({str(p.partition): [p.start, p.end] for p in manifest.partitions}),
         # Offsets past the hour's end still in an open transaction: committed, they land with the next hour.
