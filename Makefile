@@ -30,11 +30,13 @@ check-java:
 instance: $(STAMP)
 	@$(PY) -m deploy.instance $(DAGSTER_HOME)
 
-# The UI test drives Debian's Chromium; the deployment test runs a real PostgreSQL server. Installed
-# when missing as root (CI); otherwise the command to run is printed, as for Java.
+# The UI test drives Debian's Chromium; the deployment test runs a real PostgreSQL server; the metrics test lints a
+# scrape with promtool (Debian's prometheus package). Installed when missing as root (CI); otherwise the command to run
+# is printed, as for Java.
 check-test-tools:
 	@missing=""; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \

@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import threading
@@ -57,10 +58,14 @@ def metrics_server(settings: PlatformSettings, clock=lambda: NOW):
         measures.close()
 
 
+def scrape_text(url: str) -> str:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=60) as response:
+        return response.read().decode()
+
+
 def scrape(url: str) -> dict[tuple[str, frozenset], float]:
     """Every sample of `/metrics`: (name, labels) → value."""
-    with urllib.request.urlopen(f"{url}/metrics", timeout=60) as response:
-        text = response.read().decode()
+    text = scrape_text(url)
     return {(sample.name, frozenset(sample.labels.items())): sample.value
             for family in text_string_to_metric_families(text) for sample in family.samples}
 
@@ -106,7 +111,7 @@ def test_a_scrape_serves_the_totals_of_the_landed_hours_and_the_lag_behind_the_l
     table = table_labels(topic)
     assert samples["kafka_lake_landed_rows", table] == produced["row"] > 0
     assert samples["kafka_lake_dead_letters", table] == produced["dead"] > 0
-    assert samples["kafka_lake_landed_hours", table] == 2
+    assert samples["kafka_lake_landed_hour_manifests", table] == 2
     assert samples["kafka_lake_newest_landed_hour_timestamp_seconds", table] == newest.start.timestamp()
     assert samples["kafka_lake_lag_seconds", table] == (NOW - newest.end).total_seconds()
     lags = {dict(labels)["partition"]: value for (name, labels), value in samples.items()
@@ -144,7 +149,7 @@ def test_each_scrape_reads_only_the_manifests_landed_since_the_one_before(landed
 
     assert manifests_read == [layout.manifest_path(topic.database, topic.table, third)]
     assert samples["kafka_lake_landed_rows", table_labels(topic)] == produced_in(traffic, [*hours, third])["row"]
-    assert samples["kafka_lake_landed_hours", table_labels(topic)] == 3
+    assert samples["kafka_lake_landed_hour_manifests", table_labels(topic)] == 3
 
 
 def test_a_table_whose_next_hour_cannot_have_closed_is_not_listed_until_it_can(landed_two_hours, monkeypatch):
@@ -171,8 +176,8 @@ def test_a_table_whose_next_hour_cannot_have_closed_is_not_listed_until_it_can(l
         due = scrape(url)
 
     assert listed == [layout.manifest_prefix(topic.database, topic.table)]
-    assert early["kafka_lake_landed_hours", table_labels(topic)] == 2
-    assert due["kafka_lake_landed_hours", table_labels(topic)] == 3
+    assert early["kafka_lake_landed_hour_manifests", table_labels(topic)] == 2
+    assert due["kafka_lake_landed_hour_manifests", table_labels(topic)] == 3
 
 
 def test_a_recount_shows_an_hour_relanded_with_other_counts(broker, tmp_path):
@@ -215,7 +220,7 @@ def test_rejected_catalog_entries_are_counted_at_each_scrape_and_healthz_answers
             urllib.request.urlopen(f"{url}/other", timeout=10)
 
     assert rejected["kafka_lake_catalog_rejected_entries", frozenset()] == 1
-    assert rejected["kafka_lake_landed_hours", table_labels(topic)] == 0  # never landed: no hour, no lag in seconds
+    assert rejected["kafka_lake_landed_hour_manifests", table_labels(topic)] == 0  # never landed: no hour, no lag in seconds
     assert ("kafka_lake_lag_seconds", table_labels(topic)) not in rejected
     assert health == (200, b"ok\n")
     assert elsewhere.value.code == 404
@@ -273,7 +278,7 @@ def test_the_image_runs_the_metrics_server_beside_the_daemon(broker, tmp_path):
             process.kill()
             process.wait(10)
 
-    assert samples["kafka_lake_landed_hours", frozenset({"database": "e2e", "table": "orders"}.items())] == 0
+    assert samples["kafka_lake_landed_hour_manifests", frozenset({"database": "e2e", "table": "orders"}.items())] == 0
     assert process.returncode == 0, "SIGTERM ends the server cleanly"
     assert not (tmp_path / "dagster_home" / "dagster.yaml").exists()
 
@@ -288,6 +293,29 @@ def test_lag_seconds_is_measured_against_the_clock_of_each_scrape(landed_two_hou
     later = {name: value for (name, _), value in second.items() if name == "kafka_lake_lag_seconds"}
     assert later["kafka_lake_lag_seconds"] - lag["kafka_lake_lag_seconds"] == 1800
     assert lag["kafka_lake_lag_seconds"] == (NOW - hours[-1].end).total_seconds()
+
+
+def promtool(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """Prometheus' own linter, from Debian's `prometheus` package (`make test` installs it as root)."""
+    found = shutil.which("promtool")
+    if found is None:
+        pytest.fail("no promtool on PATH: install it with 'sudo apt-get install -y prometheus' (make test does as root)")
+    return subprocess.run([found, *args], input=stdin, capture_output=True, text=True, timeout=60)
+
+
+def test_a_scrape_and_the_alert_rules_lint_clean_with_promtool(landed_two_hours):
+    """Given a scrape of a table with landed hours and lag; then `promtool check metrics` finds nothing to say about
+    any name, unit, type or help text, and `promtool check rules` accepts the alert rules shipped in deploy/."""
+    *_, settings = landed_two_hours
+    with metrics_server(settings) as (url, _):
+        text = scrape_text(url)
+
+    linted = promtool("check", "metrics", stdin=text)
+    rules = promtool("check", "rules", str(REPO / "deploy" / "prometheus-alerts.yaml"))
+
+    assert "kafka_lake_lag_records{" in text
+    assert (linted.returncode, linted.stdout + linted.stderr) == (0, "")
+    assert rules.returncode == 0, rules.stdout + rules.stderr
 
 
 # --- The dashboard and the alert rules shipped in deploy/ -------------------------------------------------------
