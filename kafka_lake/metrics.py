@@ -9,16 +9,16 @@ import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from kafka_lake import automation
 from kafka_lake.hours import KafkaHour
-from kafka_lake.kafka.cluster import KafkaCluster
+from kafka_lake.kafka.cluster import KafkaCluster, LogTail
 from kafka_lake.kafka.log import KafkaUnavailable
 from kafka_lake.lake.landed_totals import LandedTotals, ManifestTally
 from kafka_lake.lake.layout import ARCHIVED_TOPICS_PATH
-from kafka_lake.lake.manifests import ManifestStore
+from kafka_lake.lake.manifests import ManifestChangeFeed, ManifestChanges, ManifestStore
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.settings import PlatformSettings
 from kafka_lake.table_spec import TableSpec
@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 
 # Tables refreshed at once, and manifests read at once: a first scrape reads every table's whole history.
 READERS = 16
+# What a scrape gives the brokers for the log ends: Prometheus' scrape timeout (30 s, docs/OPERATING_METRICS.md) leaves
+# the rest to the lake. The topics not read by then are named in the log and have no lag in records that scrape.
+LOG_ENDS_BUDGET_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -62,12 +65,9 @@ def lag_seconds(newest: KafkaHour | None, now: datetime) -> float | None:
     return None if newest is None else (now - newest.end).total_seconds()
 
 
-def table_measures(table: TableSpec, totals: LandedTotals, log_ends: dict[int, int] | None, now: datetime) -> TableMeasures:
-    """The measures of a table from its totals and its topic's log ends (partition → end; None when unknown)."""
-    lags = None
-    if log_ends is not None:
-        tails = [automation.LogTail(partition, end, None) for partition, end in log_ends.items()]
-        lags = tuple(automation.landing_lag(totals.newest, tails))
+def table_measures(table: TableSpec, totals: LandedTotals, tails: list[LogTail] | None, now: datetime) -> TableMeasures:
+    """The measures of a table from its totals and its topic's log tails (None when unknown)."""
+    lags = None if tails is None else tuple(automation.landing_lag(totals.newest, tails))
     return TableMeasures(table.database, table.table, table.topic, totals, lags, lag_seconds(totals.newest_hour, now))
 
 
@@ -107,11 +107,12 @@ class WatchedCatalog:
 
 
 class PlatformMeasures:
-    """The measures of every table of the catalog, kept up to date scrape by scrape: each scrape lists a table's
-    manifests after the newest one read, once the hour after it can have closed, and reads only those; it asks the
+    """The measures of every table of the catalog, kept up to date scrape by scrape: each scrape reads the lake's log
+    of manifest changes since the one before; a table whose hour the log names, or whose next hour can have closed,
+    has its manifests listed after the newest one read and only those read, and a table an hour of which changed
+    behind the newest one read (landed again, or landed late behind a newer one) is counted again whole. It asks the
     brokers for every partition's log end in batched requests, and loads the catalog again only when it changed.
-    What a listing after the newest name cannot see (an hour landed again, or landed late behind a newer one) shows
-    after `recount`, which reads every manifest again."""
+    `recount` reads every manifest again, for what the change log cannot tell (a writer whose clock is far behind)."""
 
     def __init__(self, settings: PlatformSettings, cluster: KafkaCluster, readers: int = READERS,
                  catalog: WatchedCatalog | None = None):
@@ -119,6 +120,7 @@ class PlatformMeasures:
         self._cluster = cluster
         self._catalog = catalog or WatchedCatalog(settings)
         self._tallies: dict[tuple[str, str], ManifestTally] = {}
+        self._changes = ManifestChangeFeed(ManifestChanges(self._storage))
         # Two pools: a table's refresh waits for its manifests' reads, which must never queue behind refreshes.
         self._tables = ThreadPoolExecutor(readers, thread_name_prefix="metrics-tables")
         self._reads = ThreadPoolExecutor(readers, thread_name_prefix="metrics-manifests")
@@ -127,9 +129,11 @@ class PlatformMeasures:
     def measure(self, now: datetime) -> Measures:
         with self._lock:
             catalog = self._catalog.current()
-            totals = list(self._tables.map(lambda table: self._refreshed(table, now), catalog.topics))
-            ends, reachable = self._log_ends(catalog.topics)
-            tables = tuple(table_measures(table, table_totals, ends.get(table.topic), now)
+            changed = self._changed_hours()
+            totals = list(self._tables.map(
+                lambda table: self._refreshed(table, now, changed.get((table.database, table.table), [])), catalog.topics))
+            tails, reachable = self._log_tails(catalog.topics)
+            tables = tuple(table_measures(table, table_totals, tails.get(table.topic), now)
                            for table, table_totals in zip(catalog.topics, totals))
             return Measures(tables, len(catalog.broken), reachable)
 
@@ -143,12 +147,29 @@ class PlatformMeasures:
         for pool in (self._tables, self._reads):
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def _refreshed(self, table: TableSpec, now: datetime) -> LandedTotals:
-        """The table's totals, its manifests listed only once the hour after its newest landed one can have closed:
-        before, no landing can have added to them (an hour lands once closed), and a scrape asks storage nothing."""
+    def _changed_hours(self) -> dict[tuple[str, str], list[KafkaHour]]:
+        """The hours of each table whose manifests changed since the last scrape, as the change log says; by the
+        writers' clocks, which stamp it."""
+        try:
+            news = self._changes.news(datetime.now(timezone.utc))
+        except OSError as error:  # the lake away: the tables are refreshed as their hours can close, as before
+            log.warning("the manifests' change log not read this scrape: %s", error)
+            return {}
+        changed: dict[tuple[str, str], list[KafkaHour]] = {}
+        for change in news:
+            changed.setdefault((change.database, change.table), []).append(change.hour)
+        return changed
+
+    def _refreshed(self, table: TableSpec, now: datetime, changed: list[KafkaHour]) -> LandedTotals:
+        """The table's totals. An hour the change log names at or before the newest one read changed what was counted:
+        every manifest of the table is read again. Otherwise the manifests after the newest one read are listed when
+        the log names a newer hour, or once the hour after the newest one can have closed; before, no landing can
+        have added to them (an hour lands once closed), and a scrape asks storage nothing about the table."""
         tally = self._tally(table)
         newest = tally.totals.newest_hour
-        if newest is not None and now < automation.closed_by_records_from(table, newest.next()):
+        if changed and newest is not None and min(changed) <= newest:
+            return tally.recount(self._reads.map)
+        if not changed and newest is not None and now < automation.closed_by_records_from(table, newest.next()):
             return tally.totals
         return tally.refresh()
 
@@ -158,23 +179,21 @@ class PlatformMeasures:
             self._tallies[key] = ManifestTally(ManifestStore(self._storage, table.database, table.table))
         return self._tallies[key]
 
-    def _log_ends(self, tables: Iterable[TableSpec]) -> tuple[dict[str, dict[int, int]], bool]:
-        """Each catalogued topic's partitions and their log ends, from one metadata request and one batched ListOffsets
-        request; nothing when the brokers are away (the lake's measures are still served)."""
+    def _log_tails(self, tables: Iterable[TableSpec]) -> tuple[dict[str, list[LogTail]], bool]:
+        """Each catalogued topic's partitions and their log ends as read, as the landing reads them: a broker's
+        reported end is confirmed by reading at it (Tansu's under-reports a last batch of several records), from one
+        metadata request and batched ListOffsets requests and fetches (`KafkaCluster.log_tails`); nothing when the
+        brokers are away (the lake's measures are still served)."""
         wanted = {table.topic for table in tables}
         try:
             on_cluster = self._cluster.topics()
-            ends, unanswered = self._cluster.log_ends(
-                {topic: on_cluster[topic] for topic in sorted(wanted & on_cluster.keys())})
+            read = self._cluster.log_tails({topic: on_cluster[topic] for topic in sorted(wanted & on_cluster.keys())},
+                                           budget_s=LOG_ENDS_BUDGET_S)
         except KafkaUnavailable as error:
             log.warning("log ends not measured this scrape: %s", error)
             return {}, False
-        for topic, why in sorted(unanswered.items()):
+        for topic, why in sorted(read.unread.items()):
             log.warning("log ends of %s not measured this scrape: %s", topic, why)
-        if unanswered and not ends:
+        if read.unread and not read.tails:
             return {}, False
-        by_topic: dict[str, dict[int, int]] = {}
-        for (topic, partition), end in sorted(ends.items()):
-            by_topic.setdefault(topic, {})[partition] = end
-        return by_topic, True
-
+        return read.tails, True

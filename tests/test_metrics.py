@@ -21,19 +21,30 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 import yaml
+from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.metrics import METRICS, serve
 from dev_services.ports import LOOPBACK, free_port
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka.cluster import KafkaCluster
-from kafka_lake.kafka.log import consumer_config
+from kafka_lake.kafka.log import KafkaLog, consumer_config
 from kafka_lake.lake import layout
+from kafka_lake.lake.manifests import ManifestChanges
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.metrics import PlatformMeasures
 from kafka_lake.settings import PlatformSettings
+from kafka_lake.upkeep.retention import apply_retention
 from tests.conftest import REPO
-from tests.landing_fixtures import RAW_HOURS, Traffic, in_this_process, land, landing_settings, topic_with_traffic
+from tests.landing_fixtures import (
+    RAW_HOURS,
+    Traffic,
+    in_this_process,
+    land,
+    landing_settings,
+    topic_with_traffic,
+    write_test_topic,
+)
 from tests.test_deployment import dockerfile_instruction
 
 NOW = datetime(2026, 11, 1, 16, 25, tzinfo=timezone.utc)
@@ -122,6 +133,29 @@ def test_a_scrape_serves_the_totals_of_the_landed_hours_and_the_lag_behind_the_l
     assert samples["kafka_lake_brokers_up", frozenset()] == 1
 
 
+def test_lag_in_records_counts_to_the_log_end_as_read_not_as_a_broker_under_reports_it(landed_two_hours, broker):
+    """Given records produced after the landed hours in one batch of many, which Tansu's high watermark under-reports
+    (it answers the last batch's first offset + 1, TESTING.md); then the lag in records counts every one of them, as
+    the landing would read them: the log end verified by reading at it, not the broker's answer."""
+    topic, traffic, hours, _, settings = landed_two_hours
+    partition, more = 0, 40
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 200})
+    stamp = int(traffic.produced[-1].timestamp_ms)
+    for n in range(more):
+        producer.produce(topic.topic, value=b"not landed yet", partition=partition, timestamp=stamp + n)
+    producer.flush(30)
+    with KafkaLog(consumer_config(broker.bootstrap_servers), topic.topic) as log:
+        read = log.log_bounds(partition)
+    assert read.reported_end < read.end, "the broker reports the log end exactly: this test shows nothing"
+
+    with metrics_server(settings) as (url, _):
+        samples = scrape(url)
+
+    lag = samples["kafka_lake_lag_records", frozenset({**dict(table_labels(topic)), "topic": topic.topic,
+                                                        "partition": str(partition)}.items())]
+    assert lag == waiting_after(traffic, hours[-1])[partition] + more
+
+
 def test_each_scrape_reads_only_the_manifests_landed_since_the_one_before(landed_two_hours, monkeypatch):
     """Given two scrapes with nothing landed between them, the second reads no manifest; once a third hour lands,
     the next scrape reads that hour's manifest alone and its totals hold all three hours."""
@@ -154,13 +188,15 @@ def test_each_scrape_reads_only_the_manifests_landed_since_the_one_before(landed
 
 def test_a_table_whose_next_hour_cannot_have_closed_is_not_listed_until_it_can(landed_two_hours, monkeypatch):
     """An hour lands once closed, at the earliest `record_grace_minutes` after its end: before that moment for the hour
-    after the newest landed one, a scrape asks storage nothing about the table; from it on, the landed hour shows."""
+    after the newest landed one, a scrape asks storage nothing about a table the change log does not name (here the
+    third hour is landed by a writer that kept no change log, as releases before it did); from it on, the hour shows."""
     topic, _, _, landing, settings = landed_two_hours
     listed: list[str] = []
     list_names = LakeStorage.list_names
 
     def counting(storage, directory, *args, **kwargs):
-        listed.append(directory)
+        if not directory.startswith(layout.MANIFEST_CHANGES_PREFIX):
+            listed.append(directory)
         return list_names(storage, directory, *args, **kwargs)
 
     monkeypatch.setattr(LakeStorage, "list_names", counting)
@@ -170,6 +206,7 @@ def test_a_table_whose_next_hour_cannot_have_closed_is_not_listed_until_it_can(l
     with metrics_server(settings, clock=lambda: next(moments)) as (url, _):
         scrape(url)  # the first reads every landed hour, up to the second
         land(topic, [third], landing, in_this_process)
+        LakeStorage(settings.lake_root).delete_folder(layout.MANIFEST_CHANGES_PREFIX)
         listed.clear()
         early = scrape(url)
         assert listed == []
@@ -178,6 +215,60 @@ def test_a_table_whose_next_hour_cannot_have_closed_is_not_listed_until_it_can(l
     assert listed == [layout.manifest_prefix(topic.database, topic.table)]
     assert early["kafka_lake_landed_hour_manifests", table_labels(topic)] == 2
     assert due["kafka_lake_landed_hour_manifests", table_labels(topic)] == 3
+
+
+def test_an_hour_landed_again_or_behind_the_newest_shows_at_the_next_scrape(broker, tmp_path, monkeypatch):
+    """Given hours 1 and 3 landed while the catalog lacked version 2 (hour 1's records of it dead letters) and a scrape
+    of them; when hour 1 is landed again with version 2 (after `add_topic --update`) and hour 2, behind the newest, is
+    landed; then the very next scrape shows both, as the manifests now say, each hour counted once: the lake's log of
+    manifest changes names the hours, and the table is counted again without waiting for a recount."""
+    topic, traffic = topic_with_traffic(broker, tmp_path / "catalog")
+    lake_root = str(tmp_path / "lake")
+    landing = landing_settings(lake_root, broker.bootstrap_servers)
+    first, second, third = (KafkaHour(hour) for hour in RAW_HOURS[1:4])
+    without_v2 = topic.model_copy(update={"schema_versions": topic.schema_versions[:1]})
+    land(without_v2, [first, third], landing, in_this_process)
+    changes_listed: list[str] = []
+    list_names = LakeStorage.list_names
+
+    def counting(storage, directory, *args, **kwargs):
+        if directory.startswith(layout.MANIFEST_CHANGES_PREFIX):
+            changes_listed.append(directory)
+        return list_names(storage, directory, *args, **kwargs)
+
+    monkeypatch.setattr(LakeStorage, "list_names", counting)
+    with metrics_server(platform_settings(tmp_path / "catalog", lake_root, broker)) as (url, _):
+        before = scrape(url)
+        land(topic, [first, second], landing, in_this_process)
+        changes_listed.clear()
+        after = scrape(url)
+
+    table = table_labels(topic)
+    produced = produced_in(traffic, [first, second, third])
+    v2_in_third = sum(1 for item in traffic.produced if item.kind == "row" and item.version == 2
+                      and third.start_ms <= item.timestamp_ms < third.end_ms)  # still dead letters: not landed again
+    assert before["kafka_lake_landed_hour_manifests", table] == 2
+    assert before["kafka_lake_landed_rows", table] < produced_in(traffic, [first, third])["row"]
+    assert after["kafka_lake_landed_hour_manifests", table] == 3
+    assert after["kafka_lake_landed_rows", table] == produced["row"] - v2_in_third
+    assert after["kafka_lake_dead_letters", table] == produced["dead"] + v2_in_third
+    assert len(changes_listed) == 1, "one listing of the change log a scrape"
+
+
+def test_the_change_log_is_pruned_by_retention_to_its_last_days(tmp_path):
+    """Given changes recorded over five days; when a retention run applies on the fifth; then the days older than
+    `ManifestChanges.KEPT` are gone and the newer ones stay."""
+    topic = write_test_topic(tmp_path / "catalog", "e2e.pruned")
+    storage = LakeStorage(str(tmp_path / "lake"))
+    changes = ManifestChanges(storage)
+    now = datetime(2026, 11, 5, 3, 17, tzinfo=timezone.utc)
+    for days_ago in range(5):
+        changes.record(topic.database, topic.table, KafkaHour(RAW_HOURS[0]), at=now - timedelta(days=days_ago))
+
+    apply_retention(storage, topic, now, None, lambda tasks: [], lambda manifests: None, lambda partitions: None)
+
+    kept = {change.at.date() for change in changes.since(now - timedelta(days=10))}
+    assert kept == {(now - timedelta(days=n)).date() for n in range(3)}
 
 
 def test_a_recount_shows_an_hour_relanded_with_other_counts(broker, tmp_path):
