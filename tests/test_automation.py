@@ -68,10 +68,12 @@ def test_hours_closed_by_the_clock_are_consecutive_and_at_most_a_day(page_views)
     assert len(automation.hours_closed_by_clock(page_views, H, long_after)) == automation.MAX_HOURS_PER_TICK
 
 
-def test_automation_starts_after_the_newest_landed_hour_or_at_the_last_hour_for_a_new_topic(page_views):
+def test_automation_starts_after_the_newest_landed_hour_or_at_the_start_hour_of_a_new_topic(page_views):
+    """A new topic lands from its `start_hour` however long ago that is (a week of retained history included), as the
+    README promises, not from the hour before now."""
     assert automation.first_hour_to_land(page_views, H, at(H, 300)) == H.next()
-    now = datetime(2026, 11, 22, 7, 30, tzinfo=timezone.utc)
-    assert automation.first_hour_to_land(page_views, None, now) == KafkaHour(datetime(2026, 11, 22, 6, tzinfo=timezone.utc))
+    week_later = page_views.start_hour + timedelta(days=7, hours=7, minutes=30)
+    assert automation.first_hour_to_land(page_views, None, week_later) == KafkaHour(page_views.start_hour)
 
 
 def test_hours_are_grouped_into_runs_of_consecutive_hours_at_most_a_given_length():
