@@ -36,6 +36,13 @@ DEMO_ENV_FILE = STATE_DIR / "demo.env"
 DEMO_CATALOG_DIR = STATE_DIR / "demo_catalog"
 # The runs' event logs stay in Dagster (see `make ui`); the terminal shows the summary.
 QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# Where the demo records its runs when DAGSTER_HOME is unset, as the Makefile sets it: `make ui` serves the same.
+DEFAULT_DAGSTER_HOME = Path(".dagster_home")
+
+
+def dagster_home(environ) -> Path:
+    """The Dagster home the demo records into and `make ui` serves: $DAGSTER_HOME, else `.dagster_home`, absolute."""
+    return Path(environ.get("DAGSTER_HOME") or DEFAULT_DAGSTER_HOME).resolve()
 
 
 def main() -> int:
@@ -50,6 +57,12 @@ def main() -> int:
     from kafka_lake.topics.loader import load_catalog
     from platform_assets.definitions import build_definitions
 
+    home = dagster_home(os.environ)
+    if not (home / "dagster.yaml").exists():
+        from deploy.instance import write_instance
+
+        write_instance(home)  # as `make setup` renders it: SQLite under the home, the repository's limits
+    os.environ["DAGSTER_HOME"] = str(home)
     samples = PlatformSettings.from_env()
     print("Starting a fresh local Kafka broker (Tansu) and an empty lake and metastore…", flush=True)
     tansu.stop_detached(STATE_DIR / "broker" / "tansu.pid")
@@ -66,7 +79,8 @@ def main() -> int:
     os.environ["SCHEMA_CATALOG_DIR"] = str(write_demo_catalog(Path(samples.schema_catalog_dir), DEMO_CATALOG_DIR, starts))
     settings = PlatformSettings.from_env()
     catalog = load_catalog(settings.schema_catalog_dir, table_format=settings.table_format)
-    write_demo_env(DEMO_ENV_FILE, {"PII_HMAC_KEY": os.environ["PII_HMAC_KEY"], "SCHEMA_CATALOG_DIR": settings.schema_catalog_dir,
+    write_demo_env(DEMO_ENV_FILE, {"DAGSTER_HOME": str(home), "PII_HMAC_KEY": os.environ["PII_HMAC_KEY"],
+                                   "SCHEMA_CATALOG_DIR": settings.schema_catalog_dir,
                                    "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
                                    "LAKE_ROOT": settings.lake_root if "://" in settings.lake_root
                                    else str(Path(settings.lake_root).resolve()),

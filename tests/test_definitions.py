@@ -74,6 +74,19 @@ def test_the_asset_specs_match_the_reviewed_snapshot():
     )
 
 
+def test_spark_ui_port_is_the_first_port_every_runs_spark_ui_tries():
+    """Spark's UI takes 4040 (and the next free ones) unless told: SPARK_UI_PORT moves it, for a machine where another
+    user's runs hold those ports; a value that is no port is refused naming the variable."""
+    from platform_assets.definitions import platform_resources
+
+    unset = platform_resources(PlatformSettings.from_env({}))["pyspark"].spark_config
+    moved = platform_resources(PlatformSettings.from_env({"SPARK_UI_PORT": "4141"}))["pyspark"].spark_config
+
+    assert "spark.ui.port" not in unset and moved["spark.ui.port"] == "4141"
+    with pytest.raises(ValueError, match="SPARK_UI_PORT is 'ui'; it must be a port number"):
+        PlatformSettings.from_env({"SPARK_UI_PORT": "ui"})
+
+
 def test_adding_a_topic_is_adding_a_folder(catalog_copy):
     shutil.copytree(catalog_copy / "shop" / "page_views", catalog_copy / "shop" / "checkouts")
     topic_file = catalog_copy / "shop" / "checkouts" / "topic.yaml"

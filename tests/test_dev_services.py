@@ -345,3 +345,48 @@ def test_wait_for_port_names_the_address_it_gave_up_on():
     port = free_port()
     with pytest.raises(TimeoutError, match=f"127.0.0.1:{port}"):
         wait_for_port("127.0.0.1", port, timeout=0.2)
+
+
+# --- `make ui`, `make broker` and `make demo`: their ports, and the instance the UI serves ----------------------------
+
+def dry_run(*arguments: str) -> str:
+    """What `make` would run, without running it."""
+    done = subprocess.run(["make", "-n", *arguments], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_ui_and_the_broker_take_their_ports_from_one_variable_each():
+    """`make ui PORT=N` serves the UI on N, `make broker BROKER_PORT=M` listens on M; unset, 3000 and 9092."""
+    assert "-m dev_services.ui -p 3123\n" in dry_run("ui", "PORT=3123")
+    assert "-m dev_services.ui -p 3000\n" in dry_run("ui")
+    assert "-m dev_services.tansu start --port 19093\n" in dry_run("broker", "BROKER_PORT=19093")
+    assert "-m dev_services.tansu start --port 9092\n" in dry_run("broker")
+
+
+def test_the_ui_serves_the_demos_dagster_home_whatever_the_environment_says(tmp_path):
+    """Given the settings a demo wrote, its Dagster home among them; when `dev_services.ui` makes its environment from a
+    shell without DAGSTER_HOME, or with another one; then `dagster dev` runs on the demo's home (never on a temporary
+    instance of its own, which shows the demo as never materialized and ignores the instance's limits), on the port
+    asked, with the repository's workspace whatever the working directory."""
+    from dev_services.demo import write_demo_env
+    from dev_services.ui import dagster_dev_arguments, ui_environment
+
+    env_file = tmp_path / "demo.env"
+    write_demo_env(env_file, {"DAGSTER_HOME": str(tmp_path / "demo_home"), "PII_HMAC_KEY": "k"})
+
+    assert ui_environment({"PATH": "/bin"}, env_file)["DAGSTER_HOME"] == str(tmp_path / "demo_home")
+    assert ui_environment({"DAGSTER_HOME": str(tmp_path / "other")}, env_file)["DAGSTER_HOME"] == str(tmp_path / "demo_home")
+    assert ui_environment({}, tmp_path / "no_demo.env")["DAGSTER_HOME"] == str(Path(".dagster_home").resolve())
+    assert dagster_dev_arguments(["-p", "3123"]) == ["-p", "3123", "-w", str(REPO / "workspace.yaml"), "-h", "127.0.0.1"]
+    assert dagster_dev_arguments([]) == ["-w", str(REPO / "workspace.yaml"), "-h", "127.0.0.1", "-p", "3000"]
+
+
+def test_dagster_dev_started_in_the_repository_finds_no_instance_file_it_would_call_unused():
+    """`dagster dev` warns at every start when the folder it starts in holds a dagster.yaml that is not $DAGSTER_HOME's
+    (Dagster's `dev` command); the instance's settings live in deploy/dagster.yaml, which `deploy.instance` renders
+    into $DAGSTER_HOME, as the Makefile, the demo and the image's entrypoint run it."""
+    from deploy.instance import REPOSITORY_INSTANCE_FILE
+
+    assert not (REPO / "dagster.yaml").exists() and not (REPO / "dagster.yml").exists()
+    assert REPOSITORY_INSTANCE_FILE == REPO / "deploy" / "dagster.yaml" and REPOSITORY_INSTANCE_FILE.exists()
