@@ -15,7 +15,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 PORT ?= 3000
 BROKER_PORT ?= 9092
 
-.PHONY: setup check-java instance check-test-tools check-catalog demo lint test test-fast test-faults ui broker stop clean bench bench-sensors bench-catalog bench-table-formats bench-history bench-compaction bench-json bench-metrics bench-current-state
+.PHONY: setup check-java instance check-test-tools check-catalog demo lint test test-fast test-faults ui broker produce stop clean bench bench-sensors bench-catalog bench-table-formats bench-history bench-compaction bench-json bench-metrics bench-current-state
 
 setup: $(STAMP) check-java instance
 
@@ -56,7 +56,7 @@ check-catalog: $(STAMP)
 	$(PY) -m deploy.check_catalog $(SCHEMA_CATALOG_DIR)
 
 # Lands the sample topics for several hours on a fresh local broker (BROKER_PORT) and prints a summary.
-demo ui broker: export KAFKA_BOOTSTRAP_SERVERS ?= 127.0.0.1:$(BROKER_PORT)
+demo ui broker produce: export KAFKA_BOOTSTRAP_SERVERS ?= 127.0.0.1:$(BROKER_PORT)
 demo: setup
 	$(PY) -m dev_services.demo
 
@@ -141,6 +141,12 @@ ui: setup
 
 broker: setup
 	$(PY) -m dev_services.tansu start --port $(BROKER_PORT)
+
+# Test records for one catalog entry on the local broker, in the last hours the clock has closed, ready to land:
+# `make produce TABLE=billing/invoices` (`ARGS="--records 500 --hours 3"` for more).
+produce: setup
+	@test -n "$(TABLE)" || { echo "say which catalog entry: make produce TABLE=<database>/<table>"; exit 2; }
+	$(PY) -m dev_services.produce $(TABLE) $(ARGS)
 
 stop:
 	-$(PY) -m dev_services.tansu stop

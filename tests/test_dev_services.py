@@ -390,3 +390,33 @@ def test_dagster_dev_started_in_the_repository_finds_no_instance_file_it_would_c
 
     assert not (REPO / "dagster.yaml").exists() and not (REPO / "dagster.yml").exists()
     assert REPOSITORY_INSTANCE_FILE == REPO / "deploy" / "dagster.yaml" and REPOSITORY_INSTANCE_FILE.exists()
+
+
+# --- `make produce TABLE=…`: test records for a catalog entry ---------------------------------------------------------
+
+@pytest.mark.parametrize("table", ["shop/page_views", "payments/transactions", "shop/orders", "shop/cart_opens",
+                                   "archive/shop_cart_events", "crm/customers"])
+def test_make_produce_writes_records_of_a_catalog_entry_that_land_as_its_rows(table, broker, catalog, tmp_path):
+    """Given a catalog entry of each shape (Avro with nested records and event time, Avro by Kafka time with decimals
+    and unions, Protobuf, routed JSON, raw, a keyed change topic); when `dev_services.produce` writes its test records
+    into the last hour the clock has closed, then landing that hour makes a row of every one: no dead letter."""
+    from dev_services.produce import hours_to_fill, produce_test_records
+    from tests.landing_fixtures import in_this_process, land, landing_settings, unique_topic_name
+
+    database, name = table.split("/")
+    spec = catalog.by_name(database, name).model_copy(update={"topic": unique_topic_name()})
+    hours = hours_to_fill(spec, 1, datetime.now(UTC))
+
+    produced = produce_test_records(spec, broker.bootstrap_servers, hours, per_hour=30, partitions=2)
+
+    [result] = land(spec, hours, landing_settings(str(tmp_path / "lake"), broker.bootstrap_servers), in_this_process)
+    counts = result.manifest.counts
+    assert produced == 30 and (counts.rows, counts.dead_letters) == (30, 0), result.manifest.dead_letter_causes
+
+
+def test_make_produce_names_the_entry_it_lacks_and_runs_as_the_makefile_says():
+    assert "-m dev_services.produce billing/invoices --records 5\n" in dry_run("produce", "TABLE=billing/invoices",
+                                                                             "ARGS=--records 5")
+    missing = subprocess.run([sys.executable, "-m", "dev_services.produce", "nowhere/none"], cwd=REPO,
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "no topic nowhere/none in the catalog at schema_catalog" in missing.stderr
