@@ -6,6 +6,8 @@ No mocks: every process starts on free loopback ports and is stopped by its pid,
 from __future__ import annotations
 
 import io
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -420,3 +422,44 @@ def test_make_produce_names_the_entry_it_lacks_and_runs_as_the_makefile_says():
     missing = subprocess.run([sys.executable, "-m", "dev_services.produce", "nowhere/none"], cwd=REPO,
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and "no topic nowhere/none in the catalog at schema_catalog" in missing.stderr
+
+
+# --- `make demo` on a catalog holding a newcomer's own entries ------------------------------------------------------
+
+def test_the_demo_lands_what_it_has_records_for_and_says_what_it_did_not_land(tmp_path):
+    """Given a catalog of one sample table, the README's example entry (a newcomer's, which the demo has no records
+    for) and an entry broken by a typo; when `make demo` runs on it without DAGSTER_HOME in its environment; then it
+    lands, compacts, registers and queries the sample table, says it did not land the other two and why (with the
+    command that makes records for the newcomer's), and exits 0; the settings it leaves for `make ui` name the Dagster
+    home it recorded into."""
+    from dev_services.demo import DEMO_ENV_FILE
+    from dev_services.ui import read_env_file
+    from tests.readme_entry import write_readme_entry
+
+    catalog = tmp_path / "catalog"
+    (catalog / "payments").mkdir(parents=True)
+    shutil.copytree(REPO / "schema_catalog" / "payments" / "transactions", catalog / "payments" / "transactions")
+    write_readme_entry(catalog)
+    (catalog / "broken" / "entry").mkdir(parents=True)
+    (catalog / "broken" / "entry" / "topic.yaml").write_text("topic: broken.entry\nowner: team-x\n")
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("DAGSTER_HOME", "LAKE_ROOT", "TABLE_FORMAT", "PII_HMAC_KEY", "SPARK_MASTER")
+           and not name.startswith(("KAFKA_", "DAGSTER_PG_"))}
+    env.update({"SCHEMA_CATALOG_DIR": str(catalog), "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
+                "SPARK_LOCAL_IP": "127.0.0.1"})
+    try:
+        demo = subprocess.run([sys.executable, "-m", "dev_services.demo"], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=900)
+    finally:
+        stop_detached(tmp_path / ".lake" / "broker" / PID_FILE_NAME)
+
+    out = demo.stdout
+    assert demo.returncode == 0, out[-4000:] + demo.stderr[-4000:]
+    assert "Landing raw/payments/transactions" in out and "Landing raw/billing/invoices" not in out
+    assert ("billing/invoices: the demo produces traffic for its sample topics only, not billing.invoices; "
+            "`make produce TABLE=billing/invoices` produces test records for it") in out
+    assert "broken/entry: its entry is rejected, " in out and "broken/entry/topic.yaml: missing required key" in out
+    assert "payments.transactions:" in out and "catalog matches storage" in out and "FAILED" not in out
+    settings = read_env_file(tmp_path / DEMO_ENV_FILE)
+    assert settings["DAGSTER_HOME"] == str((tmp_path / ".dagster_home").resolve())
+    assert (tmp_path / ".dagster_home" / "dagster.yaml").exists()
