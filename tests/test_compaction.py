@@ -154,7 +154,8 @@ def test_a_compaction_of_an_hour_no_row_is_placed_in_passes_saying_the_manifests
 
 def test_a_compaction_that_finds_nothing_where_the_manifests_placed_rows_fails_naming_them(tmp_path):
     """Given landed hours whose manifests place rows in a placement hour whose files are gone; when the compaction that
-    found nothing to examine is checked, then it fails (an error), naming the hours and the rows."""
+    found nothing to examine is checked, then it fails (an error), naming the hours and the rows; unless the hour has
+    expired, its files removed by retention."""
     topic = write_test_topic(tmp_path / "catalog", "e2e.vanished", allowed_lateness_hours=0)
     storage = LakeStorage(str(tmp_path / "lake"))
     landed_manifest(storage, topic, KafkaHour(HOURS[0]), [(HOURS[0], 7)])
@@ -165,6 +166,8 @@ def test_a_compaction_that_finds_nothing_where_the_manifests_placed_rows_fails_n
     assert outcome.description == ("examined nothing: placement hour 2026-11-01-10:00 of e2e.vanished has no generation "
                                    "and no committed file to compact, but the manifests of landed hours "
                                    "2026-11-01-10:00 place 7 row(s) in it")
+    expired = topic.model_copy(update={"retention_days": 1})  # retention removed its files: nothing lost
+    assert generations_hold_their_sources(storage, expired, CompactionResult(HOURS[0], (), (), (), ())).passed
 
 
 @pytest.mark.own_landing

@@ -27,6 +27,7 @@ from kafka_lake.lake.table_partition import TablePartition, partition_of_path
 from kafka_lake.schemas.arrow_mapping import column_at
 from kafka_lake.schemas.landed_schema import LandedSchema
 from kafka_lake.table_spec import TableSpec
+from kafka_lake.upkeep.expiry import is_expired, retention_cutoff
 
 log = logging.getLogger(__name__)
 
@@ -190,10 +191,14 @@ def rows_placed_in(storage: LakeStorage, topic: TableSpec, hour: datetime) -> tu
 def nothing_to_compact(storage: LakeStorage, topic: TableSpec, hour: datetime, metadata: dict,
                        severity_if_rows: str = "error") -> CheckOutcome:
     """`row_set_unchanged` of a compaction that found no rows to rewrite: it passes when the landed manifests place no
-    row in the hour either (a quiet hour, a table of a shared topic whose rows are elsewhere: empty stays empty), and
-    fails naming the rows they place there otherwise."""
+    row in the hour either (a quiet hour, a table of a shared topic whose rows are elsewhere: empty stays empty) or the
+    hour has expired, and fails naming the rows they place there otherwise."""
     rows, landed = rows_placed_in(storage, topic, hour)
     read = ", ".join(map(str, landed)) or "none landed"
+    if rows and is_expired(hour, retention_cutoff(topic, datetime.now(timezone.utc))):
+        return CheckOutcome(True, f"placement hour {hour_key(hour)} of {topic.topic} has expired (retention_days "
+                                  f"{topic.retention_days}): retention removed the {rows} row(s) the landed hours "
+                                  f"({read}) placed in it", metadata)
     if rows == 0:
         return CheckOutcome(True, f"placement hour {hour_key(hour)} of {topic.topic} holds no row, and the landed hours "
                                   f"that can place rows in it ({read}) place none: nothing to compact, the row set "
