@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from kafka_lake import automation
 from kafka_lake.hours import KafkaHour
-from kafka_lake.kafka.cluster import KafkaCluster, LogTail
+from kafka_lake.kafka.cluster import KafkaCluster, LogTail, batches
 from kafka_lake.kafka.log import KafkaUnavailable
 from kafka_lake.lake.landed_totals import LandedTotals, ManifestTally
 from kafka_lake.lake.layout import ARCHIVED_TOPICS_PATH
@@ -29,9 +30,9 @@ log = logging.getLogger(__name__)
 
 # Tables refreshed at once, and manifests read at once: a first scrape reads every table's whole history.
 READERS = 16
-# What a scrape gives the brokers for the log ends: Prometheus' scrape timeout (30 s, docs/OPERATING_METRICS.md) leaves
-# the rest to the lake. The topics not read by then are named in the log and have no lag in records that scrape.
-LOG_ENDS_BUDGET_S = 15.0
+# What a scrape gives the brokers to confirm the log ends they report (`ConfirmedEnds`): Prometheus' scrape timeout
+# (30 s, docs/OPERATING_METRICS.md) leaves the rest to the lake.
+CONFIRM_BUDGET_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -65,9 +66,12 @@ def lag_seconds(newest: KafkaHour | None, now: datetime) -> float | None:
     return None if newest is None else (now - newest.end).total_seconds()
 
 
-def table_measures(table: TableSpec, totals: LandedTotals, tails: list[LogTail] | None, now: datetime) -> TableMeasures:
-    """The measures of a table from its totals and its topic's log tails (None when unknown)."""
-    lags = None if tails is None else tuple(automation.landing_lag(totals.newest, tails))
+def table_measures(table: TableSpec, totals: LandedTotals, log_ends: dict[int, int] | None, now: datetime) -> TableMeasures:
+    """The measures of a table from its totals and its topic's log ends (partition → end; None when unknown)."""
+    lags = None
+    if log_ends is not None:
+        tails = [LogTail(partition, end, None) for partition, end in log_ends.items()]
+        lags = tuple(automation.landing_lag(totals.newest, tails))
     return TableMeasures(table.database, table.table, table.topic, totals, lags, lag_seconds(totals.newest_hour, now))
 
 
@@ -121,6 +125,7 @@ class PlatformMeasures:
         self._catalog = catalog or WatchedCatalog(settings)
         self._tallies: dict[tuple[str, str], ManifestTally] = {}
         self._changes = ManifestChangeFeed(ManifestChanges(self._storage))
+        self._ends = ConfirmedEnds(cluster)
         # Two pools: a table's refresh waits for its manifests' reads, which must never queue behind refreshes.
         self._tables = ThreadPoolExecutor(readers, thread_name_prefix="metrics-tables")
         self._reads = ThreadPoolExecutor(readers, thread_name_prefix="metrics-manifests")
@@ -132,8 +137,8 @@ class PlatformMeasures:
             changed = self._changed_hours()
             totals = list(self._tables.map(
                 lambda table: self._refreshed(table, now, changed.get((table.database, table.table), [])), catalog.topics))
-            tails, reachable = self._log_tails(catalog.topics)
-            tables = tuple(table_measures(table, table_totals, tails.get(table.topic), now)
+            ends, reachable = self._log_ends(catalog.topics)
+            tables = tuple(table_measures(table, table_totals, ends.get(table.topic), now)
                            for table, table_totals in zip(catalog.topics, totals))
             return Measures(tables, len(catalog.broken), reachable)
 
@@ -179,21 +184,74 @@ class PlatformMeasures:
             self._tallies[key] = ManifestTally(ManifestStore(self._storage, table.database, table.table))
         return self._tallies[key]
 
-    def _log_tails(self, tables: Iterable[TableSpec]) -> tuple[dict[str, list[LogTail]], bool]:
-        """Each catalogued topic's partitions and their log ends as read, as the landing reads them: a broker's
-        reported end is confirmed by reading at it (Tansu's under-reports a last batch of several records), from one
-        metadata request and batched ListOffsets requests and fetches (`KafkaCluster.log_tails`); nothing when the
-        brokers are away (the lake's measures are still served)."""
+    def _log_ends(self, tables: Iterable[TableSpec]) -> tuple[dict[str, dict[int, int]], bool]:
+        """Each catalogued topic's partitions and their log ends as the landing reads them (`ConfirmedEnds`), from one
+        metadata request and batched ListOffsets requests; nothing when the brokers are away (the lake's measures are
+        still served)."""
         wanted = {table.topic for table in tables}
         try:
             on_cluster = self._cluster.topics()
-            read = self._cluster.log_tails({topic: on_cluster[topic] for topic in sorted(wanted & on_cluster.keys())},
-                                           budget_s=LOG_ENDS_BUDGET_S)
+            ends, unanswered = self._ends.read({topic: on_cluster[topic] for topic in sorted(wanted & on_cluster.keys())})
         except KafkaUnavailable as error:
             log.warning("log ends not measured this scrape: %s", error)
             return {}, False
-        for topic, why in sorted(read.unread.items()):
+        for topic, why in sorted(unanswered.items()):
             log.warning("log ends of %s not measured this scrape: %s", topic, why)
-        if read.unread and not read.tails:
+        if unanswered and not ends:
             return {}, False
-        return read.tails, True
+        by_topic: dict[str, dict[int, int]] = {}
+        for (topic, partition), end in sorted(ends.items()):
+            by_topic.setdefault(topic, {})[partition] = end
+        return by_topic, True
+
+
+class ConfirmedEnds:
+    """Log ends as the landing reads them, kept scrape by scrape. A broker's answer is confirmed by reading at it
+    (Tansu answers the first offset of a last batch of several records + 1, under-reporting the rest;
+    `KafkaCluster.confirmed_ends`), for the partitions whose answer moved since it was last confirmed: an answer that
+    did not move is a log that did not grow (records land in new batches, which move it), whose end read then still
+    holds. Reads go in batches of whole topics, the topics confirmed longest ago first, for `budget_s` a scrape; a
+    partition not confirmed this scrape counts to its answer, or to the end read before where that is further (off by
+    less than a batch), and is confirmed at a later scrape. So an idle partition costs a scrape its ListOffsets alone,
+    and a busy cluster's reads are bounded."""
+
+    def __init__(self, cluster: KafkaCluster, budget_s: float = CONFIRM_BUDGET_S):
+        self._cluster = cluster
+        self._budget_s = budget_s
+        self._read: dict[tuple[str, int], tuple[int, int]] = {}  # (topic, partition) → (end reported, end read there)
+        self._scrapes = 0
+        self._confirmed_in: dict[str, int] = {}  # topic → the scrape that last confirmed it
+
+    def read(self, partitions: dict[str, list[int]]) -> tuple[dict[tuple[str, int], int], dict[str, str]]:
+        """(the log end of every partition answered, per topic not answered why)."""
+        self._scrapes += 1
+        reported, unanswered = self._cluster.log_ends(partitions)
+        moved: dict[str, dict[tuple[str, int], int]] = {}
+        for key, end in reported.items():
+            if self._read.get(key, (None, 0))[0] != end:
+                moved.setdefault(key[0], {})[key] = end
+        oldest_first = sorted(moved, key=lambda topic: (self._confirmed_in.get(topic, 0), topic))
+        deadline = time.monotonic() + self._budget_s
+        asked_topics = 0
+        for batch in batches({topic: [partition for _, partition in moved[topic]] for topic in oldest_first}):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                log.info("log ends of %d topic(s) not confirmed this scrape: the next scrapes confirm them",
+                         len(oldest_first) - asked_topics)
+                break
+            asked_topics += len(batch)
+            asked = {key: end for topic in batch for key, end in moved[topic].items()}
+            confirmed, slow = self._cluster.confirmed_ends(asked, left)
+            for key, end in asked.items():
+                if key[0] not in slow:
+                    self._read[key] = (end, confirmed[key])
+                    self._confirmed_in[key[0]] = self._scrapes
+        return {key: self._best(key, end) for key, end in reported.items()}, unanswered
+
+    def _best(self, key: tuple[str, int], reported: int) -> int:
+        """The end read where the answer has not moved since; else the answer, or the end read before if further (a
+        log does not shrink, unless its topic was recreated: an answer below the last one drops what was read)."""
+        before = self._read.get(key)
+        if before is None or before[0] > reported:
+            return reported
+        return max(reported, before[1])

@@ -156,6 +156,58 @@ def test_lag_in_records_counts_to_the_log_end_as_read_not_as_a_broker_under_repo
     assert lag == waiting_after(traffic, hours[-1])[partition] + more
 
 
+def test_a_scrape_reads_at_the_log_ends_only_of_partitions_whose_reported_end_moved(landed_two_hours, broker,
+                                                                                     monkeypatch):
+    """Confirming an end costs a read: the first scrape reads at every partition's, the next none (no log grew), and
+    after records are produced to one partition, that one alone, whose lag then counts them."""
+    topic, traffic, hours, _, settings = landed_two_hours
+    asked: list[set] = []
+    confirmed_ends = KafkaCluster.confirmed_ends
+
+    def counting(cluster, reported, *args):
+        asked.append({key for key in reported if key[0] == topic.topic})
+        return confirmed_ends(cluster, reported, *args)
+
+    monkeypatch.setattr(KafkaCluster, "confirmed_ends", counting)
+    with metrics_server(settings) as (url, _):
+        scrape(url)
+        scrape(url)
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+        for n in range(3):
+            producer.produce(topic.topic, value=b"later", partition=1, timestamp=traffic.produced[-1].timestamp_ms + n)
+        producer.flush(30)
+        samples = scrape(url)
+
+    partitions = {p.partition for p in traffic.produced}
+    assert asked == [{(topic.topic, p) for p in partitions}, {(topic.topic, 1)}], "the second scrape read none"
+    lag = samples["kafka_lake_lag_records", frozenset({**dict(table_labels(topic)), "topic": topic.topic,
+                                                        "partition": "1"}.items())]
+    assert lag == waiting_after(traffic, hours[-1])[1] + 3
+
+
+def test_log_ends_a_scrape_had_no_time_to_confirm_count_to_the_brokers_answer_and_are_confirmed_next(broker):
+    """Given a partition whose last batch holds several records (Tansu under-reports its end); when a scrape's time for
+    reading ends is spent, then its end is the broker's answer, a lower bound; the next scrape with time confirms it."""
+    from kafka_lake.metrics import ConfirmedEnds
+
+    name = f"e2e.ends.{time.monotonic_ns()}"
+    broker.create_topic(name, 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 200})
+    for _ in range(10):
+        producer.produce(name, value=b"x", partition=0)
+    producer.flush(30)
+    cluster = KafkaCluster(consumer_config(broker.bootstrap_servers))
+    [reported] = cluster.log_ends({name: [0]})[0].values()
+
+    hurried, _ = ConfirmedEnds(cluster, budget_s=0.0).read({name: [0]})
+    ends = ConfirmedEnds(cluster)
+    confirmed, _ = ends.read({name: [0]})
+
+    assert reported < 10, "the broker reports the end exactly: this test shows nothing"
+    assert hurried == {(name, 0): reported} and confirmed == {(name, 0): 10}
+    assert ends.read({name: [0]})[0] == {(name, 0): 10}, "kept while the answer does not move"
+
+
 def test_each_scrape_reads_only_the_manifests_landed_since_the_one_before(landed_two_hours, monkeypatch):
     """Given two scrapes with nothing landed between them, the second reads no manifest; once a third hour lands,
     the next scrape reads that hour's manifest alone and its totals hold all three hours."""

@@ -134,6 +134,22 @@ class KafkaCluster:
         return ends, {topic: f"the broker did not give the log end of partition(s) {', '.join(errors[:3])}"
                       f"{' …' if len(errors) > 3 else ''} within {timeout_s:.1f}s" for topic, errors in failed.items()}
 
+    def confirmed_ends(self, reported: dict[tuple[str, int], int], timeout_s: float = _TIMEOUT_S
+                       ) -> tuple[dict[tuple[str, int], int], dict[str, str]]:
+        """The log ends as read, as the landing reads them: each reported end confirmed by reading from the partition's
+        last record to the end of its log, in one fetch over them all (a broker whose watermark lags its last batch,
+        Tansu, shows the records past it); and, per topic a partition of which did not answer within `timeout_s`, why."""
+        ends = dict(reported)
+        non_empty = {key: end for key, end in ends.items() if end > 0}
+        if not non_empty:
+            return ends, {}
+        consumer = Consumer(self._config)
+        try:
+            _, slow = self._newest_timestamps(consumer, non_empty, ends, timeout_s)
+        finally:
+            consumer.close()
+        return ends, slow
+
     def log_tails(self, partitions: dict[str, list[int]], budget_s: float | None = None,
                   batch_partitions: int | None = None) -> ClusterTails:
         """Per topic, each partition's log end and newest record timestamp, in batches of whole topics (the ends in
