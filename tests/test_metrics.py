@@ -307,11 +307,11 @@ def test_an_hour_landed_again_or_behind_the_newest_shows_at_the_next_scrape(brok
     assert len(changes_listed) == 1, "one listing of the change log a scrape"
 
 
-def test_the_change_log_is_pruned_by_retention_to_its_last_days(tmp_path):
+def test_the_change_log_is_pruned_by_retention_to_its_last_days(tmp_path, lake_root):
     """Given changes recorded over five days; when a retention run applies on the fifth; then the days older than
-    `ManifestChanges.KEPT` are gone and the newer ones stay."""
+    `ManifestChanges.KEPT` are gone and the newer ones stay (locally and on the S3 server)."""
     topic = write_test_topic(tmp_path / "catalog", "e2e.pruned")
-    storage = LakeStorage(str(tmp_path / "lake"))
+    storage = LakeStorage(lake_root)
     changes = ManifestChanges(storage)
     now = datetime(2026, 11, 5, 3, 17, tzinfo=timezone.utc)
     for days_ago in range(5):
