@@ -9,8 +9,13 @@ export DAGSTER_HOME := $(CURDIR)/.dagster_home
 export PYTHONUNBUFFERED := 1
 # Spark binds the driver to loopback unless told otherwise: local runs never leave the machine.
 export SPARK_LOCAL_IP ?= 127.0.0.1
+# The local ports, one variable each: `make ui PORT=3100`, `make demo BROKER_PORT=19092` (the demo's broker, which
+# `make ui` serves), and SPARK_UI_PORT, the first port a run's Spark UI tries (Spark's 4040 unless set; an environment
+# variable of the platform, read by every Spark application it starts).
+PORT ?= 3000
+BROKER_PORT ?= 9092
 
-.PHONY: setup check-java instance check-test-tools check-catalog demo lint test test-fast test-faults ui broker stop clean bench bench-sensors bench-catalog bench-table-formats bench-history bench-compaction bench-json bench-metrics bench-current-state
+.PHONY: setup check-java instance check-test-tools check-catalog demo lint test test-fast test-faults ui broker produce stop clean bench bench-sensors bench-catalog bench-table-formats bench-history bench-compaction bench-json bench-metrics bench-current-state
 
 setup: $(STAMP) check-java instance
 
@@ -25,16 +30,18 @@ $(STAMP): requirements.lock pyproject.toml
 check-java:
 	@command -v java >/dev/null || { echo "Spark needs Java 17 or 21: install it, e.g. 'sudo apt-get install -y openjdk-17-jre-headless' (Debian/Ubuntu) or 'brew install openjdk@17' (macOS)"; exit 1; }
 
-# $(DAGSTER_HOME)/dagster.yaml from dagster.yaml: Postgres when DAGSTER_PG_* is set, else SQLite there.
-# Rendered every time, not only when dagster.yaml changes: DAGSTER_PG_* may have changed since.
+# $(DAGSTER_HOME)/dagster.yaml from deploy/dagster.yaml: Postgres when DAGSTER_PG_* is set, else SQLite there.
+# Rendered every time, not only when deploy/dagster.yaml changes: DAGSTER_PG_* may have changed since.
 instance: $(STAMP)
 	@$(PY) -m deploy.instance $(DAGSTER_HOME)
 
-# The UI test drives Debian's Chromium; the deployment test runs a real PostgreSQL server. Installed
-# when missing as root (CI); otherwise the command to run is printed, as for Java.
+# The UI test drives Debian's Chromium; the deployment test runs a real PostgreSQL server; the metrics test lints a
+# scrape with promtool (Debian's prometheus package). Installed when missing as root (CI); otherwise the command to run
+# is printed, as for Java.
 check-test-tools:
 	@missing=""; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -48,7 +55,8 @@ check-test-tools:
 check-catalog: $(STAMP)
 	$(PY) -m deploy.check_catalog $(SCHEMA_CATALOG_DIR)
 
-# Lands the sample topics for several hours on a fresh local broker and prints a summary.
+# Lands the sample topics for several hours on a fresh local broker (BROKER_PORT) and prints a summary.
+demo ui broker produce: export KAFKA_BOOTSTRAP_SERVERS ?= 127.0.0.1:$(BROKER_PORT)
 demo: setup
 	$(PY) -m dev_services.demo
 
@@ -68,7 +76,8 @@ PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: setup check-test-tools lint
 	$(PY) -m pytest -q $(PARALLEL)
 
-# The tests that need no broker, S3 server, Spark, Glue or subprocess (markers set in tests/conftest.py): under a minute.
+# The tests that need no broker, S3 server, Spark, Glue or subprocess (markers set in tests/conftest.py): a few minutes
+# (3½ measured on two cores other work loaded).
 test-fast: setup
 	$(PY) -m pytest -q -m "not services and not faults and not ui"
 
@@ -125,13 +134,20 @@ SIZES ?= 1000000,10000000
 bench-current-state: setup
 	$(PY) -m bench.current_state --sizes $(SIZES)
 
-# The Dagster UI, daemon and code location on the demo's state, with the settings the demo landed it
-# with (.lake/demo.env: its PII key, catalog copy and broker). Run `make demo` first.
-ui: setup broker
-	$(PY) -m dev_services.ui
+# The Dagster UI (on PORT), daemon and code location on the demo's state, with the settings the demo landed it
+# with (.lake/demo.env: its Dagster home, PII key, catalog copy and broker, which it starts if stopped). Run `make demo`
+# first.
+ui: setup
+	$(PY) -m dev_services.ui -p $(PORT)
 
 broker: setup
-	$(PY) -m dev_services.tansu start --port 9092
+	$(PY) -m dev_services.tansu start --port $(BROKER_PORT)
+
+# Test records for one catalog entry on the local broker, in the last hours the clock has closed, ready to land:
+# `make produce TABLE=billing/invoices` (`ARGS="--records 500 --hours 3"` for more).
+produce: setup
+	@test -n "$(TABLE)" || { echo "say which catalog entry: make produce TABLE=<database>/<table>"; exit 2; }
+	$(PY) -m dev_services.produce $(TABLE) $(ARGS)
 
 stop:
 	-$(PY) -m dev_services.tansu stop

@@ -269,7 +269,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix=f"bench-catalog-{topics}-") as folder:
             work = Path(folder)
             write_catalog(work / "catalog", topics)
-            write_instance(work / "home", environ={})  # the repository's dagster.yaml, in SQLite
+            write_instance(work / "home", environ={})  # deploy/dagster.yaml, in SQLite
             if "load" not in args.skip:
                 measure_load(work / "catalog", work / "home", result)
                 print(f"{topics} topics: load {result.load_cpu_s:.1f} s CPU ({result.load_wall_s:.0f} s wall, "

@@ -121,6 +121,10 @@ def main() -> int:
         results["ListOffsets of every partition (baseline)"], _ = timed(lambda: cluster.log_ends(partitions))
         results["the same in one call of every partition"], _ = timed(
             lambda: log_ends_in_one_call(consumer_config(broker.bootstrap_servers), partitions))
+        # What the first scrape asks the brokers: the ends confirmed by a fetch at each partition's last record (later
+        # scrapes confirm only the partitions whose reported end moved).
+        results["log ends confirmed (ListOffsets + a fetch)"], _ = timed(
+            lambda: cluster.confirmed_ends(cluster.log_ends(partitions)[0], 60))
         results["reading every manifest (baseline)"], rows = timed(lambda: read_every_manifest(storage, args.topics))
         results["first scrape (reads every manifest)"], _ = timed(scrape)
         results["scrape, every table listed, nothing new"], _ = timed(scrape)

@@ -7,13 +7,18 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
+from kafka_lake.hours import floor_hour
+from kafka_lake.kafka.cluster import KafkaCluster
+from kafka_lake.kafka.log import KafkaUnavailable, consumer_config
 from kafka_lake.kafka.schema_resolution import registry_client, value_subject
 from kafka_lake.settings import PlatformSettings, url_without_credentials
 from kafka_lake.topics.onboarding import (
     OnboardingError,
+    StartHour,
+    earliest_retained_hour,
     new_entry,
     registered_key,
     registered_versions,
@@ -38,8 +43,9 @@ def main(argv: list[str] | None = None) -> int:
                         "several (default: the file's first, as Confluent's serializer frames by default; with "
                         "--update, the message of the entry's newest version)")
     parser.add_argument("--owner", default="unassigned", help="the team owning the table (default: unassigned)")
-    parser.add_argument("--start-hour", help="the first hourly partition, e.g. 2026-11-01T00:00Z (default: the hour "
-                        "before now; set the hour of the topic's first record to backfill its history)")
+    parser.add_argument("--start-hour", help="the first hourly partition, e.g. 2026-11-01T00:00Z (default: the hour of "
+                        "the topic's earliest retained record, asked of the brokers of KAFKA_BOOTSTRAP_SERVERS, so the "
+                        "sensors land its whole history; the current hour for a topic with no record yet)")
     parser.add_argument("--catalog", default=os.environ.get("SCHEMA_CATALOG_DIR") or "schema_catalog",
                         help="the topic catalog (default: $SCHEMA_CATALOG_DIR, else schema_catalog)")
     args = parser.parse_args(argv)
@@ -48,15 +54,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.update and (args.time_field or args.kafka_time or args.start_hour):
         parser.error("--update keeps the entry's placement and start hour: leave out --time-field, --kafka-time and "
                      "--start-hour")
-    url = PlatformSettings.from_env().schema_registry_url
+    settings = PlatformSettings.from_env()
+    url = settings.schema_registry_url
     if not url:
         print("error: SCHEMA_REGISTRY_URL is not set: it names the schema registry the entry is written from",
               file=sys.stderr)
         return 2
-    try:
-        start_hour = _start_hour(args.start_hour)
-    except ValueError:
-        parser.error(f"--start-hour {args.start_hour!r} is not an ISO 8601 time like 2026-11-01T00:00Z")
+    start = None
+    if not args.update:
+        try:
+            start = _start_hour(args.topic, args.start_hour, settings)
+        except ValueError:
+            parser.error(f"--start-hour {args.start_hour!r} is not an ISO 8601 time like 2026-11-01T00:00Z")
+        except KafkaUnavailable as error:
+            print(f"error: cannot ask the brokers at {settings.kafka_bootstrap_servers} where topic {args.topic} starts "
+                  f"({error}): make them reachable (KAFKA_BOOTSTRAP_SERVERS, KAFKA_CLIENT_*), or give --start-hour",
+                  file=sys.stderr)
+            return 1
 
     catalog = Path(args.catalog)
     folder = catalog / args.database / args.table
@@ -64,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         client = registry_client(url)
         versions = registered_versions(client, subject, url)
-        plan = (updated_entry(folder, versions, args.message) if args.update
-                else new_entry(folder, args.topic, versions, args.time_field, args.owner, start_hour, args.message,
+        plan = (updated_entry(folder, versions, args.message) if start is None
+                else new_entry(folder, args.topic, versions, args.time_field, args.owner, start.hour, args.message,
                                registered_key(client, args.topic, url)))
         write_entry(plan, catalog)
     except OnboardingError as error:
@@ -89,17 +103,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: {plan.key.note}")
     for name, _ in plan.imports:
         print(f"{folder / name}: imported by the entry's .proto files")
+    if start is not None:
+        print(f"{folder / 'topic.yaml'}: start_hour {start.hour:%Y-%m-%dT%H:00Z}, {start.why}; the sensors land its hours "
+              "from there on, a day of hours a tick")
     print(f"{folder / 'topic.yaml'}: {'updated' if args.update else 'written'}; next: `make check-catalog`, deploy (or "
           f"reload) the code location" + (", then land again the hours whose records became dead letters" if args.update
                                              else ""))
     return 0
 
 
-def _start_hour(text: str | None) -> datetime:
+def _start_hour(topic: str, text: str | None, settings: PlatformSettings) -> StartHour:
     if text is None:
-        return datetime.now(timezone.utc) - timedelta(hours=1)
+        cluster = KafkaCluster(consumer_config(settings.kafka_bootstrap_servers, settings.kafka_client_properties))
+        return earliest_retained_hour(cluster, topic, datetime.now(timezone.utc))
     moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return StartHour(floor_hour(moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)), "as --start-hour says")
 
 
 if __name__ == "__main__":

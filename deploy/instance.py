@@ -1,4 +1,4 @@
-"""Renders the Dagster instance file, $DAGSTER_HOME/dagster.yaml, from the repository's dagster.yaml.
+"""Renders the Dagster instance file, $DAGSTER_HOME/dagster.yaml, from the instance settings in deploy/dagster.yaml.
 Runs, event logs and schedules in Postgres when DAGSTER_PG_* is set, else in SQLite under $DAGSTER_HOME.
 """
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-REPOSITORY_INSTANCE_FILE = Path(__file__).resolve().parent.parent / "dagster.yaml"
+REPOSITORY_INSTANCE_FILE = Path(__file__).resolve().parent / "dagster.yaml"
 INSTANCE_FILE_NAME = "dagster.yaml"
 # The variable each field of Dagster's `postgres_db` reads. The rendered file names the variables,
 # not their values, so the password never lands on disk.
@@ -23,6 +23,8 @@ POSTGRES_FIELDS = {
     "port": "DAGSTER_PG_PORT",
 }
 OPTIONAL_POSTGRES_VARIABLES = {"DAGSTER_PG_PORT"}  # Dagster's default is 5432
+# The new pools listed by name, one a line; a catalog of thousands says how many more there are.
+POOLS_LISTED = 20
 
 
 class InstanceConfigError(ValueError):
@@ -126,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("dagster_home", nargs="?", default=os.environ.get("DAGSTER_HOME"),
                         help="where to write dagster.yaml (default: $DAGSTER_HOME)")
     parser.add_argument("--template", type=Path, default=REPOSITORY_INSTANCE_FILE,
-                        help="the instance settings to start from (default: the repository's dagster.yaml)")
+                        help="the instance settings to start from (default: deploy/dagster.yaml)")
     args = parser.parse_args(argv)
     if not args.dagster_home:
         print("error: give the Dagster home directory or set DAGSTER_HOME", file=sys.stderr)
@@ -144,7 +146,11 @@ def main(argv: list[str] | None = None) -> int:
               "when it first queues a run that uses it", file=sys.stderr)
         return 0
     if created:
-        print(f"Concurrency pools created at the default limit: {', '.join(created)}.")
+        print(f"Concurrency pools created at the default limit: {len(created)}")
+        shown = created[:POOLS_LISTED]
+        print("".join(f"  {pool}\n" for pool in shown), end="")
+        if len(created) > len(shown):
+            print(f"  … and {len(created) - len(shown)} more (`dagster instance concurrency get --all` lists every pool)")
     return 0
 
 

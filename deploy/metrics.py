@@ -36,7 +36,7 @@ METRICS = {
     "kafka_lake_lag_seconds": ("Seconds from the end of the newest landed hour to now", TABLE),
     "kafka_lake_landed_rows": ("Rows over every landed hour, as the hour manifests count them", TABLE),
     "kafka_lake_dead_letters": ("Dead letters over every landed hour, as the hour manifests count them", TABLE),
-    "kafka_lake_landed_hours": ("Kafka hours landed (hour manifests)", TABLE),
+    "kafka_lake_landed_hour_manifests": ("Kafka hours landed: the table's hour manifests", TABLE),
     "kafka_lake_newest_landed_hour_timestamp_seconds": ("Start of the newest landed Kafka hour, in Unix seconds", TABLE),
     "kafka_lake_catalog_rejected_entries": ("Catalog entries that failed to load; their topics are not landed", ()),
     "kafka_lake_brokers_up": ("1 when this scrape read the log ends from the brokers, 0 when they did not answer", ()),
@@ -52,7 +52,7 @@ def metric_families(measures: Measures, duration_s: float) -> list[Metric]:
         labels = [table.database, table.table]
         family["kafka_lake_landed_rows"].add_metric(labels, table.totals.rows)
         family["kafka_lake_dead_letters"].add_metric(labels, table.totals.dead_letters)
-        family["kafka_lake_landed_hours"].add_metric(labels, table.totals.hours)
+        family["kafka_lake_landed_hour_manifests"].add_metric(labels, table.totals.hours)
         if table.newest_hour is not None and table.lag_seconds is not None:
             family["kafka_lake_newest_landed_hour_timestamp_seconds"].add_metric(labels, table.newest_hour.start.timestamp())
             family["kafka_lake_lag_seconds"].add_metric(labels, table.lag_seconds)

@@ -36,6 +36,13 @@ DEMO_ENV_FILE = STATE_DIR / "demo.env"
 DEMO_CATALOG_DIR = STATE_DIR / "demo_catalog"
 # The runs' event logs stay in Dagster (see `make ui`); the terminal shows the summary.
 QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# Where the demo records its runs when DAGSTER_HOME is unset, as the Makefile sets it: `make ui` serves the same.
+DEFAULT_DAGSTER_HOME = Path(".dagster_home")
+
+
+def dagster_home(environ) -> Path:
+    """The Dagster home the demo records into and `make ui` serves: $DAGSTER_HOME, else `.dagster_home`, absolute."""
+    return Path(environ.get("DAGSTER_HOME") or DEFAULT_DAGSTER_HOME).resolve()
 
 
 def main() -> int:
@@ -50,6 +57,12 @@ def main() -> int:
     from kafka_lake.topics.loader import load_catalog
     from platform_assets.definitions import build_definitions
 
+    home = dagster_home(os.environ)
+    if not (home / "dagster.yaml").exists():
+        from deploy.instance import write_instance
+
+        write_instance(home)  # as `make setup` renders it: SQLite under the home, the repository's limits
+    os.environ["DAGSTER_HOME"] = str(home)
     samples = PlatformSettings.from_env()
     print("Starting a fresh local Kafka broker (Tansu) and an empty lake and metastore…", flush=True)
     tansu.stop_detached(STATE_DIR / "broker" / "tansu.pid")
@@ -60,39 +73,87 @@ def main() -> int:
     last = floor_hour(datetime.now(timezone.utc)) - timedelta(hours=2)
     hours = [last - timedelta(hours=n) for n in reversed(range(DEMO_HOURS))]
     print(f"Producing {DEMO_HOURS} hours of sample traffic ({hours[0]:%Y-%m-%d %H:00} to {hours[-1]:%H:59} UTC)…", flush=True)
-    traffic = produce_demo_traffic(broker.bootstrap_servers, load_catalog(samples.schema_catalog_dir), hours)
+    # Tolerant, as the code location loads it: an entry of the user's that does not load costs only its own table.
+    traffic = produce_demo_traffic(broker.bootstrap_servers, load_catalog(samples.schema_catalog_dir, tolerant=True), hours)
     print(traffic)
     starts = {topic: min([*counts.valid_by_kafka_hour, *counts.valid_by_event_hour]) for topic, counts in traffic.topics.items()}
-    os.environ["SCHEMA_CATALOG_DIR"] = str(write_demo_catalog(Path(samples.schema_catalog_dir), DEMO_CATALOG_DIR, starts))
+    os.environ["SCHEMA_CATALOG_DIR"] = str(write_demo_catalog(Path(samples.schema_catalog_dir), DEMO_CATALOG_DIR, starts,
+                                                              hours[0]))
     settings = PlatformSettings.from_env()
-    catalog = load_catalog(settings.schema_catalog_dir, table_format=settings.table_format)
-    write_demo_env(DEMO_ENV_FILE, {"PII_HMAC_KEY": os.environ["PII_HMAC_KEY"], "SCHEMA_CATALOG_DIR": settings.schema_catalog_dir,
+    catalog = load_catalog(settings.schema_catalog_dir, tolerant=True, table_format=settings.table_format)
+    write_demo_env(DEMO_ENV_FILE, {"DAGSTER_HOME": str(home), "PII_HMAC_KEY": os.environ["PII_HMAC_KEY"],
+                                   "SCHEMA_CATALOG_DIR": settings.schema_catalog_dir,
                                    "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
                                    "LAKE_ROOT": settings.lake_root if "://" in settings.lake_root
                                    else str(Path(settings.lake_root).resolve()),
                                    **({"TABLE_FORMAT": settings.table_format} if settings.table_format != DEFAULT_TABLE_FORMAT else {})})
+    # The demo produces records for its sample topics only: the catalog's other tables (a user's own) are served by
+    # `make ui` but not landed here, and said so.
+    tables = [topic for topic in catalog.topics if topic.topic in traffic.topics]
+    without_traffic = [topic for topic in catalog.topics if topic.topic not in traffic.topics]
+    _print_set_aside(catalog.broken, without_traffic)
 
     demo = _Demo(DagsterInstance.get(), build_definitions(catalog, settings))
+    steps = _Steps()
     started = time.monotonic()
     # From the topic's first hour: late page views reach event hours before the first Kafka hour, whose
     # Kafka hours land empty, so no hour of the topic reads missing.
-    landed = [demo.land(topic, hour) for topic in catalog.topics
-              for hour in hour_range(topic.start_hour, hours[-1])]
+    landed = [steps.run(topic, f"landing {hour:%Y-%m-%d-%H}:00", lambda: demo.land(topic, hour))
+              for topic in tables for hour in hour_range(topic.start_hour, hours[-1])]
     # What the sensor apply_landed_hours_to_current_state does after each landing, as one run per change topic.
-    applied = [demo.apply_current_state(topic, hour_range(topic.start_hour, hours[-1]))
-               for topic in catalog.topics if topic.current_state is not None]
-    compacted = [demo.compact_due_hours(topic, settings.lake_root) for topic in catalog.topics]
-    registered = [demo.register(topic, settings.lake_root) for topic in catalog.topics]
-    retained = [demo.retain(topic) for topic in catalog.topics]
+    applied = [steps.run(topic, "current state", lambda: demo.apply_current_state(topic, hour_range(topic.start_hour, hours[-1])))
+               for topic in tables if topic.current_state is not None]
+    compacted = [steps.run(topic, "compaction", lambda: demo.compact_due_hours(topic, settings.lake_root)) for topic in tables]
+    registered = [steps.run(topic, "registration", lambda: demo.register(topic, settings.lake_root)) for topic in tables]
+    retained = [steps.run(topic, "retention", lambda: demo.retain(topic)) for topic in tables]
     elapsed = time.monotonic() - started
-    _print_summary(landed, catalog, settings.lake_root, elapsed)
+    landed, applied, compacted, registered, retained = (
+        [done for done in results if done is not None] for results in (landed, applied, compacted, registered, retained))
+    _print_summary(landed, [topic for topic in tables if topic.name not in steps.failed], settings.lake_root, elapsed)
     _print_current_state(applied)
     _print_downstream(compacted, registered, retained)
-    _print_sample_queries([topic for topic in catalog.topics if not _is_iceberg(topic)])
+    queried = [topic for topic, _, _ in registered]
+    _print_sample_queries([topic for topic in queried if not _is_iceberg(topic)])
     _print_iceberg_queries([(topic, metadata) for topic, metadata, _ in registered if _is_iceberg(topic)])
     _print_current_state_queries(applied, settings)
-    print(f"\n`make ui` serves this state with the demo's settings ({DEMO_ENV_FILE}): http://127.0.0.1:3000")
-    return 0
+    _print_set_aside(catalog.broken, without_traffic, steps.failed)
+    print(f"\n`make ui` serves this state with the demo's settings ({DEMO_ENV_FILE}): http://127.0.0.1:3000, or the "
+          "port of `make ui PORT=…`")
+    return 1 if steps.failed else 0
+
+
+class _Steps:
+    """Each table's steps in order, as a run each: a step that fails is reported with its cause, that table's later
+    steps are skipped, and the other tables go on."""
+
+    def __init__(self):
+        self.failed: dict[str, str] = {}
+
+    def run(self, topic, what: str, action):
+        if topic.name in self.failed:
+            return None
+        try:
+            return action()
+        except Exception as error:
+            lines = str(error).strip().splitlines()
+            self.failed[topic.name] = f"{what}: {type(error).__name__}: {lines[0] if lines else ''}"
+            print(f"FAILED {topic.name}, {self.failed[topic.name]}", flush=True)
+            return None
+
+
+def _print_set_aside(broken, without_traffic, failed: dict[str, str] | None = None) -> None:
+    """The catalog's tables the demo did not land, and why: rejected entries, tables of topics it has no traffic for
+    (a user's own: `make produce` makes some), and at the end the tables whose steps failed."""
+    if not broken and not without_traffic and not failed:
+        return
+    print("\n=== Not landed by the demo ===")
+    for entry in broken:
+        print(f"{entry.database}/{entry.table}: its entry is rejected, {entry.error}")
+    for topic in without_traffic:
+        print(f"{topic.name}: the demo produces traffic for its sample topics only, not {topic.topic}; "
+              f"`make produce TABLE={topic.name}` produces test records for it, then land them from `make ui`")
+    for name, why in (failed or {}).items():
+        print(f"{name}: FAILED at {why}")
 
 
 def _is_iceberg(topic: TableSpec) -> bool:
@@ -103,18 +164,20 @@ def _is_iceberg(topic: TableSpec) -> bool:
     return table_format_type(topic) is IcebergTables
 
 
-def write_demo_catalog(samples: Path, target: Path, starts: dict[str, datetime]) -> Path:
-    """The sample catalog, each topic starting at the first hour its demo records are placed in: the UI then
-    counts a missing hour only where the demo's data has a real gap. The samples stay as they are."""
+def write_demo_catalog(samples: Path, target: Path, starts: dict[str, datetime], first_hour: datetime) -> Path:
+    """The catalog, each sample topic starting at the first hour its demo records are placed in, and every other
+    topic (a user's own) at the demo's first hour: the UI then counts a missing hour only where the demo's data has a
+    real gap. The catalog itself stays as it is."""
     if target.exists():
         shutil.rmtree(target)
     shutil.copytree(samples, target)
     for topic_file in sorted(target.glob("*/*/topic.yaml")):
         text = topic_file.read_text()
-        topic = yaml.safe_load(text)["topic"]
-        if topic not in starts:
-            continue
-        start = f'start_hour: "{starts[topic]:%Y-%m-%dT%H:00Z}"'
+        try:
+            topic = yaml.safe_load(text)["topic"]
+        except (yaml.YAMLError, TypeError, KeyError):
+            continue  # a broken entry: the catalog's load names it
+        start = f'start_hour: "{starts.get(topic, first_hour):%Y-%m-%dT%H:00Z}"'
         replaced, count = re.subn(r"(?m)^start_hour:.*$", start, text)
         topic_file.write_text(replaced if count else text.rstrip("\n") + "\n" + start + "\n")
     return target.resolve()
@@ -145,7 +208,7 @@ class _Demo:
             asset_check_selection=set(layer_run.checks) if layer_run.checks is not None else None)
         result = job.execute_in_process(partition_key=partition_key, instance=self.instance, run_config=QUIET_RUN,
                                         tags={**layer_run.tags, **(tags or {})}, raise_on_error=True)
-        checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations() if c.asset_key == asset_key}
+        checks = {c.check_name: c for c in result.get_asset_check_evaluations() if c.asset_key == asset_key}
         materializations = [e.materialization for e in result.get_asset_materialization_events() if e.asset_key == asset_key]
         return materializations, checks
 
@@ -190,7 +253,7 @@ class _Demo:
         job = self.definitions.resolve_job_def(current_state_job([topic]).name)
         result = job.execute_in_process(instance=self.instance, run_config=QUIET_RUN, raise_on_error=True, tags={
             ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: last})
-        checks = {c.partition: c.passed for c in result.get_asset_check_evaluations()}
+        checks = {c.partition: c for c in result.get_asset_check_evaluations()}
         hourly = [(e.materialization.partition, e.materialization.metadata, checks.get(e.materialization.partition))
                   for e in result.get_asset_materialization_events() if e.asset_key == current_key(topic)]
         return topic, hourly
@@ -233,15 +296,25 @@ def _reset_state(lake_root: str) -> None:
         shutil.rmtree(lake_root)
 
 
+def verdict_of(checks: dict, passed: str) -> str:
+    """`passed` when every check passed, else each check that did not, with its severity and why: the check's own
+    description, never a bare FAILED."""
+    from dagster import AssetCheckSeverity
+
+    failed = [f"{name} {'warns' if check.severity == AssetCheckSeverity.WARN else 'FAILED'}: "
+              f"{check.description or '(no description)'}" for name, check in checks.items() if not check.passed]
+    return passed if not failed else "; ".join(failed)
+
+
 def _print_current_state(applied) -> None:
     for topic, hourly in applied:
         print(f"\n=== Current state: {topic.database}.{topic.current_state.table}, each landed hour of {topic.topic} "
               f"applied ===")
         print(f"{'hour':17} {'inserts':>8} {'updates':>8} {'deletes':>8} {'unchanged':>9} {'rows':>6} {'rewritten':>9} "
               f"{'snapshot':>20}  check")
-        for hour, metadata, passed in hourly:
+        for hour, metadata, check in hourly:
             value = lambda name: metadata[name].value
-            verdict = "passed" if passed else "FAILED"
+            verdict = verdict_of({check.check_name: check} if check is not None else {}, "passed")
             print(f"{hour:17} {value('inserts'):>8} {value('updates'):>8} {value('deletes'):>8} {value('unchanged'):>9} "
                   f"{value('dagster/row_count'):>6} {value('files_rewritten'):>9} {value('iceberg_snapshot_id'):>20}  {verdict}")
 
@@ -276,24 +349,24 @@ def _print_downstream(compacted, registered, retained) -> None:
     print(f"{'asset':34} {'hour':17} {'files before':>12} {'after':>6} {'rows':>6}  checks")
     for topic, rows, not_due in compacted:
         for key, metadata, checks in rows:
-            verdict = "all passed" if all(checks.values()) else "FAILED"
+            verdict = verdict_of(checks, "all passed")
             print(f"{'compacted/' + topic.name:34} {key:17} {metadata['files_before'].value:>12} "
                   f"{metadata['files_after'].value:>6} {metadata['rows'].value:>6}  {verdict}")
         print(f"{'compacted/' + topic.name:34} {not_due} placement hour(s) not due yet: later raw hours can still add rows")
     print("\n=== Table catalog ===")
     for topic, metadata, checks in registered:
         if _is_iceberg(topic):
-            verdict = "the table holds every landed hour" if all(checks.values()) else "FAILED: the table differs from the landings"
+            verdict = verdict_of(checks, "the table holds every landed hour")
             print(f"{metadata['table'].value} ({metadata['catalog'].value}): {metadata['columns'].value} columns, "
                   f"snapshot {metadata['iceberg_snapshot_id'].value} of {metadata['snapshots'].value}: {verdict}")
             continue
-        verdict = "catalog matches storage" if all(checks.values()) else "FAILED: catalog differs from storage"
+        verdict = verdict_of(checks, "catalog matches storage")
         print(f"{metadata['table'].value}: {metadata['columns'].value} columns, "
               f"{len(metadata['partitions'].value)} partitions in the catalog "
               f"(compaction published its generations; this run added {metadata['partitions_added'].value}): {verdict}")
     print("\n=== Retention ===")
     for topic, metadata, checks in retained:
-        verdict = "nothing expired remains" if all(checks.values()) else "FAILED: expired partitions remain"
+        verdict = verdict_of(checks, "nothing expired remains")
         print(f"retention/{topic.name}: kept {metadata['retention_days'].value} days, "
               f"{metadata['expired_partitions'].value} partition(s) expired, {metadata['erased_rows'].value} row(s) erased: {verdict}")
 
@@ -338,7 +411,7 @@ def _print_iceberg_queries(tables) -> None:
         print(connection.sql(query))
 
 
-def _print_summary(landed, catalog, lake_root: str, elapsed: float) -> None:
+def _print_summary(landed, tables, lake_root: str, elapsed: float) -> None:
     from kafka_lake.lake import layout
     from kafka_lake.lake.storage import LakeStorage
 
@@ -349,13 +422,13 @@ def _print_summary(landed, catalog, lake_root: str, elapsed: float) -> None:
     print("-" * len(header))
     for topic, key, metadata, checks in landed:
         value = lambda name: metadata[name].value
-        verdict = "all passed" if all(checks.values()) else "FAILED: " + ", ".join(n for n, ok in checks.items() if not ok)
+        verdict = verdict_of(checks, "all passed")
         unrouted = metadata["unrouted"].value if "unrouted" in metadata else "-"  # routed tables' records no table takes
         print(f"{'raw/' + topic.name:28} {key:17} {value('rows'):>6} {value('dead_letters'):>5} {value('tombstones'):>5} "
               f"{unrouted:>8} {value('late_events'):>5} {value('files'):>5} {value('slices'):>6}  {verdict}")
     storage = LakeStorage(lake_root)
     print(f"\n=== The lake at {storage.root} ===")
-    for topic in catalog.topics:
+    for topic in tables:
         per_folder: Counter = Counter()
         for stored in storage.list_files(layout.table_prefix(topic.database, topic.table)):
             if layout.parse_data_file_name(stored.path) is None and _is_iceberg(topic):
@@ -367,7 +440,8 @@ def _print_summary(landed, catalog, lake_root: str, elapsed: float) -> None:
               f"schema_version/date/hour folders, {dead} dead-letter files")
         for folder, files in sorted(per_folder.items()):
             print(f"    {folder}: {files} file(s)")
-    print(f"\nLanded, compacted and registered in {elapsed:.0f}s. Browse it all with `make ui` (http://127.0.0.1:3000).")
+    print(f"\nLanded, compacted and registered in {elapsed:.0f}s. Browse it all with `make ui` (http://127.0.0.1:3000, "
+          "or `make ui PORT=…`).")
 
 
 if __name__ == "__main__":

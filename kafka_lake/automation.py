@@ -75,11 +75,12 @@ def hours_closed_by_clock(topic: TableSpec, first: KafkaHour, now: datetime) -> 
 
 
 def first_hour_to_land(topic: TableSpec, newest_landed: KafkaHour | None, now: datetime) -> KafkaHour:
-    """Where automation starts: after the newest landed hour, or, on a topic never landed, at the
-    last hour before now (the history before it is a backfill someone starts on purpose)."""
+    """Where automation starts: after the newest landed hour, or, on a topic never landed, at its `start_hour` (which
+    `add_topic` sets to the hour of the topic's earliest retained record): the retained history lands by itself, a
+    day of hours a tick, however long ago the topic started. `now` plays no part."""
     if newest_landed is not None:
         return newest_landed.next()
-    return max(KafkaHour(topic.start_hour), KafkaHour.containing(now).previous())
+    return KafkaHour(topic.start_hour)
 
 
 # --- What a landing makes due downstream -----------------------------------------------------

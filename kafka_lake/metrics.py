@@ -6,19 +6,20 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from kafka_lake import automation
 from kafka_lake.hours import KafkaHour
-from kafka_lake.kafka.cluster import KafkaCluster
+from kafka_lake.kafka.cluster import KafkaCluster, LogTail, batches
 from kafka_lake.kafka.log import KafkaUnavailable
 from kafka_lake.lake.landed_totals import LandedTotals, ManifestTally
 from kafka_lake.lake.layout import ARCHIVED_TOPICS_PATH
-from kafka_lake.lake.manifests import ManifestStore
+from kafka_lake.lake.manifests import ManifestChangeFeed, ManifestChanges, ManifestStore
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.settings import PlatformSettings
 from kafka_lake.table_spec import TableSpec
@@ -29,6 +30,9 @@ log = logging.getLogger(__name__)
 
 # Tables refreshed at once, and manifests read at once: a first scrape reads every table's whole history.
 READERS = 16
+# What a scrape gives the brokers to confirm the log ends they report (`ConfirmedEnds`): Prometheus' scrape timeout
+# (30 s, docs/OPERATING_METRICS.md) leaves the rest to the lake.
+CONFIRM_BUDGET_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,7 @@ def table_measures(table: TableSpec, totals: LandedTotals, log_ends: dict[int, i
     """The measures of a table from its totals and its topic's log ends (partition → end; None when unknown)."""
     lags = None
     if log_ends is not None:
-        tails = [automation.LogTail(partition, end, None) for partition, end in log_ends.items()]
+        tails = [LogTail(partition, end, None) for partition, end in log_ends.items()]
         lags = tuple(automation.landing_lag(totals.newest, tails))
     return TableMeasures(table.database, table.table, table.topic, totals, lags, lag_seconds(totals.newest_hour, now))
 
@@ -107,11 +111,12 @@ class WatchedCatalog:
 
 
 class PlatformMeasures:
-    """The measures of every table of the catalog, kept up to date scrape by scrape: each scrape lists a table's
-    manifests after the newest one read, once the hour after it can have closed, and reads only those; it asks the
+    """The measures of every table of the catalog, kept up to date scrape by scrape: each scrape reads the lake's log
+    of manifest changes since the one before; a table whose hour the log names, or whose next hour can have closed,
+    has its manifests listed after the newest one read and only those read, and a table an hour of which changed
+    behind the newest one read (landed again, or landed late behind a newer one) is counted again whole. It asks the
     brokers for every partition's log end in batched requests, and loads the catalog again only when it changed.
-    What a listing after the newest name cannot see (an hour landed again, or landed late behind a newer one) shows
-    after `recount`, which reads every manifest again."""
+    `recount` reads every manifest again, for what the change log cannot tell (a writer whose clock is far behind)."""
 
     def __init__(self, settings: PlatformSettings, cluster: KafkaCluster, readers: int = READERS,
                  catalog: WatchedCatalog | None = None):
@@ -119,6 +124,8 @@ class PlatformMeasures:
         self._cluster = cluster
         self._catalog = catalog or WatchedCatalog(settings)
         self._tallies: dict[tuple[str, str], ManifestTally] = {}
+        self._changes = ManifestChangeFeed(ManifestChanges(self._storage))
+        self._ends = ConfirmedEnds(cluster)
         # Two pools: a table's refresh waits for its manifests' reads, which must never queue behind refreshes.
         self._tables = ThreadPoolExecutor(readers, thread_name_prefix="metrics-tables")
         self._reads = ThreadPoolExecutor(readers, thread_name_prefix="metrics-manifests")
@@ -127,7 +134,9 @@ class PlatformMeasures:
     def measure(self, now: datetime) -> Measures:
         with self._lock:
             catalog = self._catalog.current()
-            totals = list(self._tables.map(lambda table: self._refreshed(table, now), catalog.topics))
+            changed = self._changed_hours()
+            totals = list(self._tables.map(
+                lambda table: self._refreshed(table, now, changed.get((table.database, table.table), [])), catalog.topics))
             ends, reachable = self._log_ends(catalog.topics)
             tables = tuple(table_measures(table, table_totals, ends.get(table.topic), now)
                            for table, table_totals in zip(catalog.topics, totals))
@@ -143,12 +152,29 @@ class PlatformMeasures:
         for pool in (self._tables, self._reads):
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def _refreshed(self, table: TableSpec, now: datetime) -> LandedTotals:
-        """The table's totals, its manifests listed only once the hour after its newest landed one can have closed:
-        before, no landing can have added to them (an hour lands once closed), and a scrape asks storage nothing."""
+    def _changed_hours(self) -> dict[tuple[str, str], list[KafkaHour]]:
+        """The hours of each table whose manifests changed since the last scrape, as the change log says; by the
+        writers' clocks, which stamp it."""
+        try:
+            news = self._changes.news(datetime.now(timezone.utc))
+        except OSError as error:  # the lake away: the tables are refreshed as their hours can close, as before
+            log.warning("the manifests' change log not read this scrape: %s", error)
+            return {}
+        changed: dict[tuple[str, str], list[KafkaHour]] = {}
+        for change in news:
+            changed.setdefault((change.database, change.table), []).append(change.hour)
+        return changed
+
+    def _refreshed(self, table: TableSpec, now: datetime, changed: list[KafkaHour]) -> LandedTotals:
+        """The table's totals. An hour the change log names at or before the newest one read changed what was counted:
+        every manifest of the table is read again. Otherwise the manifests after the newest one read are listed when
+        the log names a newer hour, or once the hour after the newest one can have closed; before, no landing can
+        have added to them (an hour lands once closed), and a scrape asks storage nothing about the table."""
         tally = self._tally(table)
         newest = tally.totals.newest_hour
-        if newest is not None and now < automation.closed_by_records_from(table, newest.next()):
+        if changed and newest is not None and min(changed) <= newest:
+            return tally.recount(self._reads.map)
+        if not changed and newest is not None and now < automation.closed_by_records_from(table, newest.next()):
             return tally.totals
         return tally.refresh()
 
@@ -159,13 +185,13 @@ class PlatformMeasures:
         return self._tallies[key]
 
     def _log_ends(self, tables: Iterable[TableSpec]) -> tuple[dict[str, dict[int, int]], bool]:
-        """Each catalogued topic's partitions and their log ends, from one metadata request and one batched ListOffsets
-        request; nothing when the brokers are away (the lake's measures are still served)."""
+        """Each catalogued topic's partitions and their log ends as the landing reads them (`ConfirmedEnds`), from one
+        metadata request and batched ListOffsets requests; nothing when the brokers are away (the lake's measures are
+        still served)."""
         wanted = {table.topic for table in tables}
         try:
             on_cluster = self._cluster.topics()
-            ends, unanswered = self._cluster.log_ends(
-                {topic: on_cluster[topic] for topic in sorted(wanted & on_cluster.keys())})
+            ends, unanswered = self._ends.read({topic: on_cluster[topic] for topic in sorted(wanted & on_cluster.keys())})
         except KafkaUnavailable as error:
             log.warning("log ends not measured this scrape: %s", error)
             return {}, False
@@ -178,3 +204,54 @@ class PlatformMeasures:
             by_topic.setdefault(topic, {})[partition] = end
         return by_topic, True
 
+
+class ConfirmedEnds:
+    """Log ends as the landing reads them, kept scrape by scrape. A broker's answer is confirmed by reading at it
+    (Tansu answers the first offset of a last batch of several records + 1, under-reporting the rest;
+    `KafkaCluster.confirmed_ends`), for the partitions whose answer moved since it was last confirmed: an answer that
+    did not move is a log that did not grow (records land in new batches, which move it), whose end read then still
+    holds. Reads go in batches of whole topics, the topics confirmed longest ago first, for `budget_s` a scrape; a
+    partition not confirmed this scrape counts to its answer, or to the end read before where that is further (off by
+    less than a batch), and is confirmed at a later scrape. So an idle partition costs a scrape its ListOffsets alone,
+    and a busy cluster's reads are bounded."""
+
+    def __init__(self, cluster: KafkaCluster, budget_s: float = CONFIRM_BUDGET_S):
+        self._cluster = cluster
+        self._budget_s = budget_s
+        self._read: dict[tuple[str, int], tuple[int, int]] = {}  # (topic, partition) → (end reported, end read there)
+        self._scrapes = 0
+        self._confirmed_in: dict[str, int] = {}  # topic → the scrape that last confirmed it
+
+    def read(self, partitions: dict[str, list[int]]) -> tuple[dict[tuple[str, int], int], dict[str, str]]:
+        """(the log end of every partition answered, per topic not answered why)."""
+        self._scrapes += 1
+        reported, unanswered = self._cluster.log_ends(partitions)
+        moved: dict[str, dict[tuple[str, int], int]] = {}
+        for key, end in reported.items():
+            if self._read.get(key, (None, 0))[0] != end:
+                moved.setdefault(key[0], {})[key] = end
+        oldest_first = sorted(moved, key=lambda topic: (self._confirmed_in.get(topic, 0), topic))
+        deadline = time.monotonic() + self._budget_s
+        asked_topics = 0
+        for batch in batches({topic: [partition for _, partition in moved[topic]] for topic in oldest_first}):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                log.info("log ends of %d topic(s) not confirmed this scrape: the next scrapes confirm them",
+                         len(oldest_first) - asked_topics)
+                break
+            asked_topics += len(batch)
+            asked = {key: end for topic in batch for key, end in moved[topic].items()}
+            confirmed, slow = self._cluster.confirmed_ends(asked, left)
+            for key, end in asked.items():
+                if key[0] not in slow:
+                    self._read[key] = (end, confirmed[key])
+                    self._confirmed_in[key[0]] = self._scrapes
+        return {key: self._best(key, end) for key, end in reported.items()}, unanswered
+
+    def _best(self, key: tuple[str, int], reported: int) -> int:
+        """The end read where the answer has not moved since; else the answer, or the end read before if further (a
+        log does not shrink, unless its topic was recreated: an answer below the last one drops what was read)."""
+        before = self._read.get(key)
+        if before is None or before[0] > reported:
+            return reported
+        return max(reported, before[1])

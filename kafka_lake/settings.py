@@ -44,6 +44,9 @@ class PlatformSettings:
     # a reader of that catalog (Spark's JdbcCatalog, Trino's jdbc catalog) finds them only under the same name.
     iceberg_catalog_name: str = "kafka_lake"
     spark_master: str = "local[*]"
+    # The first port the Spark UI of a run's application tries (Spark's default 4040; it takes the next free one when
+    # that is taken, so several runs at once take 4040, 4041, …).
+    spark_ui_port: int | None = None
     # Sensors and schedules start running when the code location loads; "off" (a staging deployment,
     # a test) loads them stopped, to be started from the UI.
     automation: bool = True
@@ -73,6 +76,7 @@ class PlatformSettings:
             iceberg_catalog_uri=env.get("ICEBERG_CATALOG_URI") or None,
             iceberg_catalog_name=_catalog_name(env.get("ICEBERG_CATALOG_NAME"), defaults.iceberg_catalog_name),
             spark_master=env.get("SPARK_MASTER") or defaults.spark_master,
+            spark_ui_port=_port(env.get("SPARK_UI_PORT"), "SPARK_UI_PORT"),
             automation=_on_or_off(env.get("PLATFORM_AUTOMATION"), "PLATFORM_AUTOMATION", defaults.automation),
             topics_per_run=_positive(env.get("TOPICS_PER_RUN"), "TOPICS_PER_RUN", defaults.topics_per_run),
         )
@@ -144,6 +148,14 @@ def _on_or_off(value: str | None, name: str, default: bool) -> bool:
     if value.lower() in ("on", "off"):
         return value.lower() == "on"
     raise ValueError(f"{name} is {value!r}; it must be 'on' or 'off'")
+
+
+def _port(value: str | None, name: str) -> int | None:
+    if value is None or value == "":
+        return None
+    if not value.isdigit() or not 0 < int(value) < 65536:
+        raise ValueError(f"{name} is {value!r}; it must be a port number")
+    return int(value)
 
 
 DEAD_LETTER_KEY_BYTES = 32

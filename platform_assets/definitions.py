@@ -68,7 +68,8 @@ def retention_schedule(running: bool = True) -> ScheduleDefinition:
 
 def platform_resources(settings: PlatformSettings) -> dict:
     return {
-        "pyspark": spark_resource(settings.spark_master, hive_metastore_uri=settings.hive_metastore_uri),
+        "pyspark": spark_resource(settings.spark_master, hive_metastore_uri=settings.hive_metastore_uri,
+                                  extra={"spark.ui.port": str(settings.spark_ui_port)} if settings.spark_ui_port else None),
         "kafka": KafkaResource(bootstrap_servers=settings.kafka_bootstrap_servers),
         "lake": LakeStorageResource(root=settings.lake_root),
         "schema_registry": SchemaRegistryResource.for_url(settings.schema_registry_url),

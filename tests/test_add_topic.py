@@ -24,6 +24,7 @@ from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegis
 from deploy import add_topic, check_catalog
 from kafka_lake.decoding.protobuf.wire import encode_protobuf
 from kafka_lake.hours import KafkaHour, to_millis
+from kafka_lake.topics import onboarding
 from kafka_lake.topics.loader import load_topic
 from tests.conftest import REPO
 from tests.landing_fixtures import (
@@ -117,12 +118,59 @@ def test_an_entry_written_from_the_registry_passes_check_catalog_and_lands_its_p
     assert landed == produced and all(landed.values())
 
 
+def test_without_a_start_hour_the_entry_starts_at_the_hour_of_the_topics_earliest_retained_record(broker, registry,
+                                                                                                   tmp_path):
+    """Given a topic holding records from 10:xx on (its oldest on partition 2) and one not on the cluster yet; when
+    their entries are written without --start-hour; then the first starts at 10:00, the hour of its earliest record as
+    the broker keeps it, and says so, so the sensors land its retained history; the second at the current hour."""
+    topic_name, later_name = unique_topic_name(), unique_topic_name()
+    for name in (topic_name, later_name):
+        register(registry, f"{name}-value", V1)
+    broker.create_topic(topic_name, 3)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for partition, minutes in ((0, 75), (1, 130), (2, 17)):
+        producer.produce(topic_name, value=b"x", partition=partition, timestamp=to_millis(HOUR + timedelta(minutes=minutes)))
+    producer.flush(30)
+    catalog = tmp_path / "catalog"
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers}
+
+    done = subprocess.run([sys.executable, "-m", "deploy.add_topic", "--catalog", str(catalog), "--topic", topic_name,
+                           "--database", "e2e", "--table", "orders", "--kafka-time"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60)
+    later = subprocess.run([sys.executable, "-m", "deploy.add_topic", "--catalog", str(catalog), "--topic", later_name,
+                            "--database", "e2e", "--table", "later", "--kafka-time"], cwd=REPO, env=env,
+                           capture_output=True, text=True, timeout=60)
+
+    assert done.returncode == 0 and later.returncode == 0, done.stderr + later.stderr
+    assert load_topic(catalog / "e2e" / "orders" / "topic.yaml").start_hour == HOUR
+    assert (f"start_hour 2026-11-01T10:00Z, the hour of the earliest record topic {topic_name} keeps (partition 2, "
+            "offset 0, stamped 2026-11-01T10:17:00Z)") in done.stdout
+    started = load_topic(catalog / "e2e" / "later" / "topic.yaml").start_hour
+    assert started >= KafkaHour.containing(datetime.now(timezone.utc)).start - timedelta(hours=1)
+    assert f"the current hour: topic {later_name} is not on the cluster yet" in later.stdout
+
+
+def test_a_start_hour_left_to_brokers_that_do_not_answer_is_an_error_naming_the_option(registry, tmp_path, capsys,
+                                                                                      monkeypatch):
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    monkeypatch.setattr(onboarding, "BROKER_TIMEOUT_S", 1.0)
+    topic_name = unique_topic_name()
+    register(registry, f"{topic_name}-value", V1)
+
+    code = add_topic.main(["--catalog", str(tmp_path / "catalog"), "--topic", topic_name, "--database", "e2e",
+                           "--table", "orders", "--kafka-time"])
+
+    error = capsys.readouterr().err
+    assert code == 1 and "cannot ask the brokers at 127.0.0.1:1 where topic" in error and "--start-hour" in error
+    assert not (tmp_path / "catalog" / "e2e" / "orders").exists()
+
+
 def test_update_adds_the_versions_the_entry_lacks_and_keeps_everything_else_it_says(registry, tmp_path):
     topic_name = unique_topic_name()
     first = register(registry, f"{topic_name}-value", V1)
     catalog = tmp_path / "catalog"
     assert add_topic.main(["--catalog", str(catalog), "--topic", topic_name, "--database", "e2e", "--table", "orders",
-                           "--kafka-time"]) == 0
+                           "--kafka-time", "--start-hour", "2026-11-01T00:00Z"]) == 0
     topic_yaml = catalog / "e2e" / "orders" / "topic.yaml"
     edited = topic_yaml.read_text().replace('owner: "unassigned"', "owner: team-orders  # the on-call rota") + \
         "retention_days: 30\n"
@@ -248,7 +296,8 @@ def test_message_names_another_message_of_the_file_and_update_keeps_it(registry,
     [first] = register_orders_proto(registry, f"{topic_name}-value", ORDER_PROTO)
     catalog = tmp_path / "catalog"
     arguments = ["--catalog", str(catalog), "--topic", topic_name, "--database", "e2e", "--table", "refunds"]
-    assert add_topic.main([*arguments, "--kafka-time", "--message", "acme.orders.Refund"]) == 0
+    assert add_topic.main([*arguments, "--kafka-time", "--message", "acme.orders.Refund", "--start-hour",
+                           "2026-11-01T00:00Z"]) == 0
     [second] = register_orders_proto(registry, f"{topic_name}-value", ORDER_PROTO_V2)
 
     assert add_topic.main([*arguments, "--update"]) == 0
@@ -300,7 +349,7 @@ def test_errors_name_the_subject_and_what_is_missing_and_write_nothing(registry,
     catalog = tmp_path / "catalog"
 
     code = add_topic.main(["--catalog", str(catalog), "--topic", topic_name, "--database", "e2e", "--table", "orders",
-                           *time_args])
+                           *time_args, "--start-hour", "2026-11-01T00:00Z"])
 
     error = capsys.readouterr().err
     assert code == 1 and f"subject {subject}" in error
@@ -335,7 +384,7 @@ def test_an_entry_that_would_not_load_is_not_written(registry, tmp_path, capsys)
                                       f"  - {{version: 1, file: v1.avsc, registry_id: {schema_id}}}\n")
 
     code = add_topic.main(["--catalog", str(tmp_path / "catalog"), "--topic", topic_name, "--database", "e2e",
-                           "--table", "orders", "--kafka-time"])
+                           "--table", "orders", "--kafka-time", "--start-hour", "2026-11-01T00:00Z"])
 
     assert code == 1 and f"registry_id {schema_id}" in capsys.readouterr().err
     assert not (tmp_path / "catalog" / "e2e" / "orders").exists()
@@ -413,7 +462,7 @@ def test_a_key_subject_holding_a_record_becomes_the_key_schema_and_a_plain_key_a
 
     for topic_name, table in ((keyed, "keyed"), (plain, "plain")):
         assert add_topic.main(["--catalog", str(catalog), "--topic", topic_name, "--database", "e2e", "--table", table,
-                               "--kafka-time"]) == 0
+                               "--kafka-time", "--start-hour", "2026-11-01T00:00Z"]) == 0
 
     out = capsys.readouterr().out
     topic = load_topic(catalog / "e2e" / "keyed" / "topic.yaml")
@@ -430,7 +479,8 @@ def test_a_time_field_of_another_message_of_the_file_suggests_message(registry, 
     """Refund, the file's second message, has `order_id`; Order, the first, lacks it."""
     topic_name = unique_topic_name()
     register_orders_proto(registry, f"{topic_name}-value", ORDER_PROTO)
-    arguments = ["--catalog", str(tmp_path / "catalog"), "--topic", topic_name, "--database", "e2e", "--table", "refunds"]
+    arguments = ["--catalog", str(tmp_path / "catalog"), "--topic", topic_name, "--database", "e2e", "--table", "refunds",
+                 "--start-hour", "2026-11-01T00:00Z"]
 
     assert add_topic.main([*arguments, "--time-field", "order_id"]) == 1
     assert "name it with --message acme.orders.Refund" in capsys.readouterr().err

@@ -1,5 +1,5 @@
 """A backfill launched the way the UI launches it: the webserver's GraphQL `launchPartitionBackfill`,
-then the daemon, the run queue with the repository's dagster.yaml, and Spark runs in their own processes.
+then the daemon, the run queue with deploy/dagster.yaml, and Spark runs in their own processes.
 
 Two backfills of the same hours launched together: each lands its hours in one run (one Spark
 application), the topic's pool queues the second run until the first has finished, every record is
@@ -45,7 +45,7 @@ def landed_topic(tmp_path, broker):
 @pytest.fixture
 def dagster_dev(tmp_path, broker, landed_topic, monkeypatch):
     """`dagster dev` (webserver, daemon, code server) on a fresh instance rendered as a deployment renders it:
-    the repository's dagster.yaml, and every pool of the code location created at its limit."""
+    deploy/dagster.yaml, and every pool of the code location created at its limit."""
     home = tmp_path / "dagster_home"
     monkeypatch.setenv("SCHEMA_CATALOG_DIR", str(tmp_path / "catalog"))
     write_instance(home, environ={})

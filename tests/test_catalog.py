@@ -9,6 +9,7 @@ import pytest
 
 from kafka_lake.topics.loader import CatalogError, load_catalog, load_topic
 from tests.constants import REPO
+from tests.readme_entry import write_readme_entry
 
 
 def test_the_sample_catalog_loads_with_both_time_sources():
@@ -248,3 +249,17 @@ def test_a_value_of_another_type_is_refused_not_converted(tmp_path, key, value):
         load_topic(path)
 
     assert str(path) in str(refused.value)
+
+
+def test_the_readmes_example_entry_loads_beside_every_sample_entry(catalog_copy):
+    """Given the README's four steps followed as written, its `v1.avsc` and `topic.yaml` copied into the catalog; then
+    every entry loads, the samples' and the new one: the example takes no sample's registry id nor topic (copied as
+    it was, it knocked a sample table out with it)."""
+    samples = load_catalog(catalog_copy)
+    added = write_readme_entry(catalog_copy)
+
+    catalog = load_catalog(catalog_copy, tolerant=True)
+
+    assert catalog.broken == ()
+    assert {t.name for t in catalog.topics} == {t.name for t in samples.topics} | {"billing/invoices"}
+    assert next(t for t in catalog.topics if t.name == "billing/invoices").source_file == str(added)

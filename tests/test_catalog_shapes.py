@@ -107,6 +107,31 @@ def test_given_two_copies_of_a_topic_placed_alike_then_the_catalog_refuses_them_
     assert [t.time_source for t in load_catalog(tmp_path).tables_of("shop.events")] == ["event_time", "kafka_time"]
 
 
+def test_a_second_entry_reading_a_topic_in_another_format_is_refused_beside_a_raw_copy_which_is_not(tmp_path):
+    """Given a topic's entry reading its records as Protobuf, and a second entry naming the same topic with the same
+    time placement but as Avro (a new entry that took another's topic name by mistake); then both are refused naming
+    each other, as a duplicate topic is; a raw copy of the same topic (its bytes) is accepted."""
+    proto = tmp_path / "shop" / "orders"
+    proto.mkdir(parents=True)
+    (proto / "v1.proto").write_text('syntax = "proto3";\npackage acme;\nmessage Order { int64 placed_at = 1; }\n')
+    (proto / "topic.yaml").write_text(json.dumps({
+        "topic": "shop.events", "owner": "team-test", "format": "protobuf", "start_hour": "2026-11-01T00:00Z",
+        "time_partitioning": {"source": "event_time", "field": "placed_at", "unit": "ms"},
+        "schema_versions": [{"version": 1, "file": "v1.proto", "message": "acme.Order", "registry_id": 601}]}))
+    avro = entry(tmp_path, "warehouse.orders", {"type": "record", "name": "Order", "fields": [{"name": "placed_at", "type": "long"}]},
+                 time_partitioning={"source": "event_time", "field": "placed_at", "unit": "ms"})
+
+    assert refused(tmp_path) == (
+        f"{avro}: Kafka topic 'shop.events' is already read as protobuf by {proto / 'topic.yaml'}, this entry reads it "
+        "as avro; a topic's records have one format; check the topic name, or keep the bytes with format: raw")
+    tolerant = load_catalog(tmp_path, tolerant=True)
+    assert tolerant.topics == () and {b.path for b in tolerant.broken} == {str(avro), str(proto / "topic.yaml")}
+
+    avro.unlink()
+    entry(tmp_path, "archive.events", None, format="raw")
+    assert sorted(t.payload_format for t in load_catalog(tmp_path).tables_of("shop.events")) == ["protobuf", "raw"]
+
+
 def test_one_registry_id_may_name_one_schema_in_several_tables_but_never_two_schemas(tmp_path):
     entry(tmp_path, "events.a_cart", route={"field": "type", "equals": "cartOpen"})
     entry(tmp_path, "events.b_other", route={"field": "type", "equals": "other"})

@@ -3,12 +3,16 @@ the exact same rows, crash safety mid-swap, and late data making an hour due aga
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pyarrow.parquet as pq
 import pytest
 
+from kafka_lake.hours import KafkaHour, hour_key
+from kafka_lake.lake import layout
 from kafka_lake.lake.compaction_manifest import read_compaction
+from kafka_lake.lake.landing_counts import LandingCounts
+from kafka_lake.lake.manifests import HourManifest, LandedFile, ManifestStore, PartitionLanding
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.lake.table_state import partition_location, storage_partitions
 from kafka_lake.tables.catalogs.hive_metastore import HiveCatalog
@@ -118,17 +122,52 @@ def test_a_run_finishing_an_interrupted_switch_checks_the_generations_it_switche
                    for m in committed[hour])
 
 
-def test_a_compaction_that_found_no_generation_to_examine_says_so_and_does_not_pass(tmp_path):
-    """Given an hour no row is placed in (a quiet hour whose lateness has passed), when its compaction's check is
-    evaluated, then it says it examined nothing and does not pass: a warning, not an error."""
-    topic = write_test_topic(tmp_path / "catalog", "e2e.quiet")
+def landed_manifest(storage: LakeStorage, topic, kafka_hour: KafkaHour, placed: list[tuple[datetime, int]]) -> None:
+    """A landed hour whose manifest names a data file of `rows` rows in each placement hour of `placed`."""
+    files = tuple(LandedFile(f"{layout.data_directory(topic.database, topic.table, 1, hour)}/{topic.topic}+0+{n:019d}"
+                             ".parquet", "data", 0, n, rows, 100, 1, hour_key(hour))
+                  for n, (hour, rows) in enumerate(placed))
+    ManifestStore(storage, topic.database, topic.table).write(HourManifest(
+        topic.database, topic.table, topic.topic, kafka_hour.partition_key,
+        (PartitionLanding(0, 0, sum(rows for _, rows in placed), LandingCounts(records=sum(r for _, r in placed),
+                                                                                rows=sum(r for _, r in placed))),),
+        files, "2026-11-01T16:00:00Z"))
+
+
+def test_a_compaction_of_an_hour_no_row_is_placed_in_passes_saying_the_manifests_place_none(tmp_path):
+    """Given a quiet placement hour whose lateness has passed: the landed hours that feed it placed their rows in other
+    hours; when its compaction's check is evaluated, then it passes saying so: the empty row set is unchanged (the demo's
+    empty hours of a routed table read FAILED with no reason before)."""
+    topic = write_test_topic(tmp_path / "catalog", "e2e.quiet", allowed_lateness_hours=1)
     storage = LakeStorage(str(tmp_path / "lake"))
-    empty = CompactionResult(HOURS[0], (), (), (), ())
+    quiet = HOURS[0]
+    for kafka_hour in (KafkaHour(quiet), KafkaHour(quiet).next()):
+        landed_manifest(storage, topic, kafka_hour, [(kafka_hour.start + timedelta(hours=3), 5)])
 
-    outcome = generations_hold_their_sources(storage, topic, empty)
+    outcome = generations_hold_their_sources(storage, topic, CompactionResult(quiet, (), (), (), ()))
 
-    assert not outcome.passed and outcome.severity == "warn"
-    assert outcome.description.startswith("examined nothing: placement hour 2026-11-01-10:00 of e2e.quiet")
+    assert outcome.passed, outcome.description
+    assert outcome.description.startswith("placement hour 2026-11-01-10:00 of e2e.quiet holds no row, and the landed "
+                                          "hours that can place rows in it (2026-11-01-10:00, 2026-11-01-11:00) place "
+                                          "none")
+
+
+def test_a_compaction_that_finds_nothing_where_the_manifests_placed_rows_fails_naming_them(tmp_path):
+    """Given landed hours whose manifests place rows in a placement hour whose files are gone; when the compaction that
+    found nothing to examine is checked, then it fails (an error), naming the hours and the rows; unless the hour has
+    expired, its files removed by retention."""
+    topic = write_test_topic(tmp_path / "catalog", "e2e.vanished", allowed_lateness_hours=0)
+    storage = LakeStorage(str(tmp_path / "lake"))
+    landed_manifest(storage, topic, KafkaHour(HOURS[0]), [(HOURS[0], 7)])
+
+    outcome = generations_hold_their_sources(storage, topic, CompactionResult(HOURS[0], (), (), (), ()))
+
+    assert not outcome.passed and outcome.severity == "error"
+    assert outcome.description == ("examined nothing: placement hour 2026-11-01-10:00 of e2e.vanished has no generation "
+                                   "and no committed file to compact, but the manifests of landed hours "
+                                   "2026-11-01-10:00 place 7 row(s) in it")
+    expired = topic.model_copy(update={"retention_days": 1})  # retention removed its files: nothing lost
+    assert generations_hold_their_sources(storage, expired, CompactionResult(HOURS[0], (), (), (), ())).passed
 
 
 @pytest.mark.own_landing

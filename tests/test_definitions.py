@@ -69,9 +69,34 @@ def test_the_asset_specs_match_the_reviewed_snapshot():
         SNAPSHOT.parent.mkdir(exist_ok=True)
         SNAPSHOT.write_text(json.dumps(described, indent=2, sort_keys=True) + "\n")
         pytest.fail(f"{SNAPSHOT} rewritten: review it with `git diff`, then rerun without UPDATE_SNAPSHOTS")
-    assert described == reviewed, (
-        "asset keys, partitions or checks changed: review, then rerun with UPDATE_SNAPSHOTS=1"
-    )
+    assert described == reviewed, snapshot_differs(described, reviewed or {})
+
+
+def snapshot_differs(described: dict, reviewed: dict) -> str:
+    """What changed against the reviewed snapshot, and how to record it when it changed on purpose (a catalog entry
+    added by the README's four steps changes it)."""
+    added = sorted(described.keys() - reviewed.keys())
+    removed = sorted(reviewed.keys() - described.keys())
+    changed = sorted(key for key in described.keys() & reviewed.keys() if described[key] != reviewed[key])
+    listed = "; ".join(f"{what}: {', '.join(keys[:8])}{' …' if len(keys) > 8 else ''}"
+                       for what, keys in (("added", added), ("removed", removed), ("changed", changed)) if keys)
+    return (f"the asset specs differ from the reviewed {SNAPSHOT.relative_to(REPO)} ({listed}). If you changed the "
+            "catalog or the assets on purpose (a new topic, say), record them: `make test-fast UPDATE_SNAPSHOTS=1` "
+            "(or `UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest tests/test_definitions.py`), which rewrites the file "
+            "and fails once; review `git diff tests/snapshots/` and commit it with your change")
+
+
+def test_spark_ui_port_is_the_first_port_every_runs_spark_ui_tries():
+    """Spark's UI takes 4040 (and the next free ones) unless told: SPARK_UI_PORT moves it, for a machine where another
+    user's runs hold those ports; a value that is no port is refused naming the variable."""
+    from platform_assets.definitions import platform_resources
+
+    unset = platform_resources(PlatformSettings.from_env({}))["pyspark"].spark_config
+    moved = platform_resources(PlatformSettings.from_env({"SPARK_UI_PORT": "4141"}))["pyspark"].spark_config
+
+    assert "spark.ui.port" not in unset and moved["spark.ui.port"] == "4141"
+    with pytest.raises(ValueError, match="SPARK_UI_PORT is 'ui'; it must be a port number"):
+        PlatformSettings.from_env({"SPARK_UI_PORT": "ui"})
 
 
 def test_adding_a_topic_is_adding_a_folder(catalog_copy):
@@ -326,3 +351,35 @@ def test_secrets_reach_their_resources_as_the_names_of_their_variables(monkeypat
     assert pii.dead_letter_key_base64 is None, "an unset variable is no EnvVar: Dagster would fail every run on it"
     assert "secret" not in repr(pii) + repr(alerts)
     assert pii.key() == b"a-pii-secret"
+
+
+@pytest.mark.services  # runs pytest in subprocesses, on a clone of the repository
+def test_a_newcomers_own_entry_fails_no_fast_test_but_the_snapshot_which_says_how_to_record_it(tmp_path):
+    """Given a clone whose catalog holds the README's example entry, added by its four steps; then the fast tests that
+    read the repository's catalog pass, but the asset snapshot, which fails naming the new assets and the command that
+    records them; run so, it rewrites the snapshot and fails once, and the next run passes."""
+    from tests.readme_entry import write_readme_entry
+
+    clone = tmp_path / "clone"
+    tracked = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO, capture_output=True, check=True).stdout.decode()
+    for name in filter(None, tracked.split("\0")):
+        (clone / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, clone / name)
+    write_readme_entry(clone / "schema_catalog")
+
+    def fast_tests(*selected: str, **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not services and not faults and not ui",
+             *selected], cwd=clone, env={**os.environ, **env}, capture_output=True, text=True, timeout=600)
+
+    first = fast_tests("tests/test_automation.py", "tests/test_catalog.py", "tests/test_definitions.py")
+    snapshot = "tests/test_definitions.py::test_the_asset_specs_match_the_reviewed_snapshot"
+    recorded = fast_tests(snapshot, UPDATE_SNAPSHOTS="1")
+    again = fast_tests(snapshot)
+
+    failed = [line for line in first.stdout.splitlines() if line.startswith("FAILED")]
+    assert [line.split(" ")[1] for line in failed] == [snapshot], first.stdout[-3000:]
+    assert "added: catalog/billing/invoices, compacted/billing/invoices" in first.stdout
+    assert "`make test-fast UPDATE_SNAPSHOTS=1`" in first.stdout
+    assert recorded.returncode == 1 and "rewritten" in recorded.stdout
+    assert again.returncode == 0, again.stdout[-2000:]

@@ -6,6 +6,8 @@ No mocks: every process starts on free loopback ports and is stopped by its pid,
 from __future__ import annotations
 
 import io
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -345,3 +347,119 @@ def test_wait_for_port_names_the_address_it_gave_up_on():
     port = free_port()
     with pytest.raises(TimeoutError, match=f"127.0.0.1:{port}"):
         wait_for_port("127.0.0.1", port, timeout=0.2)
+
+
+# --- `make ui`, `make broker` and `make demo`: their ports, and the instance the UI serves ----------------------------
+
+def dry_run(*arguments: str) -> str:
+    """What `make` would run, without running it."""
+    done = subprocess.run(["make", "-n", *arguments], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_ui_and_the_broker_take_their_ports_from_one_variable_each():
+    """`make ui PORT=N` serves the UI on N, `make broker BROKER_PORT=M` listens on M; unset, 3000 and 9092."""
+    assert "-m dev_services.ui -p 3123\n" in dry_run("ui", "PORT=3123")
+    assert "-m dev_services.ui -p 3000\n" in dry_run("ui")
+    assert "-m dev_services.tansu start --port 19093\n" in dry_run("broker", "BROKER_PORT=19093")
+    assert "-m dev_services.tansu start --port 9092\n" in dry_run("broker")
+
+
+def test_the_ui_serves_the_demos_dagster_home_whatever_the_environment_says(tmp_path):
+    """Given the settings a demo wrote, its Dagster home among them; when `dev_services.ui` makes its environment from a
+    shell without DAGSTER_HOME, or with another one; then `dagster dev` runs on the demo's home (never on a temporary
+    instance of its own, which shows the demo as never materialized and ignores the instance's limits), on the port
+    asked, with the repository's workspace whatever the working directory."""
+    from dev_services.demo import write_demo_env
+    from dev_services.ui import dagster_dev_arguments, ui_environment
+
+    env_file = tmp_path / "demo.env"
+    write_demo_env(env_file, {"DAGSTER_HOME": str(tmp_path / "demo_home"), "PII_HMAC_KEY": "k"})
+
+    assert ui_environment({"PATH": "/bin"}, env_file)["DAGSTER_HOME"] == str(tmp_path / "demo_home")
+    assert ui_environment({"DAGSTER_HOME": str(tmp_path / "other")}, env_file)["DAGSTER_HOME"] == str(tmp_path / "demo_home")
+    assert ui_environment({}, tmp_path / "no_demo.env")["DAGSTER_HOME"] == str(Path(".dagster_home").resolve())
+    assert dagster_dev_arguments(["-p", "3123"]) == ["-p", "3123", "-w", str(REPO / "workspace.yaml"), "-h", "127.0.0.1"]
+    assert dagster_dev_arguments([]) == ["-w", str(REPO / "workspace.yaml"), "-h", "127.0.0.1", "-p", "3000"]
+
+
+def test_dagster_dev_started_in_the_repository_finds_no_instance_file_it_would_call_unused():
+    """`dagster dev` warns at every start when the folder it starts in holds a dagster.yaml that is not $DAGSTER_HOME's
+    (Dagster's `dev` command); the instance's settings live in deploy/dagster.yaml, which `deploy.instance` renders
+    into $DAGSTER_HOME, as the Makefile, the demo and the image's entrypoint run it."""
+    from deploy.instance import REPOSITORY_INSTANCE_FILE
+
+    assert not (REPO / "dagster.yaml").exists() and not (REPO / "dagster.yml").exists()
+    assert REPOSITORY_INSTANCE_FILE == REPO / "deploy" / "dagster.yaml" and REPOSITORY_INSTANCE_FILE.exists()
+
+
+# --- `make produce TABLE=…`: test records for a catalog entry ---------------------------------------------------------
+
+@pytest.mark.parametrize("table", ["shop/page_views", "payments/transactions", "shop/orders", "shop/cart_opens",
+                                   "archive/shop_cart_events", "crm/customers"])
+def test_make_produce_writes_records_of_a_catalog_entry_that_land_as_its_rows(table, broker, catalog, tmp_path):
+    """Given a catalog entry of each shape (Avro with nested records and event time, Avro by Kafka time with decimals
+    and unions, Protobuf, routed JSON, raw, a keyed change topic); when `dev_services.produce` writes its test records
+    into the last hour the clock has closed, then landing that hour makes a row of every one: no dead letter."""
+    from dev_services.produce import hours_to_fill, produce_test_records
+    from tests.landing_fixtures import in_this_process, land, landing_settings, unique_topic_name
+
+    database, name = table.split("/")
+    spec = catalog.by_name(database, name).model_copy(update={"topic": unique_topic_name()})
+    hours = hours_to_fill(spec, 1, datetime.now(UTC))
+
+    produced = produce_test_records(spec, broker.bootstrap_servers, hours, per_hour=30, partitions=2)
+
+    [result] = land(spec, hours, landing_settings(str(tmp_path / "lake"), broker.bootstrap_servers), in_this_process)
+    counts = result.manifest.counts
+    assert produced == 30 and (counts.rows, counts.dead_letters) == (30, 0), result.manifest.dead_letter_causes
+
+
+def test_make_produce_names_the_entry_it_lacks_and_runs_as_the_makefile_says():
+    assert "-m dev_services.produce billing/invoices --records 5\n" in dry_run("produce", "TABLE=billing/invoices",
+                                                                             "ARGS=--records 5")
+    missing = subprocess.run([sys.executable, "-m", "dev_services.produce", "nowhere/none"], cwd=REPO,
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "no topic nowhere/none in the catalog at schema_catalog" in missing.stderr
+
+
+# --- `make demo` on a catalog holding a newcomer's own entries ------------------------------------------------------
+
+def test_the_demo_lands_what_it_has_records_for_and_says_what_it_did_not_land(tmp_path):
+    """Given a catalog of one sample table, the README's example entry (a newcomer's, which the demo has no records
+    for) and an entry broken by a typo; when `make demo` runs on it without DAGSTER_HOME in its environment; then it
+    lands, compacts, registers and queries the sample table, says it did not land the other two and why (with the
+    command that makes records for the newcomer's), and exits 0; the settings it leaves for `make ui` name the Dagster
+    home it recorded into."""
+    from dev_services.demo import DEMO_ENV_FILE
+    from dev_services.ui import read_env_file
+    from tests.readme_entry import write_readme_entry
+
+    catalog = tmp_path / "catalog"
+    (catalog / "payments").mkdir(parents=True)
+    shutil.copytree(REPO / "schema_catalog" / "payments" / "transactions", catalog / "payments" / "transactions")
+    write_readme_entry(catalog)
+    (catalog / "broken" / "entry").mkdir(parents=True)
+    (catalog / "broken" / "entry" / "topic.yaml").write_text("topic: broken.entry\nowner: team-x\n")
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("DAGSTER_HOME", "LAKE_ROOT", "TABLE_FORMAT", "PII_HMAC_KEY", "SPARK_MASTER")
+           and not name.startswith(("KAFKA_", "DAGSTER_PG_"))}
+    env.update({"SCHEMA_CATALOG_DIR": str(catalog), "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
+                "SPARK_LOCAL_IP": "127.0.0.1"})
+    try:
+        demo = subprocess.run([sys.executable, "-m", "dev_services.demo"], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=900)
+    finally:
+        stop_detached(tmp_path / ".lake" / "broker" / PID_FILE_NAME)
+
+    out = demo.stdout
+    assert demo.returncode == 0, out[-4000:] + demo.stderr[-4000:]
+    assert "Landing raw/payments/transactions" in out and "Landing raw/billing/invoices" not in out
+    assert ("billing/invoices: the demo produces traffic for its sample topics only, not billing.invoices; "
+            "`make produce TABLE=billing/invoices` produces test records for it") in out
+    assert "broken/entry: its entry is rejected, " in out and "broken/entry/topic.yaml: missing required key" in out
+    assert "payments.transactions:" in out and "catalog matches storage" in out and "FAILED" not in out
+    settings = read_env_file(tmp_path / DEMO_ENV_FILE)
+    assert settings["DAGSTER_HOME"] == str((tmp_path / ".dagster_home").resolve())
+    assert (tmp_path / ".dagster_home" / "dagster.yaml").exists()

@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import threading
@@ -20,19 +21,30 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 import yaml
+from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.metrics import METRICS, serve
 from dev_services.ports import LOOPBACK, free_port
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka.cluster import KafkaCluster
-from kafka_lake.kafka.log import consumer_config
+from kafka_lake.kafka.log import KafkaLog, consumer_config
 from kafka_lake.lake import layout
+from kafka_lake.lake.manifests import ManifestChanges
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.metrics import PlatformMeasures
 from kafka_lake.settings import PlatformSettings
+from kafka_lake.upkeep.retention import apply_retention
 from tests.conftest import REPO
-from tests.landing_fixtures import RAW_HOURS, Traffic, in_this_process, land, landing_settings, topic_with_traffic
+from tests.landing_fixtures import (
+    RAW_HOURS,
+    Traffic,
+    in_this_process,
+    land,
+    landing_settings,
+    topic_with_traffic,
+    write_test_topic,
+)
 from tests.test_deployment import dockerfile_instruction
 
 NOW = datetime(2026, 11, 1, 16, 25, tzinfo=timezone.utc)
@@ -57,10 +69,14 @@ def metrics_server(settings: PlatformSettings, clock=lambda: NOW):
         measures.close()
 
 
+def scrape_text(url: str) -> str:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=60) as response:
+        return response.read().decode()
+
+
 def scrape(url: str) -> dict[tuple[str, frozenset], float]:
     """Every sample of `/metrics`: (name, labels) → value."""
-    with urllib.request.urlopen(f"{url}/metrics", timeout=60) as response:
-        text = response.read().decode()
+    text = scrape_text(url)
     return {(sample.name, frozenset(sample.labels.items())): sample.value
             for family in text_string_to_metric_families(text) for sample in family.samples}
 
@@ -106,7 +122,7 @@ def test_a_scrape_serves_the_totals_of_the_landed_hours_and_the_lag_behind_the_l
     table = table_labels(topic)
     assert samples["kafka_lake_landed_rows", table] == produced["row"] > 0
     assert samples["kafka_lake_dead_letters", table] == produced["dead"] > 0
-    assert samples["kafka_lake_landed_hours", table] == 2
+    assert samples["kafka_lake_landed_hour_manifests", table] == 2
     assert samples["kafka_lake_newest_landed_hour_timestamp_seconds", table] == newest.start.timestamp()
     assert samples["kafka_lake_lag_seconds", table] == (NOW - newest.end).total_seconds()
     lags = {dict(labels)["partition"]: value for (name, labels), value in samples.items()
@@ -115,6 +131,81 @@ def test_a_scrape_serves_the_totals_of_the_landed_hours_and_the_lag_behind_the_l
     assert all(lags.values())
     assert samples["kafka_lake_catalog_rejected_entries", frozenset()] == 0
     assert samples["kafka_lake_brokers_up", frozenset()] == 1
+
+
+def test_lag_in_records_counts_to_the_log_end_as_read_not_as_a_broker_under_reports_it(landed_two_hours, broker):
+    """Given records produced after the landed hours in one batch of many, which Tansu's high watermark under-reports
+    (it answers the last batch's first offset + 1, TESTING.md); then the lag in records counts every one of them, as
+    the landing would read them: the log end verified by reading at it, not the broker's answer."""
+    topic, traffic, hours, _, settings = landed_two_hours
+    partition, more = 0, 40
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 200})
+    stamp = int(traffic.produced[-1].timestamp_ms)
+    for n in range(more):
+        producer.produce(topic.topic, value=b"not landed yet", partition=partition, timestamp=stamp + n)
+    producer.flush(30)
+    with KafkaLog(consumer_config(broker.bootstrap_servers), topic.topic) as log:
+        read = log.log_bounds(partition)
+    assert read.reported_end < read.end, "the broker reports the log end exactly: this test shows nothing"
+
+    with metrics_server(settings) as (url, _):
+        samples = scrape(url)
+
+    lag = samples["kafka_lake_lag_records", frozenset({**dict(table_labels(topic)), "topic": topic.topic,
+                                                        "partition": str(partition)}.items())]
+    assert lag == waiting_after(traffic, hours[-1])[partition] + more
+
+
+def test_a_scrape_reads_at_the_log_ends_only_of_partitions_whose_reported_end_moved(landed_two_hours, broker,
+                                                                                     monkeypatch):
+    """Confirming an end costs a read: the first scrape reads at every partition's, the next none (no log grew), and
+    after records are produced to one partition, that one alone, whose lag then counts them."""
+    topic, traffic, hours, _, settings = landed_two_hours
+    asked: list[set] = []
+    confirmed_ends = KafkaCluster.confirmed_ends
+
+    def counting(cluster, reported, *args):
+        asked.append({key for key in reported if key[0] == topic.topic})
+        return confirmed_ends(cluster, reported, *args)
+
+    monkeypatch.setattr(KafkaCluster, "confirmed_ends", counting)
+    with metrics_server(settings) as (url, _):
+        scrape(url)
+        scrape(url)
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+        for n in range(3):
+            producer.produce(topic.topic, value=b"later", partition=1, timestamp=traffic.produced[-1].timestamp_ms + n)
+        producer.flush(30)
+        samples = scrape(url)
+
+    partitions = {p.partition for p in traffic.produced}
+    assert asked == [{(topic.topic, p) for p in partitions}, {(topic.topic, 1)}], "the second scrape read none"
+    lag = samples["kafka_lake_lag_records", frozenset({**dict(table_labels(topic)), "topic": topic.topic,
+                                                        "partition": "1"}.items())]
+    assert lag == waiting_after(traffic, hours[-1])[1] + 3
+
+
+def test_log_ends_a_scrape_had_no_time_to_confirm_count_to_the_brokers_answer_and_are_confirmed_next(broker):
+    """Given a partition whose last batch holds several records (Tansu under-reports its end); when a scrape's time for
+    reading ends is spent, then its end is the broker's answer, a lower bound; the next scrape with time confirms it."""
+    from kafka_lake.metrics import ConfirmedEnds
+
+    name = f"e2e.ends.{time.monotonic_ns()}"
+    broker.create_topic(name, 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 200})
+    for _ in range(10):
+        producer.produce(name, value=b"x", partition=0)
+    producer.flush(30)
+    cluster = KafkaCluster(consumer_config(broker.bootstrap_servers))
+    [reported] = cluster.log_ends({name: [0]})[0].values()
+
+    hurried, _ = ConfirmedEnds(cluster, budget_s=0.0).read({name: [0]})
+    ends = ConfirmedEnds(cluster)
+    confirmed, _ = ends.read({name: [0]})
+
+    assert reported < 10, "the broker reports the end exactly: this test shows nothing"
+    assert hurried == {(name, 0): reported} and confirmed == {(name, 0): 10}
+    assert ends.read({name: [0]})[0] == {(name, 0): 10}, "kept while the answer does not move"
 
 
 def test_each_scrape_reads_only_the_manifests_landed_since_the_one_before(landed_two_hours, monkeypatch):
@@ -144,18 +235,20 @@ def test_each_scrape_reads_only_the_manifests_landed_since_the_one_before(landed
 
     assert manifests_read == [layout.manifest_path(topic.database, topic.table, third)]
     assert samples["kafka_lake_landed_rows", table_labels(topic)] == produced_in(traffic, [*hours, third])["row"]
-    assert samples["kafka_lake_landed_hours", table_labels(topic)] == 3
+    assert samples["kafka_lake_landed_hour_manifests", table_labels(topic)] == 3
 
 
 def test_a_table_whose_next_hour_cannot_have_closed_is_not_listed_until_it_can(landed_two_hours, monkeypatch):
     """An hour lands once closed, at the earliest `record_grace_minutes` after its end: before that moment for the hour
-    after the newest landed one, a scrape asks storage nothing about the table; from it on, the landed hour shows."""
+    after the newest landed one, a scrape asks storage nothing about a table the change log does not name (here the
+    third hour is landed by a writer that kept no change log, as releases before it did); from it on, the hour shows."""
     topic, _, _, landing, settings = landed_two_hours
     listed: list[str] = []
     list_names = LakeStorage.list_names
 
     def counting(storage, directory, *args, **kwargs):
-        listed.append(directory)
+        if not directory.startswith(layout.MANIFEST_CHANGES_PREFIX):
+            listed.append(directory)
         return list_names(storage, directory, *args, **kwargs)
 
     monkeypatch.setattr(LakeStorage, "list_names", counting)
@@ -165,14 +258,69 @@ def test_a_table_whose_next_hour_cannot_have_closed_is_not_listed_until_it_can(l
     with metrics_server(settings, clock=lambda: next(moments)) as (url, _):
         scrape(url)  # the first reads every landed hour, up to the second
         land(topic, [third], landing, in_this_process)
+        LakeStorage(settings.lake_root).delete_folder(layout.MANIFEST_CHANGES_PREFIX)
         listed.clear()
         early = scrape(url)
         assert listed == []
         due = scrape(url)
 
     assert listed == [layout.manifest_prefix(topic.database, topic.table)]
-    assert early["kafka_lake_landed_hours", table_labels(topic)] == 2
-    assert due["kafka_lake_landed_hours", table_labels(topic)] == 3
+    assert early["kafka_lake_landed_hour_manifests", table_labels(topic)] == 2
+    assert due["kafka_lake_landed_hour_manifests", table_labels(topic)] == 3
+
+
+def test_an_hour_landed_again_or_behind_the_newest_shows_at_the_next_scrape(broker, tmp_path, monkeypatch):
+    """Given hours 1 and 3 landed while the catalog lacked version 2 (hour 1's records of it dead letters) and a scrape
+    of them; when hour 1 is landed again with version 2 (after `add_topic --update`) and hour 2, behind the newest, is
+    landed; then the very next scrape shows both, as the manifests now say, each hour counted once: the lake's log of
+    manifest changes names the hours, and the table is counted again without waiting for a recount."""
+    topic, traffic = topic_with_traffic(broker, tmp_path / "catalog")
+    lake_root = str(tmp_path / "lake")
+    landing = landing_settings(lake_root, broker.bootstrap_servers)
+    first, second, third = (KafkaHour(hour) for hour in RAW_HOURS[1:4])
+    without_v2 = topic.model_copy(update={"schema_versions": topic.schema_versions[:1]})
+    land(without_v2, [first, third], landing, in_this_process)
+    changes_listed: list[str] = []
+    list_names = LakeStorage.list_names
+
+    def counting(storage, directory, *args, **kwargs):
+        if directory.startswith(layout.MANIFEST_CHANGES_PREFIX):
+            changes_listed.append(directory)
+        return list_names(storage, directory, *args, **kwargs)
+
+    monkeypatch.setattr(LakeStorage, "list_names", counting)
+    with metrics_server(platform_settings(tmp_path / "catalog", lake_root, broker)) as (url, _):
+        before = scrape(url)
+        land(topic, [first, second], landing, in_this_process)
+        changes_listed.clear()
+        after = scrape(url)
+
+    table = table_labels(topic)
+    produced = produced_in(traffic, [first, second, third])
+    v2_in_third = sum(1 for item in traffic.produced if item.kind == "row" and item.version == 2
+                      and third.start_ms <= item.timestamp_ms < third.end_ms)  # still dead letters: not landed again
+    assert before["kafka_lake_landed_hour_manifests", table] == 2
+    assert before["kafka_lake_landed_rows", table] < produced_in(traffic, [first, third])["row"]
+    assert after["kafka_lake_landed_hour_manifests", table] == 3
+    assert after["kafka_lake_landed_rows", table] == produced["row"] - v2_in_third
+    assert after["kafka_lake_dead_letters", table] == produced["dead"] + v2_in_third
+    assert len(changes_listed) == 1, "one listing of the change log a scrape"
+
+
+def test_the_change_log_is_pruned_by_retention_to_its_last_days(tmp_path, lake_root):
+    """Given changes recorded over five days; when a retention run applies on the fifth; then the days older than
+    `ManifestChanges.KEPT` are gone and the newer ones stay (locally and on the S3 server)."""
+    topic = write_test_topic(tmp_path / "catalog", "e2e.pruned")
+    storage = LakeStorage(lake_root)
+    changes = ManifestChanges(storage)
+    now = datetime(2026, 11, 5, 3, 17, tzinfo=timezone.utc)
+    for days_ago in range(5):
+        changes.record(topic.database, topic.table, KafkaHour(RAW_HOURS[0]), at=now - timedelta(days=days_ago))
+
+    apply_retention(storage, topic, now, None, lambda tasks: [], lambda manifests: None, lambda partitions: None)
+
+    kept = {change.at.date() for change in changes.since(now - timedelta(days=10))}
+    assert kept == {(now - timedelta(days=n)).date() for n in range(3)}
 
 
 def test_a_recount_shows_an_hour_relanded_with_other_counts(broker, tmp_path):
@@ -215,7 +363,7 @@ def test_rejected_catalog_entries_are_counted_at_each_scrape_and_healthz_answers
             urllib.request.urlopen(f"{url}/other", timeout=10)
 
     assert rejected["kafka_lake_catalog_rejected_entries", frozenset()] == 1
-    assert rejected["kafka_lake_landed_hours", table_labels(topic)] == 0  # never landed: no hour, no lag in seconds
+    assert rejected["kafka_lake_landed_hour_manifests", table_labels(topic)] == 0  # never landed: no hour, no lag in seconds
     assert ("kafka_lake_lag_seconds", table_labels(topic)) not in rejected
     assert health == (200, b"ok\n")
     assert elsewhere.value.code == 404
@@ -273,7 +421,7 @@ def test_the_image_runs_the_metrics_server_beside_the_daemon(broker, tmp_path):
             process.kill()
             process.wait(10)
 
-    assert samples["kafka_lake_landed_hours", frozenset({"database": "e2e", "table": "orders"}.items())] == 0
+    assert samples["kafka_lake_landed_hour_manifests", frozenset({"database": "e2e", "table": "orders"}.items())] == 0
     assert process.returncode == 0, "SIGTERM ends the server cleanly"
     assert not (tmp_path / "dagster_home" / "dagster.yaml").exists()
 
@@ -288,6 +436,29 @@ def test_lag_seconds_is_measured_against_the_clock_of_each_scrape(landed_two_hou
     later = {name: value for (name, _), value in second.items() if name == "kafka_lake_lag_seconds"}
     assert later["kafka_lake_lag_seconds"] - lag["kafka_lake_lag_seconds"] == 1800
     assert lag["kafka_lake_lag_seconds"] == (NOW - hours[-1].end).total_seconds()
+
+
+def promtool(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """Prometheus' own linter, from Debian's `prometheus` package (`make test` installs it as root)."""
+    found = shutil.which("promtool")
+    if found is None:
+        pytest.fail("no promtool on PATH: install it with 'sudo apt-get install -y prometheus' (make test does as root)")
+    return subprocess.run([found, *args], input=stdin, capture_output=True, text=True, timeout=60)
+
+
+def test_a_scrape_and_the_alert_rules_lint_clean_with_promtool(landed_two_hours):
+    """Given a scrape of a table with landed hours and lag; then `promtool check metrics` finds nothing to say about
+    any name, unit, type or help text, and `promtool check rules` accepts the alert rules shipped in deploy/."""
+    *_, settings = landed_two_hours
+    with metrics_server(settings) as (url, _):
+        text = scrape_text(url)
+
+    linted = promtool("check", "metrics", stdin=text)
+    rules = promtool("check", "rules", str(REPO / "deploy" / "prometheus-alerts.yaml"))
+
+    assert "kafka_lake_lag_records{" in text
+    assert (linted.returncode, linted.stdout + linted.stderr) == (0, "")
+    assert rules.returncode == 0, rules.stdout + rules.stderr
 
 
 # --- The dashboard and the alert rules shipped in deploy/ -------------------------------------------------------

@@ -85,14 +85,14 @@ def demo_state(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ui(demo_state, tmp_path_factory):
-    """`make ui`'s process in the demo's directory: webserver, daemon and code location, without the demo's
-    settings in its environment (they come from the file the demo wrote)."""
+    """`make ui PORT=…`'s process in the demo's directory: webserver, daemon and code location, without the demo's
+    settings in its environment, its Dagster home included (they come from the file the demo wrote)."""
     state, demo_env = demo_state
-    env = {name: value for name, value in demo_env.items() if name not in PLATFORM_VARIABLES}
+    env = {name: value for name, value in demo_env.items() if name not in (*PLATFORM_VARIABLES, "DAGSTER_HOME")}
     env["PLATFORM_AUTOMATION"] = "off"
     port = free_port()
     log_file = tmp_path_factory.mktemp("ui") / "dagster_dev.log"
-    command = [sys.executable, "-m", "dev_services.ui", "-w", str(REPO / "workspace.yaml"), "-h", LOOPBACK, "-p", str(port)]
+    command = [sys.executable, "-m", "dev_services.ui", "-p", str(port)]  # as `make ui PORT=…` runs it
     with serving(command, port, log_file, env, state, "make ui (dagster dev)"):
         loaded_location(port, "kafka_lake", log_file)
         yield f"http://{LOOPBACK}:{port}", DagsterInstance.from_config(demo_env["DAGSTER_HOME"]), log_file

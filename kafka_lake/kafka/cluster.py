@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import cast
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kafka_lake.kafka.log import KafkaUnavailable
@@ -71,16 +71,43 @@ class KafkaCluster:
         # partition by partition (the landing's 2 ms suits single-record probes, not thousands of partitions).
         self._config = {**config, "enable.partition.eof": True, "auto.offset.reset": "latest", "fetch.wait.max.ms": 500}
 
-    def topics(self) -> dict[str, list[int]]:
+    def topics(self, timeout_s: float = _TIMEOUT_S) -> dict[str, list[int]]:
         """Every topic on the cluster and its partitions, from one metadata request."""
         consumer = Consumer(self._config)
         try:
-            metadata = consumer.list_topics(timeout=_TIMEOUT_S)
+            metadata = consumer.list_topics(timeout=timeout_s)
         except KafkaException as error:
             raise KafkaUnavailable(f"cannot read the cluster's topic list: {error}") from None
         finally:
             consumer.close()
         return {name: sorted(t.partitions) for name, t in metadata.topics.items() if t.error is None}
+
+    def oldest_records(self, topic: str, partitions: list[int], timeout_s: float = _TIMEOUT_S) -> dict[int, tuple[int, int]]:
+        """Per partition of `topic` that holds records, the oldest one it keeps, as (offset, timestamp ms): read at each
+        log's start in one fetch. KafkaUnavailable names the partitions that did not answer within `timeout_s`."""
+        consumer = Consumer(self._config)
+        oldest: dict[int, tuple[int, int]] = {}
+        pending = set(partitions)
+        try:
+            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+            deadline = time.monotonic() + timeout_s
+            while pending and time.monotonic() < deadline:
+                for message in consumer.consume(num_messages=len(pending), timeout=0.2):
+                    partition, error = cast(int, message.partition()), message.error()
+                    if partition not in pending:
+                        continue
+                    if error is None:
+                        oldest[partition] = (cast(int, message.offset()), message.timestamp()[1])
+                    elif error.code() != KafkaError._PARTITION_EOF and (error.fatal() or not error.retriable()):
+                        raise KafkaUnavailable(f"{topic} partition {partition}: reading its oldest record failed: "
+                                               f"{error.str()}")
+                    pending.discard(partition)
+        finally:
+            consumer.close()
+        if pending:
+            raise KafkaUnavailable(f"{topic}: the oldest records of partition(s) {', '.join(map(str, sorted(pending)))} "
+                                   f"did not arrive within {timeout_s:.0f}s")
+        return oldest
 
     def log_ends(self, partitions: dict[str, list[int]], timeout_s: float = _TIMEOUT_S,
                  admin: AdminClient | None = None) -> tuple[dict[tuple[str, int], int], dict[str, str]]:
@@ -106,6 +133,22 @@ class KafkaCluster:
                 failed[tp.topic].append(f"{tp.partition} ({error})")
         return ends, {topic: f"the broker did not give the log end of partition(s) {', '.join(errors[:3])}"
                       f"{' …' if len(errors) > 3 else ''} within {timeout_s:.1f}s" for topic, errors in failed.items()}
+
+    def confirmed_ends(self, reported: dict[tuple[str, int], int], timeout_s: float = _TIMEOUT_S
+                       ) -> tuple[dict[tuple[str, int], int], dict[str, str]]:
+        """The log ends as read, as the landing reads them: each reported end confirmed by reading from the partition's
+        last record to the end of its log, in one fetch over them all (a broker whose watermark lags its last batch,
+        Tansu, shows the records past it); and, per topic a partition of which did not answer within `timeout_s`, why."""
+        ends = dict(reported)
+        non_empty = {key: end for key, end in ends.items() if end > 0}
+        if not non_empty:
+            return ends, {}
+        consumer = Consumer(self._config)
+        try:
+            _, slow = self._newest_timestamps(consumer, non_empty, ends, timeout_s)
+        finally:
+            consumer.close()
+        return ends, slow
 
     def log_tails(self, partitions: dict[str, list[int]], budget_s: float | None = None,
                   batch_partitions: int | None = None) -> ClusterTails:

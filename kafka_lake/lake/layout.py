@@ -177,6 +177,36 @@ def hour_of_manifest_path(path: str) -> KafkaHour | None:
     return KafkaHour.from_partition_key(match.group(1) + ":00")
 
 
+# The lake's log of manifest changes (`manifests.ManifestChanges`): one empty object per hour manifest written, in a
+# folder per day, named by when. No table can take `_changes` (database folders start with a letter).
+MANIFEST_CHANGES_PREFIX = f"{MANIFESTS_PREFIX}/_changes"
+_MANIFEST_CHANGE = re.compile(r"^(?P<time>\d{12})\.(?P<database>[a-z0-9_]+)\.(?P<table>[a-z0-9_]+)\."
+                              r"hour=(?P<hour>\d{4}-\d{2}-\d{2}-\d{2})$")
+
+
+def manifest_changes_day(at: datetime) -> str:
+    """`date=YYYY-MM-DD`: the folder of the changes of a day (UTC)."""
+    return f"date={date_text(at)}"
+
+
+def manifest_change_name(database: str, table: str, hour: KafkaHour, at: datetime) -> str:
+    """`HHMMSSffffff.<database>.<table>.hour=YYYY-MM-DD-HH`: names sort by when, within their day's folder."""
+    return f"{at:%H%M%S%f}.{database}.{table}.{hour_name(hour)}"
+
+
+def manifest_change_path(database: str, table: str, hour: KafkaHour, at: datetime) -> str:
+    return f"{MANIFEST_CHANGES_PREFIX}/{manifest_changes_day(at)}/{manifest_change_name(database, table, hour, at)}"
+
+
+def parse_manifest_change(day: str, name: str) -> tuple[str, str, KafkaHour, datetime] | None:
+    """(database, table, hour, when) of a change's name in its day folder; None for any other name."""
+    match = _MANIFEST_CHANGE.match(name)
+    if not match or not day.startswith("date="):
+        return None
+    at = datetime.strptime(f"{day[len('date='):]} {match['time']}", "%Y-%m-%d %H%M%S%f").replace(tzinfo=timezone.utc)
+    return match["database"], match["table"], KafkaHour.from_partition_key(match["hour"] + ":00"), at
+
+
 def attempt_journal_directory(database: str, table: str, hour: KafkaHour) -> str:
     """Where the attempts at landing a Kafka hour record the folders they write into, one empty object each."""
     return f"{manifest_prefix(database, table)}/_attempts/{hour_name(hour)}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from enum import Enum
 
 from kafka_lake.hours import FIRST_HOUR, LAST_HOUR, ONE_HOUR, KafkaHour, hour_key, hour_of_key
@@ -185,12 +185,18 @@ class ManifestStore:
         return self.storage.exists(self.path(hour))
 
     def write(self, manifest: HourManifest) -> str:
+        """Writes (or replaces) the hour's manifest, then records the change in the lake's change log: a reader who saw
+        the change reads this manifest."""
         path = self.path(manifest.kafka_hour)
         self.storage.write_bytes(path, manifest.to_json())
+        ManifestChanges(self.storage).record(self.database, self.table, manifest.kafka_hour)
         return path
 
     def delete(self, hour: KafkaHour) -> bool:
-        return self.storage.delete(self.path(hour))
+        deleted = self.storage.delete(self.path(hour))
+        if deleted:
+            ManifestChanges(self.storage).record(self.database, self.table, hour)
+        return deleted
 
     def landed_hours(self) -> list[KafkaHour]:
         """Every landed hour of the table: the whole history, for what is about all of it (erasure, reports)."""
@@ -255,6 +261,81 @@ class ManifestStore:
             manifest = self.read(hour)
             if manifest is not None:
                 yield manifest
+
+
+@dataclass(frozen=True)
+class ManifestChange:
+    """An hour manifest written, replaced or deleted, and when (by its writer's clock)."""
+
+    database: str
+    table: str
+    hour: KafkaHour
+    at: datetime
+
+
+class ManifestChanges:
+    """The lake's log of manifest changes: an empty object per manifest written, named by when, in a folder per day. A
+    reader keeping totals (the metrics server) learns which tables' hours changed since it last looked, an hour landed
+    again or landed behind newer ones included, from one listing of the log instead of one listing per table; a
+    manifest's name alone cannot say it was replaced. Kept `KEPT`: each retention run prunes the days before."""
+
+    KEPT = timedelta(days=2)
+
+    def __init__(self, storage: LakeStorage):
+        self.storage = storage
+
+    def record(self, database: str, table: str, hour: KafkaHour, at: datetime | None = None) -> None:
+        self.storage.write_marker(layout.manifest_change_path(database, table, hour, at or datetime.now(timezone.utc)))
+
+    def since(self, moment: datetime) -> list[ManifestChange]:
+        """The changes recorded at or after `moment`, oldest first: one listing of the day folders, then one of the
+        names after `moment` in each day from its own (usually one)."""
+        first_day = layout.manifest_changes_day(moment)
+        changes = []
+        for day in self.storage.list_folders(layout.MANIFEST_CHANGES_PREFIX, prefix="date="):
+            if day < first_day:
+                continue
+            # Names start with their time: those at or after the moment's time sort after this text.
+            after = f"{moment:%H%M%S%f}" if day == first_day else ""
+            for name in self.storage.list_names(f"{layout.MANIFEST_CHANGES_PREFIX}/{day}", start_after=after):
+                parsed = layout.parse_manifest_change(day, name)
+                if parsed is not None:
+                    changes.append(ManifestChange(*parsed))
+        return sorted(changes, key=lambda change: change.at)
+
+    def prune(self, now: datetime) -> list[str]:
+        """Deletes the day folders older than `KEPT`; returns the days deleted."""
+        keep_from = layout.manifest_changes_day(now - self.KEPT)
+        old = [day for day in self.storage.list_folders(layout.MANIFEST_CHANGES_PREFIX, prefix="date=") if day < keep_from]
+        for day in old:
+            self.storage.delete_folder(f"{layout.MANIFEST_CHANGES_PREFIX}/{day}")
+        return old
+
+
+class ManifestChangeFeed:
+    """What a reader of the change log has not seen yet, look after look. Writers' clocks disagree a little, and a
+    change is recorded a moment after its time is taken, so each look lists again from `OVERLAP` before the newest
+    change seen and leaves out those already seen. The first look only marks where the reader starts: what the log
+    held before, the reader reads whole."""
+
+    OVERLAP = timedelta(minutes=10)
+
+    def __init__(self, changes: ManifestChanges):
+        self._changes = changes
+        self._newest: datetime | None = None
+        self._seen: set[ManifestChange] = set()
+
+    def news(self, now: datetime) -> list[ManifestChange]:
+        started = self._newest is not None
+        listed = self._changes.since((self._newest or now) - self.OVERLAP)
+        new = [change for change in listed if change not in self._seen]
+        if listed:
+            self._newest = max(self._newest or listed[-1].at, listed[-1].at)
+        elif not started:
+            self._newest = now
+        horizon = (self._newest or now) - self.OVERLAP
+        self._seen = {change for change in self._seen | set(new) if change.at >= horizon}
+        return new if started else []
 
 
 class AttemptJournal:

@@ -163,6 +163,13 @@ class LakeStorage:
         except FileNotFoundError:
             return False
 
+    def delete_folder(self, relative: str) -> None:
+        """Deletes a folder and everything below it (on S3, every key under its prefix, in batched requests)."""
+        try:
+            self._fs.delete_dir(self.full_path(relative))
+        except FileNotFoundError:
+            pass
+
     def list_names(self, directory: str, prefix: str = "", start_after: str = "", limit: int | None = None) -> list[str]:
         """The names of the files directly in `directory` that start with `prefix` and sort after `start_after`, in
         order, at most `limit` of them; hidden temporaries excluded. On S3 this costs one request a thousand names

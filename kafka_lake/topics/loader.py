@@ -299,16 +299,24 @@ def _table_names_clash(earlier: TableSpec, spec: TableSpec) -> tuple[str, str] |
 def _tables_clash(earlier: TableSpec, spec: TableSpec) -> tuple[str, str] | None:
     """(the problem as `spec`'s file says it, as `earlier`'s says it) of two tables of one topic, or None."""
     topic = f"Kafka topic {spec.topic!r}"
-    if earlier.route is None and spec.route is None:
-        if earlier.placement != spec.placement:
-            return None  # a copy placed otherwise: valve's archive by event time and warehouse by Kafka time
+    if earlier.route is None and spec.route is None and earlier.placement == spec.placement:
         how = f"format {spec.payload_format}, placed by {spec.time_source}" + (
             f" field {'.'.join(spec.time_field)}" if spec.time_field else "")
         advice = "give one a route, or another time_partitioning or format"
         return (f"{topic} is already landed by {earlier.source_file} in the same way ({how}); {advice}",
                 f"{topic} is also landed by {spec.source_file} in the same way ({how}); {advice}")
     if earlier.route is None or spec.route is None:
-        return None  # a routed table beside a copy of every record
+        # A copy placed otherwise (valve's archive by event time and warehouse by Kafka time), or a copy of every record
+        # beside a routed table; but a topic's records are in one format: two tables decoding them in two formats are
+        # one table too many (a new entry naming a topic another format already lands), a raw copy of the bytes aside.
+        typed = [table for table in (earlier, spec) if PAYLOAD_FORMATS[table.payload_format].has_schemas]
+        if len(typed) == 2 and earlier.payload_format != spec.payload_format:
+            advice = "a topic's records have one format; check the topic name, or keep the bytes with format: raw"
+            return (f"{topic} is already read as {earlier.payload_format} by {earlier.source_file}, this entry reads it "
+                    f"as {spec.payload_format}; {advice}",
+                    f"{topic} is also read as {spec.payload_format} by {spec.source_file}, this entry reads it as "
+                    f"{earlier.payload_format}; {advice}")
+        return None
     if earlier.payload_format != spec.payload_format:
         return (f"the routed tables of {topic} must read it in one format: this one is {spec.payload_format}, "
                 f"{earlier.source_file} is {earlier.payload_format}",

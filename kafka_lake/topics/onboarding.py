@@ -9,7 +9,7 @@ import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from kafka_lake.decoding.formats import PAYLOAD_FORMATS
 from kafka_lake.decoding.protobuf.avro_shape import NoColumns, avro_schema_of
 from kafka_lake.decoding.protobuf.format import referenced_files, write_proto_files
 from kafka_lake.hours import floor_hour
+from kafka_lake.kafka.cluster import KafkaCluster
 from kafka_lake.kafka.schema_resolution import key_subject, value_subject
 from kafka_lake.schemas.avro_types import field_type_at
 from kafka_lake.schemas.json_schema import NotTranslatable, avro_record_of
@@ -209,6 +210,34 @@ class EntryPlan:
     added: tuple[CatalogVersion, ...]
     imports: tuple[tuple[str, str], ...] = ()  # the files a `.proto` imports, written in the folder: (path, text)
     key: EntryKey = EntryKey()
+
+
+# How long `add_topic` waits for the brokers to say where a topic starts.
+BROKER_TIMEOUT_S = 15.0
+
+
+@dataclass(frozen=True)
+class StartHour:
+    """Where a new entry's `start_hour` comes from, and the sentence that says so."""
+
+    hour: datetime
+    why: str
+
+
+def earliest_retained_hour(cluster: KafkaCluster, topic: str, now: datetime) -> StartHour:
+    """The hour of the oldest record the topic keeps (the earliest stamped of each partition's first record), so the
+    sensors land its whole retained history; the current hour for a topic not on the cluster yet or holding no record.
+    Raises KafkaUnavailable when the brokers do not answer."""
+    on_cluster = cluster.topics(BROKER_TIMEOUT_S)
+    if topic not in on_cluster:
+        return StartHour(floor_hour(now), f"the current hour: topic {topic} is not on the cluster yet")
+    oldest = cluster.oldest_records(topic, on_cluster[topic], BROKER_TIMEOUT_S)
+    if not oldest:
+        return StartHour(floor_hour(now), f"the current hour: topic {topic} holds no record yet")
+    partition, (offset, stamp) = min(oldest.items(), key=lambda item: (item[1][1], item[0]))
+    stamped = datetime.fromtimestamp(stamp / 1000, tz=timezone.utc)
+    return StartHour(floor_hour(stamped), f"the hour of the earliest record topic {topic} keeps (partition {partition}, "
+                                          f"offset {offset}, stamped {stamped:%Y-%m-%dT%H:%M:%SZ})")
 
 
 def new_entry(folder: Path, topic: str, versions: list[RegisteredVersion], time_field: str | None, owner: str,

@@ -27,6 +27,7 @@ from kafka_lake.lake.table_partition import TablePartition, partition_of_path
 from kafka_lake.schemas.arrow_mapping import column_at
 from kafka_lake.schemas.landed_schema import LandedSchema
 from kafka_lake.table_spec import TableSpec
+from kafka_lake.upkeep.expiry import is_expired, retention_cutoff
 
 log = logging.getLogger(__name__)
 
@@ -150,9 +151,7 @@ def committed_raw_files(storage: LakeStorage, topic: TableSpec, manifests: Manif
         f"{folder}/{name}" for folder in folders for name in storage.list_names(folder)
         if layout.parse_data_file_name(name) is not None
     }
-    index = PlacementIndex(storage, topic.database, topic.table)
-    window = set(raw_hours_that_feed(topic, hour)) | ({KafkaHour(hour - ONE_HOUR)} if hour > FIRST_HOUR else set())
-    writers = window | {kafka_hour for folder in folders if on_disk for kafka_hour in index.writers(folder)}
+    writers = _writers(storage, topic, hour, folders if on_disk else [])
     committed: set[str] = set()
     for kafka_hour in sorted(writers, key=lambda h: abs(h.start - hour)):
         if committed == on_disk:
@@ -165,6 +164,48 @@ def committed_raw_files(storage: LakeStorage, topic: TableSpec, manifests: Manif
         for manifest in manifests.all():
             committed.update(f.path for f in manifest.files if f.path in on_disk)
     return committed
+
+
+def _writers(storage: LakeStorage, topic: TableSpec, hour: datetime, folders: list[str]) -> set[KafkaHour]:
+    """The Kafka hours whose landings can have placed rows in `hour`: those around it within the allowed lateness,
+    and those the placement index names for `folders` (late and early events)."""
+    index = PlacementIndex(storage, topic.database, topic.table)
+    window = set(raw_hours_that_feed(topic, hour)) | ({KafkaHour(hour - ONE_HOUR)} if hour > FIRST_HOUR else set())
+    return window | {kafka_hour for folder in folders for kafka_hour in index.writers(folder)}
+
+
+def rows_placed_in(storage: LakeStorage, topic: TableSpec, hour: datetime) -> tuple[int, list[KafkaHour]]:
+    """(rows, the landed hours read): the rows the landed manifests place in placement hour `hour`, as they recorded
+    them, whatever storage holds: what an hour without files to compact is checked against."""
+    folders = [layout.data_directory(topic.database, topic.table, version, hour) for version in topic.version_numbers]
+    manifests = ManifestStore(storage, topic.database, topic.table)
+    rows, landed = 0, []
+    for kafka_hour in sorted(_writers(storage, topic, hour, folders)):
+        manifest = manifests.read(kafka_hour)
+        if manifest is not None:
+            landed.append(kafka_hour)
+            rows += sum(f.rows for f in manifest.files if f.kind == "data" and f.placement_hour == hour)
+    return rows, landed
+
+
+def nothing_to_compact(storage: LakeStorage, topic: TableSpec, hour: datetime, metadata: dict,
+                       severity_if_rows: str = "error") -> CheckOutcome:
+    """`row_set_unchanged` of a compaction that found no rows to rewrite: it passes when the landed manifests place no
+    row in the hour either (a quiet hour, a table of a shared topic whose rows are elsewhere: empty stays empty) or the
+    hour has expired, and fails naming the rows they place there otherwise."""
+    rows, landed = rows_placed_in(storage, topic, hour)
+    read = ", ".join(map(str, landed)) or "none landed"
+    if rows and is_expired(hour, retention_cutoff(topic, datetime.now(timezone.utc))):
+        return CheckOutcome(True, f"placement hour {hour_key(hour)} of {topic.topic} has expired (retention_days "
+                                  f"{topic.retention_days}): retention removed the {rows} row(s) the landed hours "
+                                  f"({read}) placed in it", metadata)
+    if rows == 0:
+        return CheckOutcome(True, f"placement hour {hour_key(hour)} of {topic.topic} holds no row, and the landed hours "
+                                  f"that can place rows in it ({read}) place none: nothing to compact, the row set "
+                                  "(empty) is unchanged", metadata)
+    return CheckOutcome(False, f"examined nothing: placement hour {hour_key(hour)} of {topic.topic} has no generation "
+                               f"and no committed file to compact, but the manifests of landed hours {read} place "
+                               f"{rows} row(s) in it", metadata, severity=severity_if_rows)
 
 
 def _compacted_partitions(storage: LakeStorage, topic: TableSpec, hour: datetime) -> set[TablePartition]:
@@ -402,7 +443,7 @@ def generations_hold_their_sources(storage: LakeStorage, topic: TableSpec, resul
     """`row_set_unchanged` of a compaction run: every generation the hour's readers are switched to holds exactly the
     offsets recorded from its sources, recomputed from its files: those the run wrote, those it switched to after a
     run that died between their commit and the switch, and those already current. A run that found no generation to
-    examine says so and does not pass (as a warning: an hour no row is placed in has none)."""
+    examine checks the landed manifests instead (`nothing_to_compact`)."""
     kinds = ((result.manifests, "written now"), (result.switched, "switched to now (committed by an interrupted run)"),
              (result.kept, "already current"))
     problems = []
@@ -416,9 +457,7 @@ def generations_hold_their_sources(storage: LakeStorage, topic: TableSpec, resul
     if problems:
         return CheckOutcome(False, "; ".join(problems), metadata)
     if not result.generations:
-        return CheckOutcome(False, f"examined nothing: placement hour {hour_key(result.hour)} of {topic.topic} has no "
-                                   "generation and no committed files to compact (no row is placed in it)",
-                            metadata, severity="warn")
+        return nothing_to_compact(storage, topic, result.hour, metadata)
     counted = ", ".join(f"{len(manifests)} {what}" for manifests, what in kinds if manifests)
     return CheckOutcome(True, f"{len(result.generations)} generation(s) hold exactly their sources' offsets: {counted}",
                         metadata)

@@ -11,6 +11,7 @@ from datetime import datetime
 from kafka_lake.lake import layout
 from kafka_lake.lake.audit import AuditEntry, write_audit
 from kafka_lake.lake.compaction_manifest import CompactionManifest
+from kafka_lake.lake.manifests import ManifestChanges
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.lake.table_partition import TablePartition
 from kafka_lake.table_spec import TableSpec
@@ -38,8 +39,10 @@ def apply_retention(
     publish: Callable[[list[CompactionManifest]], None],
     unpublish: Callable[[list[TablePartition]], None],
 ) -> RetentionReport:
-    """Expiry, then every erasure request; each action that changed something is audited."""
+    """Expiry, then every erasure request; each action that changed something is audited. The lake's log of manifest
+    changes is pruned too (lake-wide: the first retention run of a day finds its old days, the others nothing)."""
     report = RetentionReport()
+    ManifestChanges(storage).prune(now)
     stamp = now.isoformat(timespec="seconds")
     expired, rows, deleted = expire(storage, topic, now, unpublish)
     if deleted:

@@ -62,7 +62,7 @@ from kafka_lake.tables.table_format import (
     TableAccess,
     TableOutcome,
 )
-from kafka_lake.upkeep.compaction import check_due, raw_hours_that_feed
+from kafka_lake.upkeep.compaction import check_due, nothing_to_compact, raw_hours_that_feed
 from kafka_lake.upkeep.erasure import read_erasure_requests, subjects_to_match
 from kafka_lake.upkeep.expiry import expire_dead_letters, expiry_detail, retention_cutoff
 
@@ -221,8 +221,8 @@ class IcebergTables:
             or f"no placement of the hour had more than one file: its {rows} row(s) stay in the files they were in",
             {"snapshots": len(rewritten)})
         if not rows:
-            check = CheckOutcome(False, f"examined nothing: placement hour {hour:%Y-%m-%d %H}:00 of {topic.topic} holds "
-                                        "no row in the table", {"snapshots": 0}, severity="warn")
+            # A landing whose commit died before it holds no row yet: registration commits it, hence only a warning.
+            check = nothing_to_compact(self.storage, topic, hour, {"snapshots": 0}, severity_if_rows="warn")
         metadata = {
             "rows": rows,
             "partitions_rewritten": len(rewritten),
