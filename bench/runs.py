@@ -8,10 +8,13 @@ workers, Spark's JVMs and Python workers. It is read from a cgroup holding `dags
 processes included) where the bench may make one (root on Linux), else from /proc polled a few times a second, each
 process's last reading kept. The broker is not counted: it is Kafka, not the platform.
 
-Phases: the deployment starts with its sensors stopped (its start-up, paid once); the sensors are started with the
-hour closed, and the bench waits until every topic's raw hour has landed (landing), then until every topic's hour is
-compacted and registered (compaction and registration). With `--baseline`, the smallest size is measured again with
-`TOPICS_PER_RUN=1`, one topic a run, as runs were formed before runs carried many topics.
+Two closed hours. The deployment starts with its sensors stopped (its start-up, paid once). The first hour is
+launched as the UI launches a backfill of every topic's raw asset, and compacted and registered by the sensors: the
+first hour of new topics, whose tables are created in the table catalog. The second hour is then landed by the
+sensors, and compacted and registered: the hour a running deployment pays every hour. For each, the bench waits until
+every topic's raw hour has landed (landing), then until it is compacted (compaction), then registered (registration).
+With `--baseline`, the smallest size is measured again with `TOPICS_PER_RUN=1`, one topic a run, as runs were formed
+before runs carried many topics.
 """
 
 from __future__ import annotations
@@ -42,6 +45,15 @@ PROCESS_KINDS = (
     ("dagster dev", b"dagster\x00dev"),
 )
 
+LAUNCH_BACKFILL = """
+mutation Launch($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message }
+  }
+}
+"""
 SET_CURSOR = """
 mutation SetCursor($selector: SensorSelector!, $cursor: String) {
   setSensorCursor(sensorSelector: $selector, cursor: $cursor) { __typename ... on PythonError { message } }
@@ -66,8 +78,8 @@ def write_catalog(directory: Path, topics: int) -> None:
         folder = directory / f"db_{n:05d}" / "page_views"
         shutil.copytree(TEMPLATE, folder)
         text = (folder / "topic.yaml").read_text().replace("topic: shop.page_views", f"topic: {topic_name(n)}")
-        text = text.replace("registry_id: 1001", f"registry_id: {100_000 + 2 * n}")
-        text = text.replace("registry_id: 1002", f"registry_id: {100_001 + 2 * n}")
+        text = text.replace("registry_id: 1001", f"registry_id: {registry_id(n)}")
+        text = text.replace("registry_id: 1002", f"registry_id: {registry_id(n) + 1}")
         (folder / "topic.yaml").write_text(text + "allowed_lateness_hours: 0\n")
 
 
@@ -79,9 +91,9 @@ def produce_hour(bootstrap: str, names: list[str], partitions: int, records: int
     from kafka_lake.hours import to_millis
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
-    value_of = _page_view_encoder()
     closing = to_millis(hour.end + timedelta(minutes=3))
-    for name in names:
+    for index, name in enumerate(names):
+        value_of = _page_view_encoder(registry_id(index))
         for n in range(records):
             moment = hour.start + timedelta(seconds=(n * 3599) // max(records, 1))
             producer.produce(name, value=value_of(n, moment), partition=n % partitions, timestamp=to_millis(moment))
@@ -95,8 +107,13 @@ def produce_hour(bootstrap: str, names: list[str], partitions: int, records: int
     assert not len(producer), f"{len(producer)} record(s) not delivered in 15 minutes"
 
 
-def _page_view_encoder():
-    """Confluent-framed v1 page views (schema id 1001's layout)."""
+def registry_id(n: int) -> int:
+    """The schema id of topic n's first version in the generated catalog."""
+    return 100_000 + 2 * n
+
+
+def _page_view_encoder(schema_id: int):
+    """Confluent-framed v1 page views of the generated topic whose first version is `schema_id`."""
     import io
     import struct
     import uuid
@@ -111,7 +128,7 @@ def _page_view_encoder():
                   "client": {"ip_address": f"10.0.{n % 250}.{n % 7}", "user_agent": "bench"}, "duration_ms": n % 5000}
         out = io.BytesIO()
         fastavro.schemaless_writer(out, schema, {k: v for k, v in record.items() if k in {f["name"] for f in schema["fields"]}})
-        return b"\x00" + struct.pack(">I", 1001) + out.getvalue()
+        return b"\x00" + struct.pack(">I", schema_id) + out.getvalue()
 
     return encode
 
@@ -216,7 +233,7 @@ class SizeResult:
 
 
 def measure(topics: int, partitions: int, records: int, topics_per_run: int | None, work: Path) -> SizeResult:
-    from dagster import AssetKey, DagsterInstance
+    from dagster import AssetKey, DagsterInstance, RunsFilter
 
     from deploy.instance import write_instance
     from dev_services.ports import LOOPBACK, free_port
@@ -226,7 +243,8 @@ def measure(topics: int, partitions: int, records: int, topics_per_run: int | No
 
     result = SizeResult(topics, topics_per_run)
     names = [topic_name(n) for n in range(topics)]
-    hour = KafkaHour.containing(datetime.now(timezone.utc)).previous()
+    second = KafkaHour.containing(datetime.now(timezone.utc)).previous()
+    first = second.previous()
     catalog, home, lake = work / "catalog", work / "home", work / "lake"
     write_catalog(catalog, topics)
     write_instance(home, environ={})
@@ -234,16 +252,17 @@ def measure(topics: int, partitions: int, records: int, topics_per_run: int | No
         from bench.sensor_ticks import create_topics
 
         create_topics(broker, names, partitions)
-        produce_hour(broker.bootstrap_servers, names, partitions, records, hour)
+        for hour in (first, second):
+            produce_hour(broker.bootstrap_servers, names, partitions, records, hour)
         # The closing records are stamped 3 minutes into the next hour: they close the hour once the clock is past them.
-        wait = (hour.end + timedelta(minutes=3) - datetime.now(timezone.utc)).total_seconds()
+        wait = (second.end + timedelta(minutes=3) - datetime.now(timezone.utc)).total_seconds()
         if wait > 0:
             print(f"  waiting {wait:.0f} s for the hour's closing records to be in the past", flush=True)
             time.sleep(wait)
         port = free_port()
         env = {**os.environ, "DAGSTER_HOME": str(home), "SCHEMA_CATALOG_DIR": str(catalog), "LAKE_ROOT": str(lake),
                "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers, "PII_HMAC_KEY": PII_KEY, "SPARK_MASTER": "local[2]",
-               "PLATFORM_AUTOMATION": "off", "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+               "PLATFORM_AUTOMATION": "off", "PYTHONFAULTHANDLER": "1", "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
         if topics_per_run is not None:
             env["TOPICS_PER_RUN"] = str(topics_per_run)
         cpu = DeploymentCpu(f"kafka-lake-bench-{os.getpid()}-{topics}")
@@ -252,27 +271,43 @@ def measure(topics: int, partitions: int, records: int, topics_per_run: int | No
                             "-p", str(port)])
         started = time.perf_counter()
         try:
-            with serving(command, port, work / "dagster_dev.log", env, REPO, "dagster dev", start_timeout=1800) as process:
+            # In the work folder: the run's Spark state (the embedded metastore under .lake/) is the bench's own.
+            with serving(command, port, work / "dagster_dev.log", env, work, "dagster dev", start_timeout=1800) as process:
                 cpu.follow(process.pid)
                 loaded_location(port, "platform_assets.definitions", work / "dagster_dev.log", timeout=1800)
                 time.sleep(20)  # the daemon's first loop over its sensors, stopped
                 result.phases.append(Phase("start-up (once)", cpu.seconds(), time.perf_counter() - started, cpu.by_kind()))
                 instance = DagsterInstance.from_config(str(home))
                 selector = {"repositoryLocationName": "platform_assets.definitions", "repositoryName": "__repository__"}
-                cursor = json.dumps({name: hour.partition_key for name in names})
-                answer = graphql(port, SET_CURSOR, {"selector": {**selector, "sensorName": SENSORS[0]}, "cursor": cursor})
-                assert answer["setSensorCursor"]["__typename"] != "PythonError", answer
-                for name in SENSORS:
+
+                def start_sensor(name: str) -> None:
                     answer = graphql(port, START_SENSOR, {"selector": {**selector, "sensorName": name}})
                     assert answer["startSensor"]["__typename"] == "Sensor", answer
-                for layer, phase in (("raw", "landing"), ("catalog", "compaction and registration")):
-                    keys = [AssetKey([layer, f"db_{n:05d}", "page_views"]) for n in range(topics)]
-                    before, begun = cpu.seconds(), time.perf_counter()
-                    before_split = cpu.by_kind()
-                    _wait_for(instance, keys, hour.partition_key, phase, work / "dagster_dev.log")
-                    after_split = cpu.by_kind()
-                    result.phases.append(Phase(phase, cpu.seconds() - before, time.perf_counter() - begun,
-                                               {k: after_split.get(k, 0) - before_split.get(k, 0) for k in after_split}))
+
+                def measure_layers(hour, title: str) -> None:
+                    for layer, phase in (("raw", "landing"), ("compacted", "compaction"), ("catalog", "registration")):
+                        keys = [AssetKey([layer, f"db_{n:05d}", "page_views"]) for n in range(topics)]
+                        before, begun, before_split = cpu.seconds(), time.perf_counter(), cpu.by_kind()
+                        _wait_for(instance, keys, hour.partition_key, phase, work / "dagster_dev.log")
+                        after_split = cpu.by_kind()
+                        result.phases.append(Phase(f"{title}: {phase}", cpu.seconds() - before, time.perf_counter() - begun,
+                                                   {k: after_split.get(k, 0) - before_split.get(k, 0) for k in after_split}))
+
+                # The first hour, as the UI backfills it: every topic's raw asset for the hour.
+                start_sensor(SENSORS[1])
+                raw = [{"path": [layer, f"db_{n:05d}", "page_views"]} for n in range(topics) for layer in ("raw", "dead_letters")]
+                launched = graphql(port, LAUNCH_BACKFILL, {"params": {"assetSelection": raw,
+                                                                      "partitionNames": [first.partition_key]}})
+                assert launched["launchPartitionBackfill"]["__typename"] == "LaunchBackfillSuccess", launched
+                measure_layers(first, "first hour (UI backfill)")
+                result.runs["backfill"] = len(instance.get_run_records(RunsFilter(
+                    tags={"dagster/backfill": launched["launchPartitionBackfill"]["backfillId"]})))
+                # The second, as the sensors land every hour.
+                cursor = json.dumps({name: second.partition_key for name in names})
+                answer = graphql(port, SET_CURSOR, {"selector": {**selector, "sensorName": SENSORS[0]}, "cursor": cursor})
+                assert answer["setSensorCursor"]["__typename"] != "PythonError", answer
+                start_sensor(SENSORS[0])
+                measure_layers(second, "every hour")
                 for run in instance.get_runs():
                     result.runs[run.job_name] = result.runs.get(run.job_name, 0) + 1
         finally:
@@ -297,7 +332,7 @@ def _wait_for(instance, keys, partition_key: str, phase: str, log: Path) -> None
 
 def report(results: list[SizeResult]) -> None:
     print(f"\nCPU of the whole deployment, counted by {results[0].cpu_method}; per topic-hour = phase CPU / topics.")
-    print(f"{'topics':>7} {'a run':>6} | {'phase':<28} {'CPU s':>8} {'wall s':>7} {'CPU s a topic-hour':>19} | runs")
+    print(f"{'topics':>7} {'a run':>6} | {'phase':<42} {'CPU s':>8} {'wall s':>7} {'CPU s a topic-hour':>19} | runs")
     base = {}
     for result in results:
         for phase in result.phases:
@@ -309,7 +344,7 @@ def report(results: list[SizeResult]) -> None:
                     base[phase.name] = per_topic
                 ratio = f" ({per_topic / base[phase.name]:.2f}x)"
             cap = str(result.topics_per_run) if result.topics_per_run else "def."
-            print(f"{result.topics:>7} {cap:>6} | {phase.name:<28} {phase.cpu_s:>8.1f} {phase.wall_s:>7.0f} "
+            print(f"{result.topics:>7} {cap:>6} | {phase.name:<42} {phase.cpu_s:>8.1f} {phase.wall_s:>7.0f} "
                   f"{per + ratio:>19} | {json.dumps(result.runs) if phase is result.phases[-1] else ''}")
             shown = {k: round(v, 1) for k, v in sorted(phase.split.items(), key=lambda kv: -kv[1]) if v >= 0.05}
             print(f"{'':>16}   by process (polled): {shown}")
