@@ -50,18 +50,24 @@ def why_open(topic: TableSpec, hour: KafkaHour, now: datetime, tails: Iterable[L
     if now >= by_clock:
         return None
     from_records = closed_by_records_from(topic, hour)
+    clock = f"the clock closes it at {moment(by_clock, now)}"
     if now < from_records:
-        return (f"no record can close it before {from_records:%H:%M}Z (end + record_grace_minutes); "
-                f"the clock closes it at {by_clock:%H:%M}Z")
+        return f"no record can close it before {moment(from_records, now)} (end + record_grace_minutes); {clock}"
     if tails is None:
-        return f"the topic is not on the cluster; the clock closes it at {by_clock:%H:%M}Z"
+        return f"the topic is not on the cluster; {clock}"
     tails = list(tails)
     threshold = to_millis(from_records)
     waiting = [t.partition for t in tails if t.last_timestamp_ms is None or t.last_timestamp_ms < threshold]
     if tails and not waiting:
         return None
     described = f"partition(s) {', '.join(map(str, waiting))} hold" if tails else "the topic has no partition, so it holds"
-    return f"{described} no record stamped at or after {from_records:%H:%M}Z yet; the clock closes it at {by_clock:%H:%M}Z"
+    return f"{described} no record stamped at or after {moment(from_records, now)} yet; {clock}"
+
+
+def moment(at: datetime, now: datetime) -> str:
+    """A time in a line read at `now`: `13:10Z` on the same (UTC) day, with its date on another (a day's idle timeout
+    closes an hour tomorrow, not at a time of today that has passed)."""
+    return f"{at:%H:%M}Z" if at.date() == now.date() else f"{at:%Y-%m-%d %H:%M}Z"
 
 
 def hours_closed_by_clock(topic: TableSpec, first: KafkaHour, now: datetime) -> list[KafkaHour]:

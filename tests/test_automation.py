@@ -61,6 +61,23 @@ def test_records_stamped_in_the_future_do_not_close_an_hour_before_its_grace(pag
     assert not automation.is_closed(page_views, H, at(H, 1), [tail(0, at(H, 30))])
 
 
+def test_why_an_hour_is_open_dates_the_moments_that_fall_on_another_day_than_the_tick(page_views):
+    """Given an idle timeout of a day, the clock closes hour H tomorrow: a bare `10:10Z` read at 11:05Z would say a
+    moment of today that has passed."""
+    slow = page_views.model_copy(update=dict(close_grace_minutes=24 * 60))
+    now = at(H, 5)
+    tomorrow = at(H, 24 * 60)
+
+    why = automation.why_open(slow, H, now, [tail(0, at(H, 1))])
+    before_midnight = automation.why_open(page_views, KafkaHour(datetime(2026, 11, 21, 23, tzinfo=timezone.utc)),
+                                          datetime(2026, 11, 21, 23, 59, tzinfo=timezone.utc))
+
+    assert why == (f"partition(s) 0 hold no record stamped at or after {at(H, 2):%H:%M}Z yet; the clock closes it at "
+                   f"{tomorrow:%Y-%m-%d %H:%M}Z"), why
+    assert before_midnight == ("no record can close it before 2026-11-22 00:02Z (end + record_grace_minutes); the clock "
+                               "closes it at 2026-11-22 00:10Z"), before_midnight
+
+
 def test_hours_closed_by_the_clock_are_consecutive_and_at_most_a_day(page_views):
     now = at(H, 10) + timedelta(hours=2)
     assert automation.hours_closed_by_clock(page_views, H, now) == [H, H.next(), H.next().next()]
