@@ -25,6 +25,7 @@ from dagster import (
 )
 from dagster_pyspark import LazyPySparkResource
 
+from kafka_lake.decoding.formats import payload_format
 from kafka_lake.decoding.pii import pseudonymizer_for
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka.schema_resolution import NewSchemaVersion, SchemaRegistryUnavailable, new_schema_versions
@@ -174,12 +175,13 @@ def _landing_specs(topic: TableSpec) -> list[AssetSpec]:
     return [
         AssetSpec(
             raw_key(topic),
-            description=f"Raw layer: Kafka topic `{topic.topic}` landed as Parquet, one Kafka hour per "
-            f"partition (placed by {topic.time_source}).",
+            description=f"Raw layer: Kafka topic `{topic.topic}`, {payloads_of(topic)}, landed as Parquet, one Kafka "
+            f"hour per partition (placed by {topic.time_source}).",
             metadata={"topic": topic.topic, "catalog_file": topic.source_file,
+                      "payload_format": payload_format(topic).title,
                       **({"dagster/column_schema": schema} if schema else {})},
             freshness_policy=raw_freshness_policy(topic),
-            **layer_attributes("raw", topic, "kafka", "spark", "parquet"),
+            **layer_attributes("raw", topic, "kafka", payload_format(topic).kind, "spark", "parquet"),
         ),
         AssetSpec(
             dead_letters_key(topic),
@@ -192,6 +194,17 @@ def _landing_specs(topic: TableSpec) -> list[AssetSpec]:
             **layer_attributes("dead_letters", topic, "parquet"),
         ),
     ]
+
+
+def payloads_of(topic: TableSpec) -> str:
+    """What the topic's values are, as its description says: the format, and the record (the Protobuf message) its
+    newest version reads them as, e.g. `Protobuf messages acme.shop.Order`."""
+    payloads = payload_format(topic)
+    if not topic.schema_versions:
+        return payloads.title
+    schema = topic.schema_versions[-1].schema
+    record = ".".join(part for part in (schema.get("namespace"), schema.get("name")) if part)
+    return f"{payloads.title} {'messages' if payloads.needs_message else 'records'} {record}"
 
 
 def landing_groups(topics: tuple[TableSpec, ...]) -> list[tuple[TableSpec, ...]]:

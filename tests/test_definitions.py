@@ -383,3 +383,20 @@ def test_a_newcomers_own_entry_fails_no_fast_test_but_the_snapshot_which_says_ho
     assert "`make test-fast UPDATE_SNAPSHOTS=1`" in first.stdout
     assert recorded.returncode == 1 and "rewritten" in recorded.stdout
     assert again.returncode == 0, again.stdout[-2000:]
+
+
+def test_a_topics_raw_asset_says_what_its_values_are_in_its_kinds_and_description():
+    """Nothing in the UI said a topic is Protobuf: its raw asset shows the payload format as a kind (a tag under its
+    node) and its description names the format and the record its values are read as."""
+    catalog = load_catalog(REPO / "schema_catalog")
+    graph = build_definitions(catalog, PlatformSettings()).resolve_asset_graph()
+
+    orders = graph.get(AssetKey(["raw", "shop", "orders"]))
+    shown = {topic.name: (graph.get(AssetKey(["raw", topic.database, topic.table])).kinds - {"raw", "kafka", "spark",
+                                                                                            "parquet"})
+             for topic in catalog.topics}
+
+    assert orders.description.startswith("Raw layer: Kafka topic `shop.orders`, Protobuf messages acme.shop.Order, "), (
+        orders.description)
+    assert shown["shop/orders"] == {"protobuf"} and shown["shop/page_views"] == {"avro"}, shown
+    assert shown["shop/cart_opens"] == {"json"} and shown["archive/shop_cart_events"] == {"bytes"}, shown

@@ -77,6 +77,8 @@ class PayloadFormat(Protocol):
     and every field path follow from them alike."""
 
     name: str  # as `format:` names it
+    title: str  # as people name it, in the UI's descriptions: "Avro", "Protobuf", "raw bytes"
+    kind: str  # the kind its topics' raw assets show in the UI (`raw` is a layer's kind already: raw bytes are `bytes`)
     has_schemas: bool  # False: no schema versions, the value's bytes are the row (`format: raw`)
     schema_ids_required: bool  # every value carries a schema id in its framing: each version needs a `registry_id`
     names_records: bool  # a value names its record (Avro's full name): tables may route by `record_name`

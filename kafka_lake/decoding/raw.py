@@ -20,6 +20,8 @@ from kafka_lake.table_spec import SchemaVersion, TableSpec, shown
 
 class RawPayloads:
     name = "raw"
+    title = "raw bytes"
+    kind = "bytes"
     has_schemas = False
     schema_ids_required = False
     names_records = False

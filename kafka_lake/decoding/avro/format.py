@@ -25,6 +25,8 @@ from kafka_lake.table_spec import SchemaVersion, TableSpec, shown
 
 class AvroPayloads:
     name = "avro"
+    title = "Avro"
+    kind = "avro"
     has_schemas = True
     schema_ids_required = True
     names_records = True

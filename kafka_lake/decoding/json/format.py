@@ -25,6 +25,8 @@ from kafka_lake.table_spec import SchemaVersion, TableSpec
 
 class JsonPayloads:
     name = "json"
+    title = "JSON"
+    kind = "json"
     has_schemas = True
     schema_ids_required = False  # a plain value names no schema: it is read with the newest version
     names_records = False

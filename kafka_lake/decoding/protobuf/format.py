@@ -33,6 +33,8 @@ from kafka_lake.table_spec import SchemaFileError, SchemaVersion, TableSpec, sho
 
 class ProtobufPayloads:
     name = "protobuf"
+    title = "Protobuf"
+    kind = "protobuf"
     has_schemas = True
     schema_ids_required = True
     names_records = True  # by the message its indexes name
