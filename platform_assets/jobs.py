@@ -17,7 +17,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 
 from kafka_lake.table_spec import TableSpec
 from platform_assets.checks import raw_check_keys
-from platform_assets.keys import asset_key, dead_letters_key, raw_key
+from platform_assets.keys import asset_key, dead_letters_key, hours_tag, raw_key
 
 LANDING_JOB, COMPACTION_JOB, REGISTRATION_JOB, RETENTION_JOB = "landing", "compaction", "registration", "retention"
 CURRENT_STATE_JOB = "current_state"
@@ -120,11 +120,13 @@ class LayerRun:
         run of topics whose hours start at different `start_hour`s has no one partitions definition to resolve it."""
         partition = ({PARTITION_TAG: first} if last is None or last == first
                      else {PARTITION_RANGE_START: first, PARTITION_RANGE_END: last})
+        # The layer and the hours first: the Runs list shows a run's tags in their order.
+        layer = {LAYER_TAG: self.tags[LAYER_TAG]} if LAYER_TAG in self.tags else {}
         return RunRequest(run_key=run_key, job_name=self.job_name,
                           partition_key=first if last is None or last == first else None,
                           asset_selection=list(self.assets),
                           asset_check_keys=list(self.checks) if self.checks is not None else None,
-                          tags={**self.tags, **partition, **(tags or {})})
+                          tags={**layer, **hours_tag(first, last or first), **self.tags, **partition, **(tags or {})})
 
 
 def topic_tag(topic: str) -> str:

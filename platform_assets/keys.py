@@ -37,10 +37,20 @@ def layer_attributes(layer: str, topic: TableSpec, *technologies: str) -> dict:
     }
 
 
+# The run tag naming the hours of a run over a range (`first...last`): the Runs list shows `dagster/partition`, the tag
+# of a run of one hour, and hides Dagster's tags of a range, so a range run would show no hour at all.
+HOURS_TAG = "hours"
+
+
+def hours_tag(first: str, last: str) -> dict:
+    """The run's `hours` tag where it carries a range of hours; a run of one hour has Dagster's `dagster/partition`."""
+    return {HOURS_TAG: f"{first}...{last}"} if last != first else {}
+
+
 def name_the_run(context, layer: str, topic: str) -> None:
-    """Tags the run with its layer, topic and assets, as the layer's jobs tag theirs: a run launched from an asset's
-    page runs Dagster's implicit asset job, which gives none, and the Runs list then shows no name. A run of other
-    assets too (the retention job of every topic) keeps the tags its job gave."""
+    """Tags the run with its layer, topic, assets and the hours of a range, as the layer's jobs tag theirs: a run
+    launched from an asset's page runs Dagster's implicit asset job, which gives none, and the Runs list then shows no
+    name. A run of other assets too (the retention job of every topic) keeps the tags its job gave."""
     if "layer" in context.run.tags:
         return  # a run of the layer's jobs (the sensors', the demo's) is tagged already
     selected = context.selected_asset_keys
@@ -49,6 +59,8 @@ def name_the_run(context, layer: str, topic: str) -> None:
     assets = sorted(key.to_user_string() for key in selected if key.path[0] == layer) or sorted(
         key.to_user_string() for key in selected)
     tags = {"layer": layer, "topic": topic, "asset": ", ".join(assets)}
+    if context.has_partition_key_range and not context.has_partition_key:
+        tags.update(hours_tag(context.partition_key_range.start, context.partition_key_range.end))
     missing = {name: value for name, value in tags.items() if context.run.tags.get(name) != value}
     if missing:
         context.instance.add_run_tags(context.run.run_id, missing)

@@ -400,3 +400,25 @@ def test_a_topics_raw_asset_says_what_its_values_are_in_its_kinds_and_descriptio
         orders.description)
     assert shown["shop/orders"] == {"protobuf"} and shown["shop/page_views"] == {"avro"}, shown
     assert shown["shop/cart_opens"] == {"json"} and shown["archive/shop_cart_events"] == {"bytes"}, shown
+
+
+def test_a_run_over_a_range_of_hours_names_them_in_a_tag_the_runs_list_shows():
+    """The Runs list shows a run's `dagster/partition` and hides Dagster's tags of a range: a sensor's run of three
+    hours (of one topic or many) read as a run of no hour at all. Its `hours` tag comes right after its layer."""
+    from kafka_lake.hours import KafkaHour
+    from platform_assets.sensors import landing_requests
+
+    catalog = load_catalog(REPO / "schema_catalog")
+    first = KafkaHour.from_partition_key("2026-11-20-10:00")
+    hours = [first, first.next(), first.next().next()]
+    one, many = catalog.by_name("shop", "page_views"), [catalog.by_name("payments", "transactions"), catalog.by_name(
+        "shop", "page_views")]
+
+    [of_one] = landing_requests({one: hours})
+    [of_many] = landing_requests(dict.fromkeys(many, hours))
+    [of_an_hour] = landing_requests({one: hours[:1]})
+
+    for request in (of_one, of_many):
+        assert request.tags["hours"] == "2026-11-20-10:00...2026-11-20-12:00", request.tags
+        assert list(request.tags)[:2] == ["layer", "hours"], list(request.tags)
+    assert "hours" not in of_an_hour.tags and of_an_hour.tags["dagster/partition"] == "2026-11-20-10:00"
