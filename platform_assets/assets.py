@@ -31,7 +31,7 @@ from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka.schema_resolution import NewSchemaVersion, SchemaRegistryUnavailable, new_schema_versions
 from kafka_lake.lake.dead_letters import causes_in
 from kafka_lake.lake.landing_counts import LandingCounts
-from kafka_lake.lake.manifests import ManifestStore
+from kafka_lake.lake.manifests import HourManifest, ManifestStore
 from kafka_lake.landing.driver import LandingResult, LandingSettings, land_hours
 from kafka_lake.table_spec import TableSpec
 from platform_assets.checks import (
@@ -43,6 +43,7 @@ from platform_assets.checks import (
     not_landed_evaluations,
     raw_check_specs,
     record_freshness,
+    standing_evaluations,
 )
 from platform_assets.failures import PreflightError, cause_line, failures_explained
 from platform_assets.keys import dead_letters_key, layer_attributes, name_the_run, raw_key
@@ -99,22 +100,24 @@ def raw_landing_asset(topic: TableSpec, embedded_metastore: bool = True, togethe
             table_catalog: TableCatalogResource,
         ):
             committed: list[str] = []  # the run's hours landed so far, in order
+            standing: list[str] = []  # hours it did not land whose earlier landing stands
             landed_tables: set[tuple[str, str]] = set()  # (table, hour)
-            with failures_explained(context, topic.topic, lambda: hours_landed_before_failing(context.partition_keys, committed),
+            with failures_explained(context, topic.topic,
+                                    lambda: hours_landed_before_failing(context.partition_keys, committed, standing),
                                     lambda: [hour for hour in context.partition_keys if hour not in committed]):
                 name_the_run(context, "raw", topic.topic)
                 selected = context.selected_asset_keys
                 landing = [t for t in tables if raw_key(t) in selected or dead_letters_key(t) in selected]
-                settings = [landing_settings(t, kafka, lake, schema_registry, pii) for t in landing][0]
-                formats = {t.name: topic_tables(t, lake, table_catalog, pyspark) for t in landing}
-                hours = [KafkaHour.from_partition_key(key) for key in context.partition_keys]
-                if len(hours) > 1:
-                    context.log.info(f"landing {topic.topic} into {', '.join(t.name for t in landing)}: {len(hours)} "
-                                     f"hours, {hours[0]} to {hours[-1]}")
                 by_name = {(t.database, t.table): t for t in landing}
-                # Each hour's slices start while the hour before still runs; the hours commit in order, and
-                # each is recorded as it commits: a failure later leaves the hours before it landed and shown.
                 try:
+                    settings = [landing_settings(t, kafka, lake, schema_registry, pii) for t in landing][0]
+                    formats = {t.name: topic_tables(t, lake, table_catalog, pyspark) for t in landing}
+                    hours = [KafkaHour.from_partition_key(key) for key in context.partition_keys]
+                    if len(hours) > 1:
+                        context.log.info(f"landing {topic.topic} into {', '.join(t.name for t in landing)}: {len(hours)} "
+                                         f"hours, {hours[0]} to {hours[-1]}")
+                    # Each hour's slices start while the hour before still runs; the hours commit in order, and
+                    # each is recorded as it commits: a failure later leaves the hours before it landed and shown.
                     for result in land_hours(landing[0], hours, settings, SlicesOnSpark(pyspark.spark_session, topic.topic),
                                              run_id=context.run.run_id, accept_lost_offsets=config.accept_lost_offsets,
                                              together=tuple(landing[1:]), table_formats=lambda t: formats[t.name]):
@@ -128,15 +131,16 @@ def raw_landing_asset(topic: TableSpec, embedded_metastore: bool = True, togethe
                         new_versions = named_schema_versions(context, table, result, settings.schema_registry_url)
                         yield from landed_hour_events(context, landed, lake, result, new_versions)
                 except Exception as error:
-                    # The hours the run did not land say why their checks were not evaluated, not "execution failed".
+                    # Each hour the run did not land is shown as what it is: an hour landed before stands, restated with
+                    # its standing results; an hour never landed is not judged, saying why.
                     for table in landing:
                         not_landed = [h for h in context.partition_keys if (table.name, h) not in landed_tables]
-                        selected_checks = {key.name for key in context.selected_asset_check_keys
-                                           if key.asset_key == raw_key(table)}
                         if not_landed:
-                            yield from not_landed_evaluations(
-                                table, not_landed, selected_checks,
-                                f"the run stopped at hour {not_landed[0]}: {cause_line(error)}")
+                            why = f"the run stopped at hour {not_landed[0]}: {cause_line(error)}"
+                            for event in unlanded_hour_events(context, table, not_landed, lake, why):
+                                if isinstance(event, AssetMaterialization) and event.partition not in standing:
+                                    standing.append(event.partition)
+                                yield event
                     raise
                 finally:
                     for table in landing:
@@ -160,14 +164,16 @@ def plans_freshness(context: AssetExecutionContext, table: TableSpec) -> bool:
     return checks is None or AssetCheckKey(raw_key(table), FRESHNESS) in checks
 
 
-def hours_landed_before_failing(hours: list[str], landed: list[str]) -> str:
-    """What a run of several hours did before one failed: the hours commit in order, so the first one not landed is
-    the one that failed."""
+def hours_landed_before_failing(hours: list[str], landed: list[str], standing: list[str] = ()) -> str:
+    """What a run of several hours did before one failed (the hours commit in order, so the first one not landed is the
+    one that failed), every hour it did not land, and those whose earlier landing stands."""
+    stands = f" The earlier landing of {', '.join(sorted(standing))} stands." if standing else ""
     if len(hours) < 2:
-        return ""
+        return stands.strip()
     failed = next((hour for hour in hours if hour not in landed), hours[-1])
+    after = [hour for hour in hours[hours.index(failed) + 1:] if hour not in landed]
     before = f"this run landed {', '.join(landed)} before it" if landed else "this run landed none of its hours"
-    return f"Hour {failed} did not land; {before}."
+    return f"Hour {failed} did not land{', nor ' + ', '.join(after) + ' after it' if after else ''}; {before}.{stands}"
 
 
 def _landing_specs(topic: TableSpec) -> list[AssetSpec]:
@@ -265,10 +271,41 @@ def landed_hour_events(context: AssetExecutionContext, landed: HourLanded, lake:
                 for new in new_versions))
         yield AssetMaterialization(raw_key(topic), partition=hour, metadata=metadata)
     if dead_letters_key(topic) in selected:
-        yield AssetMaterialization(dead_letters_key(topic), partition=hour, metadata=dead_letter_metadata(lake, result, topic))
+        yield AssetMaterialization(dead_letters_key(topic), partition=hour, metadata=dead_letter_metadata(lake, result.manifest, topic))
     checks = {key.name for key in context.selected_asset_check_keys if key.asset_key == raw_key(topic)}
     if checks:
         yield from hour_check_evaluations(landed, checks, _latest_materialization(context, topic, hour))
+
+
+def unlanded_hour_events(context: AssetExecutionContext, table: TableSpec, hours: list[str], lake: LakeStorageResource,
+                         why: str):
+    """The events of the hours a failed run planned for the table and did not land. An hour whose earlier landing stands
+    (its manifest is the commit, untouched by a landing that failed or was refused) is restated: its materializations
+    again, from its manifest, and the results its checks had, against them; Dagster shows a partition as failed once
+    the latest run that planned it failed, although the hour is landed. An hour never landed gets a failed warning per
+    selected check saying it was not evaluated and why: no result, and the check's hour reads "execution failed" and
+    turns the check red; a passing one read as passed though nothing was judged."""
+    manifests = ManifestStore(lake.storage(), table.database, table.table)
+    checks = {key.name for key in context.selected_asset_check_keys if key.asset_key == raw_key(table)}
+    never_landed = []
+    for hour in hours:
+        manifest = manifests.read(KafkaHour.from_partition_key(hour))
+        if manifest is None:
+            never_landed.append(hour)
+            continue
+        restated = {"standing_landing": MetadataValue.text(
+            f"landed at {manifest.landed_at}{' by run ' + manifest.run_id if manifest.run_id else ''}; it stands: this "
+            f"run did not land the hour ({why})")}
+        if raw_key(table) in context.selected_asset_keys:
+            yield AssetMaterialization(raw_key(table), partition=hour, metadata={
+                **hour_metadata(lake, manifest, manifests.path(manifest.kafka_hour), table), **restated})
+        if dead_letters_key(table) in context.selected_asset_keys:
+            yield AssetMaterialization(dead_letters_key(table), partition=hour,
+                                       metadata={**dead_letter_metadata(lake, manifest, table), **restated})
+        if checks:
+            yield from standing_evaluations(context.instance, context.run.run_id, table, hour, checks,
+                                            _latest_materialization(context, table, hour))
+    yield from not_landed_evaluations(table, never_landed, checks, why)
 
 
 def _latest_materialization(context: AssetExecutionContext, topic: TableSpec, hour: str):
@@ -317,7 +354,18 @@ def _routed_counts(topic: TableSpec, counts: LandingCounts) -> dict:
 
 
 def raw_metadata(lake: LakeStorageResource, result: LandingResult, topic: TableSpec) -> dict:
-    manifest = result.manifest
+    """A landed hour's metadata: what its manifest holds, and what the landing did beside it."""
+    return {
+        **hour_metadata(lake, result.manifest, result.manifest_path, topic),
+        "slices": result.slices,
+        "replaced_files": len(result.replaced_files),
+        "orphans_removed": len(result.orphans_removed),
+        **dagster_metadata(result.table_commit),  # an Iceberg table's snapshot of the hour
+    }
+
+
+def hour_metadata(lake: LakeStorageResource, manifest: HourManifest, manifest_path: str, topic: TableSpec) -> dict:
+    """What a landed hour's manifest says of it: offsets, counts, files, how each schema version was decoded."""
     counts = manifest.counts
     rows = ["| partition | start | end | records | rows | dead letters | tombstones | late | start from | end from |",
             "|---|---|---|---|---|---|---|---|---|---|"]
@@ -339,7 +387,6 @@ def raw_metadata(lake: LakeStorageResource, result: LandingResult, topic: TableS
         "late_events": counts.late_events,
         "files": len(manifest.files),
         "bytes": manifest.file_bytes,
-        "slices": result.slices,
         "duration_s": manifest.duration_s,
         "schema_versions": MetadataValue.json(manifest.schema_versions),
         "decoding_paths": MetadataValue.json(manifest.decoding_paths),  # per version: columnar, or the record path and why
@@ -348,17 +395,14 @@ def raw_metadata(lake: LakeStorageResource, result: LandingResult, topic: TableS
         # Offsets past the hour's end still in an open transaction: committed, they land with the next hour.
         "open_transactions": MetadataValue.json(manifest.open_transactions),
         "held_back": MetadataValue.json(manifest.held_back),
-        "manifest": MetadataValue.path(lake.storage().uri(result.manifest_path)),
-        "replaced_files": len(result.replaced_files),
-        "orphans_removed": len(result.orphans_removed),
-        **dagster_metadata(result.table_commit),  # an Iceberg table's snapshot of the hour
+        "manifest": MetadataValue.path(lake.storage().uri(manifest_path)),
     }
 
 
-def dead_letter_metadata(lake: LakeStorageResource, result: LandingResult, topic: TableSpec) -> dict:
+def dead_letter_metadata(lake: LakeStorageResource, manifest: HourManifest, topic: TableSpec) -> dict:
     """The hour's dead letters; for a routed topic also its records no table takes (`_dead_letters/_unrouted/<topic>/`),
     listed by the table that keeps them and pointed to by the others."""
-    manifest, storage = result.manifest, lake.storage()
+    storage = lake.storage()
     files = [f for f in manifest.files if f.kind == "dead_letter"]
     metadata = {
         "dagster/row_count": manifest.counts.dead_letters,

@@ -22,6 +22,8 @@ from dagster import (
     asset_check,
 )
 from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationTargetMaterializationData
+from dagster._core.event_api import PartitionKeyFilter
+from dagster._core.storage.asset_check_execution_record import COMPLETED_ASSET_CHECK_EXECUTION_RECORD_STATUSES
 
 from kafka_lake import automation
 from kafka_lake.hours import KafkaHour
@@ -127,15 +129,45 @@ def hour_check_evaluations(landed: HourLanded, selected: set[str],
 
 def not_landed_evaluations(topic: TableSpec, hours: list[str], selected: set[str], why: str) -> list[AssetCheckEvaluation]:
     """A result for each selected landing check of each hour a run planned and did not land (an hour not closed, offsets
-    lost). Without one, the hour's planned check reads "execution failed", and the UI judges a check by every hour's
-    latest result: one hour that could not land turned each landing check of the asset red, while every landed hour had
-    passed. Nothing of the hour landed, so no invariant of its landing is broken: the result passes, saying the hour was
-    not judged and why, and is replaced once the hour lands (an hour landed before reads as not evaluated against its
-    standing landing). The hour itself shows as failed in the asset's partitions, and the run's alert names it."""
+    lost), none landed before. Nothing of the hour landed, so nothing was judged: the result does not pass, and is a
+    warning, not an error, since no invariant of a landing is broken. Without one, the hour's planned check reads
+    "execution failed" and the check reads red; a passing one read as passed (green) for an hour never judged. It is
+    replaced once the hour lands. The hour itself shows as failed in the asset's partitions, and the run's alert names
+    it."""
     return [AssetCheckEvaluation(
-        asset_key=raw_key(topic), check_name=check.name, passed=True, severity=check.severity, partition=hour,
+        asset_key=raw_key(topic), check_name=check.name, passed=False, severity=AssetCheckSeverity.WARN, partition=hour,
         description=f"not evaluated: hour {hour} did not land, nothing of it to judge until it does ({why})",
     ) for hour in hours for check in checks_of(topic) if check.name in selected]
+
+
+RESTATED = "the standing landing's result, restated: "
+
+
+def standing_evaluations(instance, run_id: str, topic: TableSpec, hour: str, selected: set[str],
+                         target: AssetCheckEvaluationTargetMaterializationData | None) -> list[AssetCheckEvaluation]:
+    """The results the selected landing checks had for an hour whose earlier landing stands, restated against its
+    materialization restated by a run that did not land it again (a refused re-landing): the hour is what it was, and
+    so are its checks. A check the standing landing has no result of says so, as a warning."""
+    evaluations = []
+    for check in checks_of(topic):
+        if check.name not in selected:
+            continue
+        history = instance.event_log_storage.get_asset_check_execution_history(
+            AssetCheckKey(raw_key(topic), check.name), limit=5, partition_filter=PartitionKeyFilter(key=hour))
+        standing = next((record.evaluation for record in history if record.run_id != run_id
+                         and record.status in COMPLETED_ASSET_CHECK_EXECUTION_RECORD_STATUSES), None)
+        if standing is None:
+            evaluations.append(AssetCheckEvaluation(
+                asset_key=raw_key(topic), check_name=check.name, passed=False, severity=AssetCheckSeverity.WARN,
+                partition=hour, target_materialization_data=target,
+                description=f"not evaluated: the earlier landing of hour {hour} stands with no result of this check"))
+            continue
+        evaluations.append(AssetCheckEvaluation(
+            asset_key=raw_key(topic), check_name=check.name, passed=standing.passed, severity=standing.severity,
+            partition=hour, metadata=standing.metadata, target_materialization_data=target,
+            description=standing.description if (standing.description or "").startswith(RESTATED)
+            else f"{RESTATED}{standing.description or '(no description)'}"))
+    return evaluations
 
 
 def check_outputs(context) -> Iterator[Output]:

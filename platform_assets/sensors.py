@@ -265,6 +265,8 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run
                 topic = by_raw[event.asset_key]
                 manifests = ManifestStore(storage, topic.database, topic.table)
                 manifest = manifests.read(hour)
+                if manifest is not None and manifest.run_id and event.run_id and manifest.run_id != event.run_id:
+                    continue  # a run that did not land the hour restated its standing landing: nothing new to follow
                 touched = automation.placement_hours(manifest) if manifest else []
 
                 def is_landed(kafka_hour: KafkaHour, topic=topic, manifests=manifests) -> bool:

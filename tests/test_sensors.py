@@ -18,6 +18,7 @@ from dagster import (
     AssetSelection,
     AssetSpec,
     Definitions,
+    GraphDefinition,
     SensorResult,
     asset,
     build_run_status_sensor_context,
@@ -25,6 +26,7 @@ from dagster import (
     define_asset_job,
     instance_for_test,
     materialize,
+    op,
 )
 
 from kafka_lake.hours import KafkaHour, to_millis
@@ -275,12 +277,12 @@ def test_a_new_sensor_looks_up_the_newest_landed_hours_it_has_time_for_and_the_r
     assert [r.partition_key for r in tick(sensor, instance, waiting.cursor, kafka=kafka).run_requests] == [H.next().partition_key]
 
 
-def write_manifest(storage: LakeStorage, topic, hour: KafkaHour, placement: KafkaHour) -> None:
+def write_manifest(storage: LakeStorage, topic, hour: KafkaHour, placement: KafkaHour, run_id: str = "") -> None:
     path = (f"{topic.database}/{topic.table}/schema_version=1/date={placement.start:%Y-%m-%d}/"
             f"hour={placement.start:%H}/{topic.topic}+0+{hour.start_ms}.parquet")
     ManifestStore(storage, topic.database, topic.table).write(HourManifest(
         topic.database, topic.table, topic.topic, hour.partition_key, (PartitionLanding(0, 0, 1, LandingCounts(records=1, rows=1)),),
-        (LandedFile(path, "data", 0, 0, 1, 10, 1, placement.partition_key),), "2026-11-20T12:00:00Z",
+        (LandedFile(path, "data", 0, 0, 1, 10, 1, placement.partition_key),), "2026-11-20T12:00:00Z", run_id=run_id,
     ))
 
 
@@ -330,6 +332,26 @@ def test_landings_make_compaction_and_then_registration_follow_late_data_include
     fourth = tick(sensor, instance, third.cursor, lake=lake)
     assert (*compacted, H.partition_key) in requested(fourth), "late data makes H due again"
     assert (*compacted, KafkaHour(later.start - timedelta(hours=1)).partition_key) in requested(fourth)
+
+
+def test_a_run_that_restates_an_hour_another_run_landed_makes_nothing_due(topic, instance, tmp_path):
+    """A refused re-landing of an hour that stands restates its landing (its materialization again): nothing landed, so
+    nothing is compacted again; a landing of the hour by the run itself is followed up."""
+    storage = LakeStorage(str(tmp_path / "lake"))
+    lake = LakeStorageResource(root=str(tmp_path / "lake"))
+    sensor = sensors.follow_up_sensor(TopicCatalog((topic,)))
+    start = tick(sensor, instance, lake=lake)
+    write_manifest(storage, topic, H, H)
+    write_manifest(storage, topic, H.next(), H.next(), run_id="the-landing-run")
+
+    @op(out={})
+    def restate(context):
+        context.log_event(AssetMaterialization(raw_key(topic), partition=H.next().partition_key))
+
+    GraphDefinition(name="restating", node_defs=[restate]).to_job().execute_in_process(instance=instance)
+    restated = tick(sensor, instance, start.cursor, lake=lake)
+
+    assert requested(restated) == set(), "H+1 stands as its own run landed it: H is not due again by it"
 
 
 def test_freshness_fails_with_how_late_alerts_and_recovers(broker, topic, instance, clock, webhook, tmp_path):
