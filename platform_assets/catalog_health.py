@@ -19,12 +19,16 @@ from dagster import (
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
+    multi_asset,
     multi_asset_check,
     sensor,
 )
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
-from kafka_lake.topics.loader import BrokenEntry, TopicCatalog
+from kafka_lake.topics.loader import BrokenEntry, CatalogError, TopicCatalog
+from platform_assets.checks import landing_check_names
+from platform_assets.failures import failures_explained
+from platform_assets.jobs import PARTITION_RANGE_END, PARTITION_RANGE_START, PARTITION_TAG
 from platform_assets.keys import TABLE_LAYERS
 from resources import AlertWebhookResource
 
@@ -63,6 +67,32 @@ def rejected_entry_specs(entry: BrokenEntry) -> list[AssetSpec]:
         kinds={layer, "rejected"},
         metadata={"catalog_file": entry.path, "catalog_error": MetadataValue.text(str(entry.error))},
     ) for layer, key in keys.items()]
+
+
+def rejected_entry_assets(entry: BrokenEntry):
+    """The entry's assets as one multi-asset that fails saying why, naming the file and the error: a run that selected
+    them before the entry was rejected (queued by a sensor, a backfill, the UI) runs into this step, which fails for
+    good (a retry cannot change it), while every other topic the run carries goes on. Were the assets not executable,
+    Dagster would refuse the whole run before any step ("Selected keys must be a subset of existing executable asset
+    keys", a framework error to the UI and the alert) and fail its retries alike. The raw asset declares every check a
+    landing may have selected, for the same reason."""
+    keys = _keys(entry)
+    subject = entry.topic or f"{entry.database}/{entry.table}"
+
+    @multi_asset(name=f"rejected__{_key_part(entry.database)}__{_key_part(entry.table)}", specs=rejected_entry_specs(entry),
+                 check_specs=[AssetCheckSpec(name, asset=keys["raw"], description=f"Not evaluated: the catalog entry "
+                                             f"{entry.path} is rejected.") for name in landing_check_names()],
+                 can_subset=True)
+    def rejected(context):
+        with failures_explained(context, subject, not_done=lambda: hours_of_run(context.run.tags)):
+            raise CatalogError(f"catalog entry rejected, {subject} is not landed: {entry.error}")
+
+    return rejected
+
+
+def hours_of_run(tags) -> list[str]:
+    """The hour, or the first and last hours, a run's tags name (the rejected assets have no hours of their own)."""
+    return [tags[name] for name in (PARTITION_TAG, PARTITION_RANGE_START, PARTITION_RANGE_END) if name in tags]
 
 
 def rejected_entry_checks(entry: BrokenEntry):

@@ -31,7 +31,7 @@ from kafka_lake.lake import landing_checks
 from kafka_lake.lake.manifests import HourManifest, ManifestStore
 from kafka_lake.landing.driver import confirm_boundaries
 from kafka_lake.table_spec import TableSpec
-from kafka_lake.tables.formats import table_format_type
+from kafka_lake.tables.formats import TABLE_FORMATS, table_format_type
 from kafka_lake.tables.table_format import TableFormat
 from platform_assets.keys import raw_key
 from platform_assets.partitions import hourly_partitions, quiet_warnings
@@ -97,6 +97,14 @@ def checks_of(topic: TableSpec) -> list[LandingCheck]:
         lambda topic: "The table's current snapshot holds exactly the hour's landed files, its commit recorded in the "
                       "snapshot summary.",
         lambda landed: landed.tables.landed_hour_check(landed.topic, landed.manifest))]
+
+
+def landing_check_names() -> list[str]:
+    """Every check a landing of any table can evaluate, whatever its table format, and freshness: what a run that selected
+    a table's raw asset with its checks may name (a run queued before its catalog entry was rejected)."""
+    formats = [load() for load in TABLE_FORMATS.values()]
+    return [check.name for check in LANDING_CHECKS] + [kind.landing_check for kind in formats if kind.landing_check] + [
+        FRESHNESS]
 
 
 def raw_check_keys(topic: TableSpec) -> list[AssetCheckKey]:

@@ -14,8 +14,8 @@ from platform_assets.catalog_assets import catalog_asset
 from platform_assets.catalog_health import (
     entries_shown_as_assets,
     rejected_entries_metadata,
+    rejected_entry_assets,
     rejected_entry_checks,
-    rejected_entry_specs,
 )
 from platform_assets.checks import freshness_check
 from platform_assets.compaction_assets import compacted_asset
@@ -45,7 +45,7 @@ def build_definitions(catalog: TopicCatalog, settings: PlatformSettings) -> Defi
             for topic in catalog.topics
             for factory in (compacted_asset, catalog_asset, retention_asset)
         ] + [current_state_asset(topic) for topic in catalog.topics if topic.current_state is not None]
-        + [spec for entry in entries_shown_as_assets(catalog) for spec in rejected_entry_specs(entry)],
+        + [rejected_entry_assets(entry) for entry in entries_shown_as_assets(catalog)],
         asset_checks=[freshness_check(topic) for topic in catalog.topics if topic.freshness_minutes is not None]
         + [rejected_entry_checks(entry) for entry in entries_shown_as_assets(catalog)],
         jobs=layer_jobs(catalog.topics),

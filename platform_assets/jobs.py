@@ -87,7 +87,9 @@ def registration_job(topics: Iterable[TableSpec]) -> LayerJob:
 
 def retention_job() -> LayerJob:
     if RETENTION_JOB not in _JOBS:
-        _JOBS[RETENTION_JOB] = LayerJob(name=RETENTION_JOB, selection=AssetSelection.key_prefixes(["retention"]),
+        # A rejected catalog entry's retention asset only fails, saying so: the entry is reported where it belongs.
+        every_topic = AssetSelection.key_prefixes(["retention"]) - AssetSelection.tag("catalog", "rejected")
+        _JOBS[RETENTION_JOB] = LayerJob(name=RETENTION_JOB, selection=every_topic,
                                         description="GDPR expiry and erasure requests over every topic's table.",
                                         tags={LAYER_TAG: "retention"})
     return _JOBS[RETENTION_JOB]

@@ -122,7 +122,7 @@ def test_a_broken_catalog_entry_costs_only_its_topic_and_is_shown_as_rejected(ca
     assert AssetKey(["raw", "shop", "page_views"]) in graph.get_all_asset_keys(), "the good topics still land"
     assert AssetKey(["compacted", "payments", "transactions"]) in graph.get_all_asset_keys()
     rejected = graph.get(AssetKey(["raw", "shop", "checkouts"]))
-    assert not rejected.is_executable and rejected.tags["catalog"] == "rejected"
+    assert rejected.tags["catalog"] == "rejected", "executable only to fail saying why (a run queued for it before)"
     assert f"{broken / 'topic.yaml'}" in rejected.description and "owner" in rejected.description
     metadata = definitions.get_repository_def().metadata
     assert metadata["catalog_entries_rejected"].value == 1 and "checkouts/topic.yaml" in metadata["catalog_errors"].value
@@ -153,12 +153,66 @@ def test_every_asset_of_a_rejected_entry_shows_a_failed_check_saying_why_and_its
     executing = Definitions.merge(definitions, Definitions(jobs=[define_asset_job("execute", AssetSelection.checks(checks[0]))]))
     executed = executing.resolve_job_def("execute").execute_in_process(raise_on_error=False).get_asset_check_evaluations()
 
-    assert all(not graph.get(key).is_executable and {c.name for c in graph.get(key).check_keys} == {"catalog_entry_loads"}
-               for key in keys)
+    assert all({c.name for c in graph.get(key).check_keys} == {"catalog_entry_loads"} for key in keys[1:])
+    assert {c.name for c in graph.get(keys[0]).check_keys} > {"catalog_entry_loads", "slices_contiguous", "freshness"}
     assert sorted(e.asset_key for e in first_tick) == sorted(keys) and not second_tick, "recorded once, until a reload"
     assert all(not e.passed and str(topic_file) in e.description and "ownr" in e.description for e in first_tick)
     assert [(e.passed, str(topic_file) in e.description) for e in executed] == [(False, True)]
     assert "payments.transactions" not in topics_missing_from_catalog(["payments.transactions", "shop.page_views"], catalog)
+
+
+def test_a_run_queued_before_its_catalog_entry_was_rejected_fails_saying_so_while_its_other_topics_go_on(catalog_copy,
+                                                                                                         tmp_path):
+    """Given runs the sensors queued (a compaction of two tables, a landing of one) and then a typo in one of their
+    entries and a reload: each run starts on the reloaded code location. Dagster refused such a run whole before any
+    step ("Selected keys must be a subset of existing executable asset keys": a framework error, a failed retry, an
+    alert "marked as failed from outside the execution context"). Now the rejected table's step fails for good, naming
+    the file and the error, and the other table's step does its work (here: skips an hour not due). The runs execute in
+    this process, as the run worker executes them (the code location's in-process executor)."""
+    from dagster import DagsterEventType, instance_for_test
+    from dagster._core.events import RunFailureReason
+    from dagster._core.execution.retries import auto_reexecution_should_retry_run
+
+    from kafka_lake.hours import KafkaHour
+    from platform_assets.jobs import compaction_run
+    from platform_assets.sensors import failed_run_alert, landing_requests, table_requests
+
+    settings = PlatformSettings(lake_root=str(tmp_path / "lake"))
+    catalog = load_catalog(catalog_copy)
+    hour = KafkaHour.from_partition_key("2026-11-20-10:00")
+    page_views, transactions = catalog.by_name("shop", "page_views"), catalog.by_name("payments", "transactions")
+    [compaction] = table_requests(compaction_run, {page_views: {hour}, transactions: {hour}}, 250)
+    [landing] = landing_requests({transactions: [hour]})
+    topic_file = catalog_copy / "payments" / "transactions" / "topic.yaml"
+    topic_file.write_text(topic_file.read_text().replace("owner:", "ownr:"))
+    reloaded = build_definitions(load_catalog(catalog_copy, tolerant=True), settings)
+
+    with instance_for_test() as instance:
+        runs = {}
+        for request in (compaction, landing):
+            job = reloaded.resolve_job_def(request.job_name).get_subset(
+                asset_selection=set(request.asset_selection),
+                asset_check_selection=set(request.asset_check_keys) if request.asset_check_keys is not None else None)
+            result = job.execute_in_process(instance=instance, tags=request.tags, raise_on_error=False)
+            failures = [e.dagster_event.step_failure_data
+                        for e in instance.all_logs(result.run_id, of_type=DagsterEventType.STEP_FAILURE)]
+            runs[request.job_name] = instance.get_run_by_id(result.run_id), failures, result
+
+        run, failures, result = runs["compaction"]
+        [failure] = failures
+        alert = failed_run_alert(run, failures, None)
+        assert f"CatalogError: catalog entry rejected, payments.transactions is not landed: {topic_file}" in (
+            failure.user_failure_data.description), failure.user_failure_data.description
+        assert alert.startswith(f"[FAILED] run {run.run_id[:8]} of compaction of 2 topics {hour}: 1 failed, the others "
+                                f"committed:\n- payments.transactions {hour}: CatalogError: catalog entry rejected, "), alert
+        assert "ownr" in alert and str(topic_file) in alert
+        assert [e.asset_key.to_user_string() for e in result.get_asset_observation_events()] == ["compacted/shop/page_views"]
+        assert not auto_reexecution_should_retry_run(instance, run, RunFailureReason.STEP_FAILURE), "a retry cannot help"
+
+        run, [failure], _ = runs["landing"]  # a run that selected the raw asset's landing checks too
+        alert = failed_run_alert(run, [failure], None)
+        assert alert.startswith(f"[FAILED] run {run.run_id[:8]} of ") and (
+            f"{hour}: CatalogError: catalog entry rejected, payments.transactions is not landed: {topic_file}") in alert
 
 
 def _tick_alerts(sensor, ticks: int = 1) -> list[tuple[list[str], list]]:
