@@ -16,6 +16,7 @@ import shutil
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,6 +37,8 @@ DEMO_ENV_FILE = STATE_DIR / "demo.env"
 DEMO_CATALOG_DIR = STATE_DIR / "demo_catalog"
 # The runs' event logs stay in Dagster (see `make ui`); the terminal shows the summary.
 QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# The code location `make ui` serves: the demo's runs are recorded as runs of its jobs.
+WORKSPACE_FILE = Path(__file__).resolve().parent.parent / "workspace.yaml"
 # Where the demo records its runs when DAGSTER_HOME is unset, as the Makefile sets it: `make ui` serves the same.
 DEFAULT_DAGSTER_HOME = Path(".dagster_home")
 
@@ -93,52 +96,31 @@ def main() -> int:
     without_traffic = [topic for topic in catalog.topics if topic.topic not in traffic.topics]
     _print_set_aside(catalog.broken, without_traffic)
 
-    demo = _Demo(DagsterInstance.get(), build_definitions(catalog, settings))
-    steps = _Steps()
+    demo = _Demo(DagsterInstance.get(), build_definitions(catalog, settings), settings.topics_per_run)
     started = time.monotonic()
-    # From the topic's first hour: late page views reach event hours before the first Kafka hour, whose
-    # Kafka hours land empty, so no hour of the topic reads missing.
-    landed = [steps.run(topic, f"landing {hour:%Y-%m-%d-%H}:00", lambda: demo.land(topic, hour))
-              for topic in tables for hour in hour_range(topic.start_hour, hours[-1])]
-    # What the sensor apply_landed_hours_to_current_state does after each landing, as one run per change topic.
-    applied = [steps.run(topic, "current state", lambda: demo.apply_current_state(topic, hour_range(topic.start_hour, hours[-1])))
-               for topic in tables if topic.current_state is not None]
-    compacted = [steps.run(topic, "compaction", lambda: demo.compact_due_hours(topic, settings.lake_root)) for topic in tables]
-    registered = [steps.run(topic, "registration", lambda: demo.register(topic, settings.lake_root)) for topic in tables]
-    retained = [steps.run(topic, "retention", lambda: demo.retain(topic)) for topic in tables]
+    # Each layer as the sensors run it: runs of many tables, one per stretch of hours. From each table's first hour:
+    # late page views reach event hours before the first Kafka hour, whose Kafka hours land empty, so no hour of the
+    # topic reads missing.
+    landed = demo.land({topic: hour_range(topic.start_hour, hours[-1]) for topic in tables})
+    # What the sensor apply_landed_hours_to_current_state does after the landings.
+    applied = demo.apply_current_state({topic: hour_range(topic.start_hour, hours[-1]) for topic in tables
+                                        if topic.current_state is not None})
+    compacted = demo.compact_due_hours(tables, settings.lake_root)
+    registered = demo.register(tables, settings.lake_root)
+    retained = demo.retain(tables)
     elapsed = time.monotonic() - started
-    landed, applied, compacted, registered, retained = (
-        [done for done in results if done is not None] for results in (landed, applied, compacted, registered, retained))
-    _print_summary(landed, [topic for topic in tables if topic.name not in steps.failed], settings.lake_root, elapsed)
+    failed = demo.failed
+    _print_summary(landed, [topic for topic in tables if topic.name not in failed], settings.lake_root, elapsed)
     _print_current_state(applied)
     _print_downstream(compacted, registered, retained)
     queried = [topic for topic, _, _ in registered]
     _print_sample_queries([topic for topic in queried if not _is_iceberg(topic)])
     _print_iceberg_queries([(topic, metadata) for topic, metadata, _ in registered if _is_iceberg(topic)])
     _print_current_state_queries(applied, settings)
-    _print_set_aside(catalog.broken, without_traffic, steps.failed)
+    _print_set_aside(catalog.broken, without_traffic, failed)
     print(f"\n`make ui` serves this state with the demo's settings ({DEMO_ENV_FILE}): http://127.0.0.1:3000, or the "
           "port of `make ui PORT=…`")
-    return 1 if steps.failed else 0
-
-
-class _Steps:
-    """Each table's steps in order, as a run each: a step that fails is reported with its cause, that table's later
-    steps are skipped, and the other tables go on."""
-
-    def __init__(self):
-        self.failed: dict[str, str] = {}
-
-    def run(self, topic, what: str, action):
-        if topic.name in self.failed:
-            return None
-        try:
-            return action()
-        except Exception as error:
-            lines = str(error).strip().splitlines()
-            self.failed[topic.name] = f"{what}: {type(error).__name__}: {lines[0] if lines else ''}"
-            print(f"FAILED {topic.name}, {self.failed[topic.name]}", flush=True)
-            return None
+    return 1 if failed else 0
 
 
 def _print_set_aside(broken, without_traffic, failed: dict[str, str] | None = None) -> None:
@@ -194,91 +176,200 @@ def write_demo_env(path: Path, settings: dict[str, str]) -> None:
                     + "".join(f"{name}={shlex.quote(value)}\n" for name, value in settings.items()))
 
 
+@dataclass
+class _RunEvents:
+    """What one run recorded: its materializations and check results in order, and the subjects (a Kafka topic for a
+    landing, else a table) of the steps that failed, each with its cause."""
+
+    materializations: list = field(default_factory=list)  # (asset key text, partition, metadata)
+    checks: list = field(default_factory=list)  # AssetCheckEvaluation
+    failed: dict[str, str] = field(default_factory=dict)
+
+    def checks_of(self, asset: str, partition: str | None = None) -> dict:
+        """The check results of the asset: of the partition, and those of no partition (a check of the whole run)."""
+        return {c.check_name: c for c in self.checks
+                if c.asset_key.to_user_string() == asset and c.partition in (partition, None)}
+
+    def materialized(self, asset: str) -> list[tuple[str | None, dict]]:
+        return [(partition, metadata) for key, partition, metadata in self.materializations if key == asset]
+
+
+def code_location_job(job_name: str):
+    """The job as a run of the code location `make ui` serves (workspace.yaml): the UI lists a job's runs by its name and
+    by the code location the run records, which a run executed in this process has none of."""
+    from dagster._core.definitions.repository_definition.valid_definitions import SINGLETON_REPOSITORY_NAME
+    from dagster._core.remote_origin import (
+        ManagedGrpcPythonEnvCodeLocationOrigin,
+        RemoteJobOrigin,
+        RemoteRepositoryOrigin,
+    )
+    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+
+    [location] = yaml.safe_load(WORKSPACE_FILE.read_text())["load_from"]
+    module = location["python_module"]
+    target = LoadableTargetOrigin(executable_path=sys.executable, module_name=module["module_name"],
+                                  working_directory=str(WORKSPACE_FILE.parent))
+    repository = RemoteRepositoryOrigin(ManagedGrpcPythonEnvCodeLocationOrigin(target, module["location_name"]),
+                                        SINGLETON_REPOSITORY_NAME)
+    return RemoteJobOrigin(repository, job_name)
+
+
 class _Demo:
-    """Runs the platform's jobs through Dagster, as a sensor would: each run is found under its layer's job and its
-    topic's tags."""
+    """Runs the platform's layer jobs as the sensors request them (`sensors.landing_requests`, `table_requests`): runs
+    of many tables, one per layer and stretch of hours, each with the tags a sensor's run has, recorded as runs of the
+    code location's jobs. A table whose step fails is named with its cause and left out of the later layers; the
+    other tables go on."""
 
-    def __init__(self, instance, definitions):
-        self.instance, self.definitions = instance, definitions
+    def __init__(self, instance, definitions, topics_per_run: int):
+        self.instance, self.definitions, self.topics_per_run = instance, definitions, topics_per_run
+        self.failed: dict[str, str] = {}  # table name → the layer and cause of its failed step
 
-    def _run(self, layer_run, asset_key, partition_key=None, tags=None):
-        """One run of the layer's job selecting what `layer_run` selects, tagged as a sensor's run would be."""
-        job = self.definitions.resolve_job_def(layer_run.job_name).get_subset(
-            asset_selection=set(layer_run.assets),
-            asset_check_selection=set(layer_run.checks) if layer_run.checks is not None else None)
-        result = job.execute_in_process(partition_key=partition_key, instance=self.instance, run_config=QUIET_RUN,
-                                        tags={**layer_run.tags, **(tags or {})}, raise_on_error=True)
-        checks = {c.check_name: c for c in result.get_asset_check_evaluations() if c.asset_key == asset_key}
-        materializations = [e.materialization for e in result.get_asset_materialization_events() if e.asset_key == asset_key]
-        return materializations, checks
+    def _execute(self, request, tables, what: str) -> _RunEvents:
+        """One run of `request` (its job, selection and tags), in this process, as the run worker executes it."""
+        from dagster import DagsterEventType
+        from dagster._core.definitions.job_base import InMemoryJob
+        from dagster._core.execution.api import execute_run
 
-    def land(self, topic, hour):
+        hours = request.tags.get("hours") or request.tags.get("dagster/partition")
+        assets = ", ".join(key.to_user_string() for key in request.asset_selection if key.path[0] != "dead_letters")
+        print(f"{what} {assets}{' ' + hours if hours else ''}, in one run of the {request.job_name} job …", flush=True)
+        job = self.definitions.resolve_job_def(request.job_name).get_subset(
+            asset_selection=set(request.asset_selection),
+            asset_check_selection=set(request.asset_check_keys) if request.asset_check_keys is not None else None)
+        run = self.instance.create_run_for_job(job_def=job, run_config=QUIET_RUN, tags={**job.run_tags, **request.tags},
+                                               asset_selection=frozenset(request.asset_selection),
+                                               remote_job_origin=code_location_job(request.job_name))
+        execute_run(InMemoryJob(job), run, self.instance)
+        events = _RunEvents()
+        for record in self.instance.all_logs(run.run_id):
+            event = record.dagster_event
+            if event is None:
+                continue
+            if event.event_type == DagsterEventType.ASSET_MATERIALIZATION:
+                materialization = event.event_specific_data.materialization
+                events.materializations.append((materialization.asset_key.to_user_string(), materialization.partition,
+                                                materialization.metadata))
+            elif event.event_type == DagsterEventType.ASSET_CHECK_EVALUATION:
+                events.checks.append(event.event_specific_data)
+            elif event.event_type == DagsterEventType.STEP_FAILURE:
+                failure = event.step_failure_data
+                data = failure.user_failure_data
+                subject = data.metadata["subject"].value if data is not None and "subject" in data.metadata else ""
+                cause = (data.description if data is not None and data.description else failure.error.message
+                         if failure.error else "no message")
+                events.failed[subject] = cause.strip().splitlines()[0]
+        if not self.instance.get_run_by_id(run.run_id).is_success and not events.failed:
+            events.failed.update({t.name: f"run {run.run_id[:8]} failed before its steps" for t in tables})
+        for table in tables:
+            cause = events.failed.get(table.name) or events.failed.get(table.topic)
+            if cause is not None and table.name not in self.failed:
+                self.failed[table.name] = f"{what.lower()}: {cause}"
+                print(f"FAILED {table.name}, {self.failed[table.name]}", flush=True)
+        return events
+
+    def going_on(self, tables):
+        return [table for table in tables if table.name not in self.failed]
+
+    def land(self, due: dict) -> list:
+        """Each table's hours, landed: (table, hour, raw metadata, checks) per hour."""
         from kafka_lake.hours import KafkaHour
-        from platform_assets.jobs import landing_run
-        from platform_assets.keys import raw_key
+        from platform_assets.sensors import landing_requests
 
-        key = KafkaHour(hour).partition_key
-        print(f"Landing raw/{topic.name} {key} …", flush=True)
-        [raw], checks = self._run(landing_run(((topic,),)), raw_key(topic), key)
-        return topic, key, raw.metadata, checks
+        landed = []
+        requests = landing_requests({t: [KafkaHour(hour) for hour in hours] for t, hours in due.items()},
+                                    self.topics_per_run)
+        for request in requests:
+            tables = [t for t in due if raw_asset(t) in {k.to_user_string() for k in request.asset_selection}]
+            events = self._execute(request, tables, "Landing")
+            for table in tables:
+                landed += [(table, partition, metadata, events.checks_of(raw_asset(table), partition))
+                           for partition, metadata in events.materialized(raw_asset(table))]
+        return sorted(landed, key=lambda row: (row[0].name, row[1]))
 
-    def compact_due_hours(self, topic, lake_root):
+    def _table_runs(self, layer_run, due: dict, what: str) -> list[tuple[list, _RunEvents]]:
         from kafka_lake.hours import KafkaHour
+        from platform_assets.sensors import table_requests
+
+        runs = []
+        wanted = {t: {KafkaHour(hour) for hour in hours} for t, hours in due.items() if hours}
+        for request in table_requests(layer_run, wanted, self.topics_per_run):
+            tables = [t for t in wanted if set(layer_run((t,)).assets) <= set(request.asset_selection)]
+            runs.append((tables, self._execute(request, tables, what)))
+        return runs
+
+    def compact_due_hours(self, tables, lake_root) -> list:
+        """Every due placement hour from each table's first hour, as the sensor compacts them (a table of a shared topic
+        may have no rows in its topic's first hours, and would otherwise show them missing for good): per table, its
+        compacted hours (hour, metadata, checks) and how many hours are not due yet."""
         from platform_assets.jobs import compaction_run
-        from platform_assets.keys import asset_key
 
-        # Every hour from the topic's first, as the sensor compacts them: a table of a shared topic may have no rows
-        # in the first hours of its topic, and would otherwise show them missing for good.
-        landed = _landed_hours(topic, lake_root)
-        hours = hour_range(topic.start_hour, landed[-1].start)
-        due = [hour for hour in hours if not missing_raw_hours(topic, hour, landed)]
-        rows = []
-        for hour in due:
-            key = KafkaHour(hour).partition_key
-            print(f"Compacting compacted/{topic.name} {key} …", flush=True)
-            [materialization], checks = self._run(compaction_run((topic,)), asset_key("compacted", topic), key)
-            rows.append((key, materialization.metadata, checks))
-        return topic, rows, len(hours) - len(due)
+        due, not_due = {}, {}
+        for table in self.going_on(tables):
+            landed = _landed_hours(table, lake_root)
+            hours = hour_range(table.start_hour, landed[-1].start)
+            due[table] = [hour for hour in hours if not missing_raw_hours(table, hour, landed)]
+            not_due[table.name] = len(hours) - len(due[table])
+        rows: dict[str, list] = {table.name: [] for table in due}
+        for run_tables, events in self._table_runs(compaction_run, due, "Compacting"):
+            for table in run_tables:
+                asset = f"compacted/{table.name}"
+                rows[table.name] += [(partition, metadata, events.checks_of(asset, partition))
+                                     for partition, metadata in events.materialized(asset)]
+        return [(table, sorted(rows[table.name], key=lambda row: row[0]), not_due[table.name])
+                for table in self.going_on(due)]
 
-    def apply_current_state(self, topic, hours):
-        """Every landed hour applied to the topic's current-state table, in order, in one run of its job."""
-        from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+    def apply_current_state(self, due: dict) -> list:
+        """Every landed hour of each change topic applied to its current-state table, in order."""
+        from platform_assets.jobs import current_state_run
 
-        from kafka_lake.hours import KafkaHour
-        from platform_assets.current_state_assets import current_key
-        from platform_assets.jobs import current_state_job
+        applied = []
+        for run_tables, events in self._table_runs(current_state_run, {t: h for t, h in due.items()
+                                                                        if t in self.going_on(due)}, "Applying"):
+            for table in self.going_on(run_tables):
+                asset = f"current/{table.name}"
+                applied.append((table, [(partition, metadata, events.checks_of(asset, partition).get(
+                    "current_state_matches_landing")) for partition, metadata in events.materialized(asset)]))
+        return applied
 
-        first, last = KafkaHour(hours[0]).partition_key, KafkaHour(hours[-1]).partition_key
-        print(f"Applying current/{topic.name} {first} … {last} in one run …", flush=True)
-        job = self.definitions.resolve_job_def(current_state_job([topic]).name)
-        result = job.execute_in_process(instance=self.instance, run_config=QUIET_RUN, raise_on_error=True, tags={
-            ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: last})
-        checks = {c.partition: c for c in result.get_asset_check_evaluations()}
-        hourly = [(e.materialization.partition, e.materialization.metadata, checks.get(e.materialization.partition))
-                  for e in result.get_asset_materialization_events() if e.asset_key == current_key(topic)]
-        return topic, hourly
-
-    def retain(self, topic):
-        from platform_assets.jobs import retention_run
-        from platform_assets.keys import asset_key
-
-        print(f"Applying retention to retention/{topic.name} …", flush=True)
-        [materialization], checks = self._run(retention_run((topic,)), asset_key("retention", topic))
-        return topic, materialization.metadata, checks
-
-    def register(self, topic, lake_root):
-        from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
-
+    def register(self, tables, lake_root) -> list:
+        """Each table registered from its first hour to its last landed one, hours without rows included (they get no
+        partitions): per table, the run's metadata (the same for every hour) and checks."""
         from kafka_lake.hours import KafkaHour
         from platform_assets.jobs import registration_run
-        from platform_assets.keys import asset_key
 
-        # From the topic's first hour to its last landed one, hours without rows included (they get no partitions).
-        first, last = KafkaHour(topic.start_hour).partition_key, _landed_hours(topic, lake_root)[-1].partition_key
-        print(f"Registering catalog/{topic.name} {first} … {last} in one run …", flush=True)
-        materializations, checks = self._run(registration_run((topic,)), asset_key("catalog", topic), tags={
-            ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: last})
-        return topic, materializations[-1].metadata, checks  # one run, the same metadata for every hour
+        due = {table: hour_range(table.start_hour, _landed_hours(table, lake_root)[-1].start)
+               for table in self.going_on(tables)}
+        registered = []
+        for run_tables, events in self._table_runs(registration_run, due, "Registering"):
+            for table in self.going_on(run_tables):
+                asset = f"catalog/{table.name}"
+                last = KafkaHour(due[table][-1]).partition_key
+                [(_, metadata)] = [(p, m) for p, m in events.materialized(asset) if p == last]
+                registered.append((table, metadata, events.checks_of(asset)))
+        return registered
+
+    def retain(self, tables) -> list:
+        """Retention applied once to every table, in one run of the retention job."""
+        from dagster import RunRequest
+
+        from platform_assets.jobs import retention_run
+
+        going_on = self.going_on(tables)
+        if not going_on:
+            return []
+        layer_run = retention_run(going_on)
+        events = self._execute(RunRequest(job_name=layer_run.job_name, asset_selection=list(layer_run.assets),
+                                          tags=layer_run.tags), going_on, "Applying retention to")
+        retained = []
+        for table in self.going_on(going_on):
+            asset = f"retention/{table.name}"
+            [(_, metadata)] = events.materialized(asset)
+            retained.append((table, metadata, events.checks_of(asset)))
+        return retained
+
+
+def raw_asset(table) -> str:
+    return f"raw/{table.name}"
 
 
 def _landed_hours(topic, lake_root: str) -> list:

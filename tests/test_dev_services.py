@@ -431,7 +431,11 @@ def test_the_demo_lands_what_it_has_records_for_and_says_what_it_did_not_land(tm
     for) and an entry broken by a typo; when `make demo` runs on it without DAGSTER_HOME in its environment; then it
     lands, compacts, registers and queries the sample table, says it did not land the other two and why (with the
     command that makes records for the newcomer's), and exits 0; the settings it leaves for `make ui` name the Dagster
-    home it recorded into."""
+    home it recorded into, where its runs are runs of the layer jobs of the code location `make ui` serves (the UI's
+    page of the `landing` job listed none of them)."""
+    from dagster import DagsterInstance, RunsFilter
+    from dagster._core.storage.tags import REPOSITORY_LABEL_TAG
+
     from dev_services.demo import DEMO_ENV_FILE
     from dev_services.ui import read_env_file
     from tests.readme_entry import write_readme_entry
@@ -463,3 +467,10 @@ def test_the_demo_lands_what_it_has_records_for_and_says_what_it_did_not_land(tm
     settings = read_env_file(tmp_path / DEMO_ENV_FILE)
     assert settings["DAGSTER_HOME"] == str((tmp_path / ".dagster_home").resolve())
     assert (tmp_path / ".dagster_home" / "dagster.yaml").exists()
+    # The UI lists a job's runs by its name and the code location they record: `make ui`'s (workspace.yaml).
+    with DagsterInstance.from_config(settings["DAGSTER_HOME"]) as instance:
+        runs = instance.get_runs()
+        attributed = instance.get_runs(RunsFilter(tags={REPOSITORY_LABEL_TAG: "__repository__@kafka_lake"}))
+    assert {run.job_name for run in runs} == {"landing", "compaction", "registration", "retention"}
+    assert sorted(run.run_id for run in attributed) == sorted(run.run_id for run in runs), "each on its job's page"
+    assert all(run.tags["topic"] == "payments.transactions" for run in runs), "the sensors' tags, one topic here"
