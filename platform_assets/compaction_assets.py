@@ -17,6 +17,7 @@ from dagster import (
     TimeWindowPartitionMapping,
     multi_asset,
 )
+from dagster._core.storage.tags import BACKFILL_ID_TAG
 from dagster_pyspark import LazyPySparkResource
 
 from kafka_lake.hours import KafkaHour
@@ -82,10 +83,10 @@ def compacted_asset(topic: TableSpec, embedded_metastore: bool = True):
                         done = tables.compact_hour(topic, hour)
                     except CompactionNotDue as error:
                         # Not a failure: the hour waits for raw hours still to come, and the sensor compacts it once
-                        # they have landed. It stays missing, the reason in an observation of its partition.
+                        # they have landed.
                         not_due.append(partition_key)
                         context.log.info(f"skipped, not due yet: {error}")
-                        yield AssetObservation(key, partition=partition_key, metadata={"not_due": str(error)})
+                        yield not_due_event(context, key, partition_key, error)
                         continue
                     context.log.info(done.summary)
                     yield AssetMaterialization(key, partition=partition_key, metadata=dagster_metadata(done.metadata))
@@ -99,3 +100,16 @@ def compacted_asset(topic: TableSpec, embedded_metastore: bool = True):
                 yield from check_outputs(context)
 
     return compact
+
+
+def not_due_event(context: AssetExecutionContext, key, partition_key: str, error: CompactionNotDue):
+    """What a run records of an hour it skipped, not due yet: an observation of the partition, which stays missing. In a
+    backfill, Dagster counts every hour its runs did not materialize as failed, whatever the runs' status (the backfill
+    read "Failed" and the Runs list showed it failed, for an hour rightly skipped): there the hour is recorded as a
+    materialization that says it was not compacted and why, and the sensor compacts it once it is due."""
+    metadata = {"not_due": str(error)}
+    if BACKFILL_ID_TAG not in context.run.tags:
+        return AssetObservation(key, partition=partition_key, metadata=metadata)
+    return AssetMaterialization(key, partition=partition_key, metadata={
+        "compacted": "no: not due yet, its files stay as landed; compacted once the raw hours named have landed",
+        **metadata})

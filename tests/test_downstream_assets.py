@@ -8,7 +8,7 @@ import json
 
 import pytest
 from dagster import AssetCheckKey, DagsterInstance, instance_for_test, materialize
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG, BACKFILL_ID_TAG
 
 from kafka_lake.hours import KafkaHour
 from kafka_lake.lake.audit import read_audit
@@ -76,7 +76,7 @@ def test_compaction_catalog_and_retention_through_dagster(landed, spark, lake_ro
 def test_a_compaction_backfill_over_an_hour_not_due_compacts_the_others_and_skips_it_naming_why(landed, spark, lake_root):
     """Given raw hours 10:00 to 13:00 landed and an allowed lateness of 2 h, a backfill of 10:00 to 12:00: 12:00 waits
     for 14:00. The due hours compact, 12:00 is skipped with its reason, and the run and the checks stay green."""
-    topic, _, _, _ = landed
+    topic, _, _, storage = landed
     settings = PlatformSettings(kafka_bootstrap_servers="unused:9092", lake_root=lake_root)
     keys = [KafkaHour(hour).partition_key for hour in HOURS]
     with instance_for_test() as instance:
@@ -97,3 +97,16 @@ def test_a_compaction_backfill_over_an_hour_not_due_compacts_the_others_and_skip
         assert statuses == {keys[0]: "SUCCEEDED", keys[1]: "SUCCEEDED", keys[2]: "PLANNED"}, statuses
         said = [record.user_message for record in instance.all_logs(result.run_id) if record.user_message]
         assert not [line for line in said if "did not yield or return expected outputs" in line]
+
+        # When the same hours are a backfill's (launched from the UI): Dagster counts each hour the backfill's runs did
+        # not materialize as failed, so the hour skipped is recorded as a materialization saying it was not compacted.
+        backfill = materialize([compacted_asset(topic)], resources=platform_resources(settings), instance=instance,
+                               tags={ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1],
+                                     BACKFILL_ID_TAG: "compaction-backfill"})
+        [*_, recorded] = backfill.get_asset_materialization_events()
+        assert [e.partition for e in backfill.get_asset_materialization_events()] == keys
+        assert recorded.materialization.metadata["compacted"].value.startswith("no: not due yet")
+        assert "raw hours 2026-11-01-14:00 can still add rows" in recorded.materialization.metadata["not_due"].value
+        skipped_partitions = [p for p in storage_partitions(storage, topic.database, topic.table) if p.hour == HOURS[-1]]
+        assert skipped_partitions and not [p for p in skipped_partitions
+                                           if read_compaction(storage, topic.database, topic.table, p)], "not compacted"
