@@ -122,13 +122,11 @@ class LayerRun:
         run of topics whose hours start at different `start_hour`s has no one partitions definition to resolve it."""
         partition = ({PARTITION_TAG: first} if last is None or last == first
                      else {PARTITION_RANGE_START: first, PARTITION_RANGE_END: last})
-        # The layer and the hours first: the Runs list shows a run's tags in their order.
-        layer = {LAYER_TAG: self.tags[LAYER_TAG]} if LAYER_TAG in self.tags else {}
         return RunRequest(run_key=run_key, job_name=self.job_name,
                           partition_key=first if last is None or last == first else None,
                           asset_selection=list(self.assets),
                           asset_check_keys=list(self.checks) if self.checks is not None else None,
-                          tags={**layer, **hours_tag(first, last or first), **self.tags, **partition, **(tags or {})})
+                          tags={**self.tags, **hours_tag(first, last or first), **partition, **(tags or {})})
 
 
 def topic_tag(topic: str) -> str:
