@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, RunsFilter
+from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter, DagsterInstance, RunsFilter
 
 from deploy.instance import write_instance
 from dev_services import tansu
@@ -269,7 +269,7 @@ def test_the_global_asset_graph_shows_every_topics_assets(browser_page, ui, demo
     state, _ = demo_state
     catalog = load_catalog(state / DEMO_CATALOG_DIR)
     page = browser_page
-    missing = []
+    missing, formats = [], {}
     # One group expanded at a time, in a window as tall as the group: the graph draws only the nodes in view, and a
     # topic's row of nodes is some 230 pixels high at the zoom the page opens with.
     for database in sorted({t.database for t in catalog.topics}):
@@ -278,10 +278,37 @@ def test_the_global_asset_graph_shows_every_topics_assets(browser_page, ui, demo
         page.goto(f"{url}/asset-groups?expanded=global@global:{database}")
         missing += [asset_path(layer, every_topic) for every_topic in topics
                     for layer in (*LAYERS, "dead_letters") if not shown(graph_node_link(page, layer, every_topic))]
+        # The payload format is a tag under the raw node: each tag belongs to the nearest raw node above it.
+        raw_nodes = {t.name: graph_node_link(page, "raw", t).bounding_box() for t in topics}
+        for kind in ("protobuf", "avro"):
+            for tag in page.locator("svg").get_by_text(kind, exact=True).all():
+                if (owner := _node_above(tag.bounding_box(), raw_nodes)) is not None:
+                    formats.setdefault(owner, []).append(kind)
         screenshot(page, f"1-global-asset-graph-{database}.png")
     page.set_viewport_size(VIEWPORT)
 
     assert not missing, f"assets not shown in the global asset graph: {missing}"
+    assert formats["shop/orders"] == ["protobuf"] and formats["shop/page_views"] == ["avro"], formats
+
+
+def test_each_layer_jobs_runs_page_lists_the_demos_runs_with_their_hours_and_topics(browser_page, ui):
+    """The demo runs each layer as the sensors do: runs of many topics over a stretch of hours. The `landing` job's
+    Runs page listed 4 of 100 runs (those the UI launched), and a run over a range showed no hour."""
+    url, instance, _ = ui
+    page = browser_page
+    shown_runs = {}
+    for job in ("landing", "compaction", "registration", "retention"):
+        runs = instance.get_runs(RunsFilter(job_name=job))
+        page.goto(f"{url}/locations/kafka_lake/jobs/{job}/runs")
+        shown_runs[job] = [run.run_id[:8] for run in runs if shown(page.get_by_text(run.run_id[:8]).first)]
+        assert runs and len(shown_runs[job]) == len(runs), f"{job}: {len(runs)} runs, shown {shown_runs[job]}"
+        if job == "landing":
+            screenshot(page, "1b-landing-job-runs.png")
+            listed = page.locator("body").inner_text()
+            carried = next(run for run in runs if "topics" in run.tags)
+
+    assert f"hours: {carried.tags['hours']}" in listed.replace("\n", " "), "each run's hours, after its layer"
+    assert f"topics: {carried.tags['topics']}"[:40] in listed.replace("\n", " "), "which topics the run carries"
 
 
 def test_each_node_of_a_topics_lineage_shows_its_layer_and_dead_letters_hang_off_raw(browser_page, ui, topic):
@@ -303,6 +330,16 @@ def test_each_node_of_a_topics_lineage_shows_its_layer_and_dead_letters_hang_off
     for layer, node in nodes.items():
         assert any(_under(tag.bounding_box(), node.bounding_box())
                    for tag in page.locator("svg").get_by_text(layer, exact=True).all()), f"no `{layer}` tag under its node"
+
+
+def _node_above(tag: dict | None, nodes: dict[str, dict | None]) -> str | None:
+    """The node whose row of tags `tag` is in: the nearest one above it, in its column."""
+    if tag is None:
+        return None
+    middle = tag["x"] + tag["width"] / 2
+    above = [(node["y"], name) for name, node in nodes.items() if node is not None and node["y"] < tag["y"]
+             and abs(node["x"] + node["width"] / 2 - middle) < 200]
+    return max(above)[1] if above else None
 
 
 def _under(tag: dict | None, node: dict) -> bool:
@@ -467,8 +504,9 @@ def test_records_no_table_takes_are_listed_with_paths_and_causes_and_each_routed
 
 def test_compacting_hours_not_due_yet_skips_them_green_with_the_reason(browser_page, ui, topic, demo_state):
     """A compaction backfill of hours of which the newest waits for its allowed lateness: the due ones compact, the
-    other is skipped with the reason, and nothing is red."""
-    url, _, log_file = ui
+    other is skipped with the reason, and nothing is red: not its partition, not its check, not the backfill (which
+    read "Succeeded 2 · Failed 1")."""
+    url, instance, log_file = ui
     state, _ = demo_state
     landed = ManifestStore(LakeStorage(str(state / ".lake" / "warehouse")), topic.database, topic.table).landed_hours()
     keys = [hour.partition_key for hour in landed]
@@ -479,6 +517,14 @@ def test_compacting_hours_not_due_yet_skips_them_green_with_the_reason(browser_p
     start_sensor(page, url, "alert_on_failed_runs")
 
     run = materialized_from_the_ui(page, ui, compacted, first, last, "14a-compaction-backfill-dialog.png")
+    backfill_id = run.tags["dagster/backfill"]
+    backfill = wait_for(lambda: (b := instance.get_backfill(backfill_id)).status.value in DONE and b,
+                        "the compaction backfill", log_file)
+    page.goto(f"{url}/runs/b/{backfill_id}")
+    shown_as = " / ".join(compacted.split("/"))
+    page.get_by_text(shown_as, exact=True).first.wait_for()
+    screenshot(page, "14e-compaction-backfill-page.png")
+    backfill_page = " ".join(page.locator("body").inner_text().split())
     page.goto(f"{url}/assets/{compacted}?view=events")  # the newest event, shown with its metadata
     shown(page.get_by_text("not_due", exact=True).first)
     screenshot(page, "14b-compaction-events-not-due-hour.png")
@@ -491,40 +537,65 @@ def test_compacting_hours_not_due_yet_skips_them_green_with_the_reason(browser_p
     screenshot(page, "14d-compaction-checks-after-backfill.png")
 
     assert run.status.value == "SUCCESS", f"run {run.run_id}: hours not due are skipped\n{log_tail(log_file)}"
+    assert backfill.status.value == "COMPLETED_SUCCESS", f"{last} was rightly skipped, not failed: {backfill.status}"
+    hours = len(hours_between(first, last))  # targeted, in progress, succeeded, failed:
+    assert "Status Succeeded" in backfill_page and f"{hours} 0 {hours} 0" in backfill_page.split(shown_as)[-1], (
+        backfill_page[-1500:])
     assert failed == "Failed (0)", f"{last} waits for its allowed lateness, it did not fail"
-    assert f"Partition {last} observed in run {run.run_id[:8]}" in events and "not_due" in events, events
+    assert f"Partition {last}" in events and "not_due" in events and "no: not due yet" in events, events
     assert re.search(r"raw hours .+ can still add rows \(allowed lateness \d+ h\) and have not landed yet", events)
     assert statuses == {"row_set_unchanged": "Skipped"}, f"{last} was not compacted, not failed: {statuses}"
 
 
-def test_a_backfill_failing_on_an_hour_not_closed_is_alerted_as_it_happened_and_leaves_the_checks_green(
+def test_a_backfill_failing_on_an_hour_not_closed_names_every_hour_it_did_not_land_and_keeps_the_hour_landed_before(
         browser_page, ui, topic, demo_state):
-    """A backfill whose newest hour is not closed yet: the hours before it land, that one cannot. The alert names the
-    failed hour, the landed ones and when it can land; the checks of the landed hours stay the asset's checks."""
-    url, _, log_file = ui
+    """A backfill over the demo's last hour, which the demo landed and which is not closed now (the clock waits a day),
+    and the hour after it, never landed: the hours before land, those two do not. The alert names both, the hours
+    landed before, when the hour can land and that its earlier landing stands; the hour landed before stays landed on
+    the Partitions page (it read Failed); each landing check reads the hour never landed as not judged, a warning,
+    never Passed; the Runs list shows the run's hours."""
+    url, instance, log_file = ui
     state, _ = demo_state
     keys = sorted(landed_rows(state, topic))
     first, held_open = keys[-3], keys[-1]  # the demo's last hour: nothing follows it, and the clock waits a day
+    never_landed = KafkaHour.from_partition_key(held_open).next().partition_key
     raw = asset_path("raw", topic)
     page = browser_page
     start_sensor(page, url, "alert_on_failed_runs")
 
-    run = materialized_from_the_ui(page, ui, raw, first, held_open, "12a-backfill-up-to-an-hour-not-closed.png")
+    run = materialized_from_the_ui(page, ui, raw, first, never_landed, "12a-backfill-up-to-an-hour-not-closed.png")
     alert = tick_log_saying(page, url, "alert_on_failed_runs", run.run_id[:8], log_file, "12b-alert-of-the-failed-backfill.png")
+    page.goto(f"{url}/assets/{raw}?view=partitions")
+    page.get_by_text(re.compile(r"^Failed \(\d+\)$")).first.wait_for()
+    failed = page.get_by_text(re.compile(r"^Failed \(\d+\)$")).first.inner_text()
+    screenshot(page, "12c-partitions-after-the-failed-backfill.png")
     statuses = check_statuses(page, url, raw, {*LANDING_CHECKS, "freshness"})
     screenshot(page, "13a-checks-after-the-failed-backfill.png")
     page.goto(f"{url}/assets/{raw}?view=lineage&lineageScope=downstream&lineageDepth=1")
     graph_node_link(page, "raw", topic).wait_for()
     screenshot(page, "13b-raw-node-after-the-failed-backfill.png")
+    page.goto(f"{url}/runs?view=runs")  # the runs within backfills too
+    page.get_by_text(run.run_id[:8]).first.wait_for()
+    screenshot(page, "13c-runs-after-the-failed-backfill.png")
+    runs_text = " ".join(page.locator("body").inner_text().split())
+    checks = [AssetCheckKey(AssetKey(raw.split("/")), name) for name in LANDING_CHECKS]
+    judged = {(info.check_key.name, info.partition_key): info.latest_execution_status.value
+              for info in instance.event_log_storage.get_asset_check_partition_info(checks, partition_keys=[
+                  held_open, never_landed])}
 
     assert run.status.value == "FAILURE"
     landed = hours_between(first, held_open)[:-1]
     [line] = [line for line in alert.splitlines() if f"[FAILED] run {run.run_id[:8]}" in line]
-    assert f"of {raw} {first}...{held_open}: HourNotClosed: {TOPIC} hour {held_open} is not closed" in line, line
+    assert f"of {raw} {first}...{never_landed}: HourNotClosed: {TOPIC} hour {held_open} is not closed" in line, line
     assert "It can land once they do, and at the latest from " in line, line
-    assert f"Hour {held_open} did not land; this run landed {', '.join(landed)} before it." in line, line
-    assert all(statuses[name] == "Succeeded" for name in LANDING_CHECKS), f"no landed hour failed a check: {statuses}"
+    assert (f"Hour {held_open} did not land, nor {never_landed} after it; this run landed {', '.join(landed)} before "
+            f"it. The earlier landing of {held_open} stands.") in line, line
+    assert failed == "Failed (1)", f"only {never_landed} failed: {held_open}'s earlier landing stands"
+    assert judged == {(name, hour): "SUCCEEDED" if hour == held_open else "FAILED"
+                      for name in LANDING_CHECKS for hour in (held_open, never_landed)}, judged
+    assert all(statuses[name] == "Failed" for name in LANDING_CHECKS), f"one hour not judged, none passed: {statuses}"
     assert statuses["freshness"] in ("Succeeded", "Failed"), f"freshness evaluated, not left by the run: {statuses}"
+    assert f"hours: {first}...{never_landed}" in runs_text, "a run over a range shows its hours in the Runs list"
 
 
 def test_topic_health_names_the_newest_landed_hour_not_the_latest_landing(browser_page, ui, topic, demo_state):
@@ -575,9 +646,13 @@ def test_a_sensor_started_from_the_ui_says_per_topic_what_it_judged_and_why(brow
     assert finished
     for record in instance.get_run_records(RunsFilter(tags={"dagster/sensor_name": "land_closed_hours"})):
         run = record.dagster_run
+        carried = {name.split("/", 1)[1] for name, layer in run.tags.items() if name.startswith("topic/")}
         assert run.job_name == "landing", "a sensor's landing runs under the landing job"
-        assert run.tags["layer"] == "raw" and run.tags["topic"] in catalog.kafka_topics, run.tags
-        assert {k.to_user_string() for k in run.asset_selection if k.path[0] == "raw"} == set(run.tags["asset"].split(", "))
+        assert run.tags["layer"] == "raw" and carried and carried <= set(catalog.kafka_topics), run.tags
+        assert {k.path[0] for k in run.asset_selection} == {"raw", "dead_letters"}
+        assert {t.topic for t in catalog.topics if AssetKey(["raw", t.database, t.table]) in run.asset_selection} == carried
+        assert (run.tags.get("topic") == next(iter(carried)) if len(carried) == 1
+                else run.tags["topics"].startswith(f"{len(carried)}: ")), run.tags
         assert record.dagster_run.status.value == "SUCCESS", f"run {record.dagster_run.run_id}\n{log_tail(log_file)}"
     page.goto(f"{url}/runs")
     page.get_by_text("Runs", exact=True).first.wait_for()
