@@ -15,7 +15,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 PORT ?= 3000
 BROKER_PORT ?= 9092
 
-.PHONY: setup check-java instance check-test-tools check-catalog demo lint test test-fast test-faults ui broker produce stop clean bench bench-sensors bench-catalog bench-table-formats bench-history bench-compaction bench-json bench-metrics bench-current-state
+.PHONY: setup check-java instance check-test-tools check-catalog demo lint test test-fast test-faults ui broker produce stop clean bench bench-sensors bench-catalog bench-lineage bench-table-formats bench-history bench-compaction bench-json bench-metrics bench-current-state
 
 setup: $(STAMP) check-java instance
 
@@ -113,6 +113,11 @@ bench-metrics: setup
 TOPICS ?= 100 500 2000
 bench-catalog: setup check-test-tools
 	$(PY) -m bench.catalog_scale --topics $(TOPICS)
+
+# What the UI's global lineage page asks of the webserver at 400 topics, per number of databases (asset groups), and
+# with the batches Dagster's URL parameters set (bench/RESULTS.md). About 15 minutes here.
+bench-lineage: setup check-test-tools
+	$(PY) -m bench.lineage_page $(if $(filter command line,$(origin TOPICS)),--topics $(TOPICS))
 
 # Landing, compacting and registering one hour on a table with a year of hourly history against an empty table:
 # seconds and S3 requests by kind per stage (bench/RESULTS.md). `make bench-history HOURS=1000` for a quick run.

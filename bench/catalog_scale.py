@@ -60,10 +60,12 @@ def topic_name(n: int) -> str:
     return f"bench.topic_{n:04d}"
 
 
-def write_catalog(directory: Path, topics: int) -> None:
-    """`topics` copies of the page-view topic, each its own database (`db_NNNN`), table and Kafka topic."""
+def write_catalog(directory: Path, topics: int, databases: int | None = None) -> None:
+    """`topics` copies of the page-view topic, each its own database (`db_NNNN`), table and Kafka topic; or spread over
+    `databases` databases (a Dagster asset group each), tables `page_views_NNNN`."""
     for n in range(topics):
-        folder = directory / f"db_{n:04d}" / "page_views"
+        folder = (directory / f"db_{n:04d}" / "page_views" if databases is None or databases >= topics
+                  else directory / f"db_{n % databases:04d}" / f"page_views_{n:04d}")
         shutil.copytree(TEMPLATE, folder)
         text = (folder / "topic.yaml").read_text().replace("topic: shop.page_views", f"topic: {topic_name(n)}")
         text = text.replace("registry_id: 1001", f"registry_id: {100_000 + 2 * n}")
