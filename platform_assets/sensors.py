@@ -7,6 +7,7 @@ The rules are `kafka_lake.automation`; these functions only gather what the rule
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from datetime import datetime, timezone
@@ -65,11 +66,14 @@ from platform_assets.jobs import (
     registration_run,
 )
 from platform_assets.keys import asset_key, raw_key
+from platform_assets.pools import ensure_pools
 from resources import AlertWebhookResource, KafkaResource, LakeStorageResource, SchemaRegistryResource
 
 # The landing sensor's cursor entry naming the topics the broker did not answer for in the last tick (no Kafka topic
 # name holds parentheses, so it never meets a topic's own entry).
 UNREAD = "(unread last tick)"
+# The landing sensor's cursor entry saying which set of pools (a digest) is known to exist in the instance.
+POOLS_MADE = "(pools made)"
 # A sensor new to a topic asks the instance for its newest landed hour, a query each: a new sensor over thousands of
 # topics spends this much of a tick on them, and looks up the rest in the next ticks.
 NEW_TOPICS_BUDGET_S = 15.0
@@ -92,8 +96,10 @@ def newest_landed_hour(context: SensorEvaluationContext, topic: TableSpec) -> Ka
     return landed_hours(context.instance, topic)[1]
 
 
-def landing_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run: int = DEFAULT_TOPICS_PER_RUN):
+def landing_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run: int = DEFAULT_TOPICS_PER_RUN,
+                   pools: tuple[str, ...] = ()):
     topics = catalog.topics
+    pools_digest = hashlib.sha1("\n".join(sorted(pools)).encode()).hexdigest()[:12]
     shared = {t.topic for t in topics if len(catalog.tables_of(t.topic)) > 1}
 
     def _cursor_key(topic: TableSpec) -> str:
@@ -112,6 +118,15 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run: 
     def land_closed_hours(context: SensorEvaluationContext, kafka: KafkaResource):
         now = _now()
         cursor = json.loads(context.cursor) if context.cursor else {}
+        if cursor.get(POOLS_MADE) != pools_digest:
+            created, left = ensure_pools(context.instance, pools)
+            if created:
+                context.log.info(f"{len(created)} concurrency pool(s) created at the default limit: "
+                                 f"{', '.join(created[:20])}{' …' if len(created) > 20 else ''}")
+            if left:
+                context.log.info(f"{left} concurrency pool(s) left to create next tick")
+            else:
+                cursor[POOLS_MADE] = pools_digest
         # Keyed by table: the tables of one Kafka topic land on their own, each from its newest landed hour.
         closed: dict[str, list[KafkaHour]] = {}
         starts: dict[str, str] = {}
@@ -625,8 +640,10 @@ def failure_cause(step_failure) -> str | None:
     return error.message if named else f"{error.cls_name}: {error.message}"
 
 
-def platform_sensors(catalog: TopicCatalog, running: bool = True, topics_per_run: int = DEFAULT_TOPICS_PER_RUN) -> list:
-    sensors = [landing_sensor(catalog, running, topics_per_run), follow_up_sensor(catalog, running, topics_per_run)]
+def platform_sensors(catalog: TopicCatalog, running: bool = True, topics_per_run: int = DEFAULT_TOPICS_PER_RUN,
+                     pools: tuple[str, ...] = ()) -> list:
+    """`pools`: every concurrency pool the code location's assets use, made by the landing sensor ahead of their runs."""
+    sensors = [landing_sensor(catalog, running, topics_per_run, pools), follow_up_sensor(catalog, running, topics_per_run)]
     sensors += [factory(catalog, running) for factory in
                 (health_sensor, missing_topics_sensor, failed_runs_sensor, rejected_entries_sensor)]
     if any(topic.current_state is not None for topic in catalog.topics):

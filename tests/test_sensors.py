@@ -647,3 +647,27 @@ def test_what_a_run_still_going_landed_is_followed_up_once_the_run_has_ended(top
     instance.handle_run_event(going.run_id, DagsterEvent(DagsterEventType.RUN_SUCCESS.value, job_name="landing"))
     after_it = tick(sensor, instance, while_going.cursor, lake=lake)
     assert requested(after_it) == {("compaction", f"compacted/{topic.name}", H.partition_key)}
+
+
+def test_the_landing_sensor_makes_the_code_locations_pools_within_its_budget_and_then_no_more(broker, topic, clock,
+                                                                                              monkeypatch):
+    """A fresh deployment: no pool exists; the sensor makes what its budget allows, says how many are left, makes
+    the rest next tick, and once all exist does not ask the instance again until the catalog's pools change."""
+    from platform_assets import pools
+
+    wanted = tuple(f"landing/db_{n}/t" for n in range(5))
+    sensor = sensors.landing_sensor(TopicCatalog((topic,)), pools=wanted)
+    clock(H.start)  # nothing closed: the tick only makes pools
+    kafka = KafkaResource(bootstrap_servers=broker.bootstrap_servers)
+    with instance_for_test(overrides={"concurrency": {"pools": {"default_limit": 1}}}) as instance:
+        monkeypatch.setattr(sensors, "ensure_pools", lambda inst, made: pools.ensure_pools(inst, made, budget_s=0.0))
+        first = tick(sensor, instance, json.dumps({topic.topic: H.partition_key}), kafka=kafka)
+        assert sensors.POOLS_MADE not in json.loads(first.cursor), "none made within no time: asked again next tick"
+        monkeypatch.setattr(sensors, "ensure_pools", pools.ensure_pools)
+        second = tick(sensor, instance, first.cursor, kafka=kafka)
+        assert set(wanted) <= instance.event_log_storage.get_concurrency_keys()
+        assert {instance.event_log_storage.get_concurrency_info(p).slot_count for p in wanted} == {1}
+        asked = []
+        monkeypatch.setattr(sensors, "ensure_pools", lambda *args: asked.append(args) or ([], 0))
+        tick(sensor, instance, second.cursor, kafka=kafka)
+        assert asked == [], "every pool made: the instance is not asked again"
