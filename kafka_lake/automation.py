@@ -121,6 +121,11 @@ def _due_and_floor(topic: TableSpec, freshness_minutes: int, now: datetime) -> t
     return due, max(topic.start_hour, floor_hour(now - FRESHNESS_LOOKBACK))
 
 
+def due_hour(topic: TableSpec, now: datetime) -> KafkaHour:
+    """The latest closed hour past its deadline (its end + `freshness_minutes`): the one freshness asks about first."""
+    return _due_and_floor(topic, topic.freshness_minutes or 0, now)[0]
+
+
 def freshness_window(topic: TableSpec, now: datetime) -> list[KafkaHour]:
     """The hours `freshness` may ask about: the latest closed hour due and those before it, within
     `FRESHNESS_LOOKBACK`; none without an SLA. What the check reads does not grow with the table's history."""

@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from datetime import datetime, timezone
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta, timezone
 
 from dagster import (
     AssetCheckEvaluation,
@@ -48,6 +49,7 @@ from platform_assets.checks import (
     freshness_evaluation,
     landed_hours,
     landed_in_freshness_window,
+    recent_landings,
 )
 from platform_assets.jobs import (
     PARTITION_RANGE_END,
@@ -80,6 +82,10 @@ NEW_TOPICS_BUDGET_S = 15.0
 # What `topic_health` does in one tick, well inside Dagster's tick timeout (60 s): each topic's freshness and lag cost a
 # few reads of the instance and the lake, so a catalog of thousands is judged over several ticks, none skipped twice.
 HEALTH_TICK_BUDGET_S = 40.0
+# How far back `topic_health` reads every topic's landings in one pass; a due hour older than this is asked on its own.
+RECENT_LANDINGS = timedelta(hours=30)
+# Manifests read at once by `topic_health`: requests to S3 wait on the network, not the CPU.
+MANIFEST_READERS = 16
 # Follow-up work found in one tick: more waits for the next tick rather than flooding the queue.
 MAX_EVENTS_PER_TICK = 500
 
@@ -394,11 +400,18 @@ def health_sensor(catalog: TopicCatalog, running: bool = True):
         storage = lake.storage()
         cluster = KafkaCluster(kafka.consumer_config())
         on_cluster = cluster.topics()
-        shown = shown_freshness(context.instance, [t for t in topics if t.freshness_minutes is not None])
+        with_sla = [t for t in topics if t.freshness_minutes is not None]
+        shown = shown_freshness(context.instance, with_sla)
+        # Every topic's landings since the earliest due hour ended, in one pass over the event log; a topic whose due
+        # hour is not among them (late, or older than a day) is asked about on its own.
+        since = max([min((automation.due_hour(t, now).end for t in with_sla), default=now), now - RECENT_LANDINGS])
+        recent = recent_landings(context.instance, {raw_key(t) for t in topics}, since)
+        newest_of: dict[str, KafkaHour | None] = {}
 
-        def judge(topic: TableSpec, tails: ClusterTails) -> list:
+        def judge(topic: TableSpec, tails: ClusterTails, manifests: dict) -> list:
             events: list = []
-            landed, newest = landed_in_freshness_window(context.instance, topic, now)
+            landed, newest = newest_of.pop(topic.name, None) or landed_in_freshness_window(context.instance, topic, now,
+                                                                                            recent)
             result = automation.freshness(topic, lambda h: landed.get(h.partition_key), now, newest)
             if result is not None:
                 previous = state.get(topic.topic)
@@ -411,7 +424,7 @@ def health_sensor(catalog: TopicCatalog, running: bool = True):
                     alerts.send(alert, context.log)
                 state[topic.topic] = {"passed": result.passed, "due": str(result.due_hour)}
             if topic.topic in tails:
-                manifest = ManifestStore(storage, topic.database, topic.table).read(newest) if newest else None
+                manifest = manifests.get(topic.name)
                 events.append(lag_observation(topic, automation.landing_lag(manifest, tails[topic.topic]), newest))
                 if manifest is not None and manifest.unknown_schema_ids:
                     state[ALERTED_SCHEMA_IDS] = report_new_schema_versions(
@@ -433,13 +446,21 @@ def health_sensor(catalog: TopicCatalog, running: bool = True):
             tails = (cluster.log_tails({name: numbers for name, numbers in batch.items() if numbers},
                                        budget_s=min(left, TICK_BUDGET_S)) if left > 0 else ClusterTails())
             unjudged.update(tails.unread)
+            # The newest landed hour's manifest of each table of the batch, read at once (on S3, a request each).
+            in_batch = [topic for name in batch for topic in tables[name] if name in tails]
+            for topic in in_batch:
+                newest_of[topic.name] = landed_in_freshness_window(context.instance, topic, now, recent)
+            with ThreadPoolExecutor(max_workers=MANIFEST_READERS) as readers:
+                manifests = dict(zip((t.name for t in in_batch), readers.map(
+                    lambda t: ManifestStore(storage, t.database, t.table).read(newest_of[t.name][1])
+                    if newest_of[t.name][1] else None, in_batch)))
             for name in batch:
                 if time.monotonic() >= deadline:
                     unjudged[name] = f"the tick's {HEALTH_TICK_BUDGET_S:.0f}s went to other topics"
                     context.log.info(f"{name}: not judged this tick, judged first next tick: {unjudged[name]}")
                     continue
                 for topic in tables[name]:
-                    events += judge(topic, tails)
+                    events += judge(topic, tails, manifests)
         state[UNREAD] = sorted(unjudged)
         if unjudged:
             context.log.warning(f"{len(unjudged)} of {len(tables)} topic(s) not judged in full this tick, first next tick")

@@ -671,3 +671,35 @@ def test_the_landing_sensor_makes_the_code_locations_pools_within_its_budget_and
         monkeypatch.setattr(sensors, "ensure_pools", lambda *args: asked.append(args) or ([], 0))
         tick(sensor, instance, second.cursor, kafka=kafka)
         assert asked == [], "every pool made: the instance is not asked again"
+
+
+def test_recent_landings_of_many_topics_tell_freshness_what_a_query_a_topic_tells(topic, instance, monkeypatch):
+    """`topic_health` reads every topic's landings since the earliest due hour in one pass over the event log, and the
+    freshness it judges from them is the one asked of Dagster topic by topic; a topic whose due hour is missing is
+    left to its own query (which also counts the hours missing before it)."""
+    from platform_assets.checks import landed_in_freshness_window, recent_landings
+
+    other = topic.model_copy(update=dict(database="others", table="orders", topic=f"{topic.topic}.other"))
+    now = H.end + timedelta(hours=3)
+    for hour in (H.previous(), H, H.next()):
+        instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=hour.partition_key))
+    instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=H.partition_key))  # again
+    instance.report_runless_asset_event(AssetMaterialization(raw_key(other), partition=H.previous().partition_key))
+    for _ in range(30):  # other assets' events around them
+        instance.report_runless_asset_event(AssetMaterialization(asset_key("compacted", topic), partition=H.partition_key))
+
+    since = datetime.now(timezone.utc) - timedelta(minutes=1)
+    recent = recent_landings(instance, {raw_key(topic), raw_key(other)}, since)
+    assert set(recent.by_key[raw_key(topic)]) == {h.partition_key for h in (H.previous(), H, H.next())}
+
+    # Every landing happened just now; the due hour ended long before: freshness asks Dagster about the window.
+    for each in (topic, other):
+        asked = landed_in_freshness_window(instance, each, now)
+        assert landed_in_freshness_window(instance, each, now, recent) == asked
+    # When the due hour (H+1 here) ended after `since`, the landings tell it without a query, as the query would.
+    due_next = H.next().end + timedelta(minutes=70)
+    asked = landed_in_freshness_window(instance, topic, due_next)
+    from platform_assets import checks
+    monkeypatch.setattr(checks, "_materialized", lambda *args: pytest.fail("asked Dagster about a topic"))
+    told = landed_in_freshness_window(instance, topic, due_next, recent_landings(instance, {raw_key(topic)}, H.start))
+    assert told == asked and told[1] == H.next()
