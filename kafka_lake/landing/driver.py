@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka.log import BOUNDARY_WINDOW, KafkaLog
 from kafka_lake.lake.audit import AuditEntry, write_audit
-from kafka_lake.lake.landing_checks import BoundaryRecords, CheckOutcome, boundaries_confirmed
+from kafka_lake.lake.landing_checks import BoundaryRecords, CheckOutcome, boundaries_confirmed, held_past
 from kafka_lake.lake.landing_counts import LandingCounts
 from kafka_lake.lake.manifests import BoundaryOrigin, HourManifest, ManifestStore, PartitionLanding, PlacementIndex
 from kafka_lake.lake.storage import LakeStorage
@@ -271,7 +271,8 @@ def confirm_boundaries(topic: TableSpec, manifest: HourManifest, manifests: Mani
     """`boundaries_confirmed` against the broker now: the records around each boundary no landed neighbour fixes.
 
     A start no landed hour before binds is where the landed offsets begin: a record before it stamped in the hour
-    would be in no hour. An end no landed hour after binds is confirmed by the records before and at it."""
+    would be in no hour. An end no landed hour after binds is confirmed by the records before and at it. Records
+    stamped before the hour's end past an end the committed log decided are read as the log is written now."""
     hour = manifest.kafka_hour
     before, _ = manifests.neighbours(hour)
     after = manifests.read(hour.next())
@@ -289,6 +290,9 @@ def confirm_boundaries(topic: TableSpec, manifest: HourManifest, manifests: Mani
             end_free = after is None or after.partition(number) is None
             by_time = manifest.boundaries.get(str(number), {}).get("end_origin") == BoundaryOrigin.TIME_LOOKUP
             at_end = kafka_log.record_at_or_after(number, landed.end, bounds.end) if end_free and by_time else None
+            past = held_past(manifest, number, manifests.read)
+            held = kafka_log.stamped_before_end_past(number, hour, past.offset) if past is not None else None
             around.append(BoundaryRecords(number, window(landed.start) if start_free else None,
-                                          window(landed.end) if end_free else None, at_end, by_time))
+                                          window(landed.end) if end_free else None, at_end, by_time, held,
+                                          past.hour if past is not None else ""))
     return boundaries_confirmed(manifest, around)
