@@ -118,6 +118,44 @@ def test_a_run_finishing_an_interrupted_switch_checks_the_generations_it_switche
                    for m in committed[hour])
 
 
+def test_a_generation_that_does_not_hold_its_sources_rows_is_not_switched_to_and_its_sources_stay(landed, spark):
+    """Given a compaction whose new generation loses a row between its task's report and the switch (a file cut short,
+    as a storage fault leaves it), when the hour compacts, then that generation is not committed nor switched to, its
+    sources stay where readers read them, `row_set_unchanged` fails naming it, and the next run compacts the hour with
+    every row. Before: the check failed, but the sources were deleted all the same and readers lost the row."""
+    topic, _, _, storage = landed
+    before = rows_as_readers_see_them(storage, topic)
+    published, damaged = [], []
+
+    def cut_short(tasks):
+        reports = run_compactions_on_spark(spark, tasks)
+        damaged.append(reports[0])
+        path = storage.full_path(reports[0].files[0].path)
+        rows = pq.read_table(path, filesystem=storage.filesystem)
+        pq.write_table(rows.slice(0, rows.num_rows - 1), path, filesystem=storage.filesystem)
+        return reports
+
+    result = compact_hour(topic, HOURS[0], storage, cut_short, published.extend)
+    outcome = generations_hold_their_sources(storage, topic, result)
+
+    [report] = damaged
+    partition = report.task.partition
+    assert not outcome.passed and outcome.severity == "error"
+    assert f"{partition} generation {report.task.generation}: files hold {report.rows - 1}:" in outcome.description
+    assert "not switched to, its sources kept" in outcome.description
+    assert partition not in {m.partition for m in published}
+    assert read_compaction(storage, topic.database, topic.table, partition) is None
+    assert all(storage.exists(path) for path in report.task.sources)
+    assert not storage.list_files(partition.compacted_directory(topic.database, topic.table, report.task.generation))
+    assert rows_as_readers_see_them(storage, topic) == before
+
+    again = compact_hour(topic, HOURS[0], storage, run_on(spark), published.extend)
+
+    assert generations_hold_their_sources(storage, topic, again).passed
+    assert partition in {m.partition for m in again.manifests}
+    assert rows_as_readers_see_them(storage, topic) == before
+
+
 def test_a_compaction_that_found_no_generation_to_examine_says_so_and_does_not_pass(tmp_path):
     """Given an hour no row is placed in (a quiet hour whose lateness has passed), when its compaction's check is
     evaluated, then it says it examined nothing and does not pass: a warning, not an error."""

@@ -74,6 +74,7 @@ class CompactionResult:
     # Generations a run that died between their commit and the switch had committed: this run switched readers to them.
     switched: tuple[CompactionManifest, ...] = ()
     kept: tuple[CompactionManifest, ...] = ()  # the generations of partitions already compact, left as they were
+    refused: tuple[str, ...] = ()  # generations written that did not hold their sources' rows: not committed, sources kept
 
     @property
     def generations(self) -> tuple[CompactionManifest, ...]:
@@ -355,13 +356,25 @@ def compact_hour(
     """Plans, rewrites, commits, publishes (switches readers) and deletes the sources, in that order."""
     unfinished, finished_deletions = _finish_interrupted_swaps(topic, hour, storage, publish)
     tasks, up_to_date = plan_compaction(topic, hour, storage, target_bytes=target_bytes)
-    reports, manifests, deleted = rewrite_generations(storage, tasks, run_tasks, publish)
-    rewritten = {m.partition for m in manifests}
-    switched = tuple(m for m in unfinished if m.partition not in rewritten)
+    rewritten = rewrite_generations(storage, tasks, run_tasks, publish)
+    written = {m.partition for m in rewritten.manifests}
+    switched = tuple(m for m in unfinished if m.partition not in written)
     kept = tuple(m for m in (read_compaction(storage, topic.database, topic.table, p) for p in up_to_date
                              if p not in {s.partition for s in switched}) if m is not None)
-    return CompactionResult(hour, tuple(manifests), tuple(reports), tuple(finished_deletions + deleted), tuple(up_to_date),
-                            switched, kept)
+    return CompactionResult(hour, tuple(rewritten.manifests), tuple(rewritten.reports),
+                            tuple(finished_deletions + rewritten.deleted), tuple(up_to_date), switched, kept,
+                            tuple(rewritten.refused))
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    """What `rewrite_generations` did: the generations it committed and switched to (with their reports), the sources
+    it deleted, and the generations it refused (why, for each), whose sources stay where readers read them."""
+
+    reports: list[CompactionReport]
+    manifests: list[CompactionManifest]
+    deleted: list[str]
+    refused: list[str]
 
 
 def rewrite_generations(
@@ -369,18 +382,35 @@ def rewrite_generations(
     tasks: list[CompactionTask],
     run_tasks: Callable[[list[CompactionTask]], list[CompactionReport]],
     publish: Publish,
-) -> tuple[list[CompactionReport], list[CompactionManifest], list[str]]:
-    """Writes the new generations, commits them, switches readers to them, then deletes what they replaced.
+) -> Rewritten:
+    """Writes the new generations, verifies them, commits them, switches readers to them, then deletes what they
+    replaced.
 
-    A new generation is written to a hidden folder, committed by its manifest, published by switching the catalog
-    partition to it, and only then are its sources deleted: at every moment a catalog reader sees each row exactly
-    once, and a crash leaves old or new files."""
+    A new generation is written to a hidden folder, verified (its files, read back, hold exactly the offsets its task
+    read from the sources, less duplicates and erased rows), committed by its manifest, published by switching the
+    catalog partition to it, and only then are its sources deleted: at every moment a catalog reader sees each row
+    exactly once, and a crash leaves old or new files. A generation that does not hold them is neither committed nor
+    switched to: its files are deleted and its sources stay."""
     reports = run_tasks(tasks) if tasks else []
-    manifests = [commit_compaction(storage, report) for report in reports]
+    held, refused = [], []
+    for report in reports:
+        found = files_checksum(storage, report.files)
+        if found == report.offsets_checksum:
+            held.append(report)
+            continue
+        task = report.task
+        refused.append(f"{task.partition} generation {task.generation}: files hold {found}, sources held "
+                       f"{report.offsets_checksum}; not switched to, its sources kept")
+        log.error("%s %s: the new generation %d does not hold its sources' rows (files hold %s, sources held %s): not "
+                  "committed, the sources stay", task.topic.topic, task.partition, task.generation, found,
+                  report.offsets_checksum)
+        for written in report.files:
+            storage.delete(written.path)
+    manifests = [commit_compaction(storage, report) for report in held]
     if manifests:
         publish(manifests)
     deleted = [path for manifest in manifests for path in delete_sources(storage, manifest)]
-    return reports, manifests, deleted
+    return Rewritten(held, manifests, deleted, refused)
 
 
 def _finish_interrupted_swaps(topic: TableSpec, hour: datetime, storage: LakeStorage,
@@ -401,18 +431,19 @@ def _finish_interrupted_swaps(topic: TableSpec, hour: datetime, storage: LakeSto
 def generations_hold_their_sources(storage: LakeStorage, topic: TableSpec, result: CompactionResult) -> CheckOutcome:
     """`row_set_unchanged` of a compaction run: every generation the hour's readers are switched to holds exactly the
     offsets recorded from its sources, recomputed from its files: those the run wrote, those it switched to after a
-    run that died between their commit and the switch, and those already current. A run that found no generation to
-    examine says so and does not pass (as a warning: an hour no row is placed in has none)."""
+    run that died between their commit and the switch, and those already current; and the run wrote none it had to
+    refuse (verified before its switch, its sources kept). A run that found no generation to examine says so and does
+    not pass (as a warning: an hour no row is placed in has none)."""
     kinds = ((result.manifests, "written now"), (result.switched, "switched to now (committed by an interrupted run)"),
              (result.kept, "already current"))
-    problems = []
+    problems = list(result.refused)
     for manifest in result.generations:
         found = generation_checksum(storage, manifest)
         if found != manifest.offsets_checksum:
             problems.append(f"{manifest.partition} generation {manifest.generation}: files hold {found}, "
                             f"sources held {manifest.offsets_checksum}")
     metadata = {"generations": len(result.generations), "written": len(result.manifests),
-                "switched": len(result.switched), "already_current": len(result.kept)}
+                "switched": len(result.switched), "already_current": len(result.kept), "refused": len(result.refused)}
     if problems:
         return CheckOutcome(False, "; ".join(problems), metadata)
     if not result.generations:
@@ -426,10 +457,13 @@ def generations_hold_their_sources(storage: LakeStorage, topic: TableSpec, resul
 
 def generation_checksum(storage: LakeStorage, manifest: CompactionManifest) -> str:
     """Recomputes the offsets checksum from the generation's files, for the asset check."""
-    tables = [
-        pq.read_table(storage.full_path(f.path), filesystem=storage.filesystem, columns=KEY_COLUMNS)
-        for f in manifest.files
-    ]
+    return files_checksum(storage, manifest.files)
+
+
+def files_checksum(storage: LakeStorage, files: Iterable[CompactedFile]) -> str:
+    """The offsets checksum of what `files` hold, read back from storage."""
+    tables = [pq.read_table(storage.full_path(f.path), filesystem=storage.filesystem, columns=KEY_COLUMNS)
+              for f in files]
     return offsets_checksum(_concat_keys(tables))
 
 

@@ -22,6 +22,7 @@ from kafka_lake.table_spec import TableSpec
 from kafka_lake.upkeep.compaction import (
     CompactionReport,
     CompactionTask,
+    Rewritten,
     committed_raw_files,
     rewrite_generations,
     subject_values,
@@ -98,7 +99,7 @@ def erase(
     subjects: frozenset,
     run_tasks: Callable[[list[CompactionTask]], list[CompactionReport]],
     publish: Callable[[list[CompactionManifest]], None],
-) -> tuple[list[CompactionReport], list[CompactionManifest], list[str]]:
-    """Rewrites the affected partitions without the subjects' rows: write, commit, publish, delete."""
+) -> Rewritten:
+    """Rewrites the affected partitions without the subjects' rows: write, verify, commit, publish, delete."""
     tasks = plan_erasure(storage, topic, subjects, topic.target_file_mb * 1024 * 1024)
     return rewrite_generations(storage, tasks, run_tasks, publish)

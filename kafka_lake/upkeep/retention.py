@@ -51,7 +51,8 @@ def apply_retention(
         )))
     requests = read_erasure_requests(storage) if topic.subject_field else []
     if requests:
-        reports, manifests, deleted = erase(storage, topic, subjects_to_match(topic, requests, pii_key), run_tasks, publish)
+        rewritten = erase(storage, topic, subjects_to_match(topic, requests, pii_key), run_tasks, publish)
+        reports, manifests, deleted = rewritten.reports, rewritten.manifests, rewritten.deleted
         if reports:
             report.erased_partitions = [r.task.partition for r in reports]
             report.erased_rows = sum(r.rows_erased for r in reports)
@@ -60,4 +61,11 @@ def apply_retention(
                 tuple(deleted), tuple(f.path for m in manifests for f in m.files),
                 tuple(r.request_id for r in requests), detail=f"rows whose {topic.subject_field} matched",
             )))
+        if rewritten.refused:
+            raise ErasureNotApplied(f"{topic.topic}: erasure rewrote partitions whose new generation does not hold "
+                                    f"their rows, left as they were (run retention again): {'; '.join(rewritten.refused)}")
     return report
+
+
+class ErasureNotApplied(RuntimeError):
+    """A partition's generation written without the subjects' rows did not verify: the partition is unchanged."""
