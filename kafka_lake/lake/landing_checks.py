@@ -154,7 +154,7 @@ def held_past(manifest: HourManifest, partition: int,
         after = following.partition(partition) if following is not None else None
         if after is None:
             return HeldPast(offset, current.hour) if origin == BoundaryOrigin.LOG_END else None
-        if after.start != offset or after.end != offset:
+        if following is None or after.start != offset or after.end != offset:
             return None  # a landing took records from here on (or a gap, which slices_contiguous names)
         current = following
     return None
