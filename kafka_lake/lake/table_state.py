@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kafka_lake.lake import layout
-from kafka_lake.lake.compaction_manifest import read_compaction
+from kafka_lake.lake.compaction_manifest import CompactionManifest, read_compaction
 from kafka_lake.lake.manifests import HourManifest
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.lake.table_partition import TablePartition, partition_of_data_file, partition_of_path
@@ -65,13 +65,24 @@ def landed_hour_rows(storage: LakeStorage, database: str, table: str, manifest: 
 def _placement_rows(storage: LakeStorage, database: str, table: str, placement: TablePartition, paths: list[str],
                     manifest: HourManifest) -> pa.Table | None:
     compaction = read_compaction(storage, database, table, placement)
-    consumed = set(compaction.sources) if compaction is not None else set()
+    consumed = _consumed(storage, compaction, paths)
     parts = [_read(storage, path) for path in paths if path not in consumed]
     if compaction is not None and any(path in consumed for path in paths):
         for generation_file in compaction.files:
             rows = _read(storage, generation_file.path)
             parts.append(rows.filter(_in_hour_offsets(rows, manifest)))
     return pa.concat_tables(parts, promote_options="permissive") if parts else None  # None: every row erased
+
+
+def _consumed(storage: LakeStorage, compaction: CompactionManifest | None, paths: list[str]) -> set[str]:
+    """Which of the hour's files the current generation holds the rows of: its lineage (every generation compaction or
+    an erasure wrote since the hour landed); for a generation written before lineages were kept, its sources and the
+    files gone since."""
+    if compaction is None:
+        return set()
+    if compaction.landed_files is not None:
+        return set(compaction.landed_files)
+    return set(compaction.sources) | {path for path in paths if not storage.exists(path)}
 
 
 def _read(storage: LakeStorage, path: str) -> pa.Table:

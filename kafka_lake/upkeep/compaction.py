@@ -50,6 +50,8 @@ class CompactionTask:
     # GDPR erasure: rows whose subject field (a dotted path) holds one of these values are left out.
     erase_subjects: frozenset = frozenset()
     subject_path: tuple[str, ...] = ()
+    # The landed files whose rows the generation holds, those of the generations before it included (`landed_lineage`).
+    lineage: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -136,10 +138,16 @@ def plan_compaction(
         previous = [f.path for f in current.files] if current else []
         tasks.append(CompactionTask(
             topic, partition, (current.generation if current else 0) + 1, tuple(previous + raw),
-            storage.root, target_bytes or topic.target_file_mb * 1024 * 1024,
+            storage.root, target_bytes or topic.target_file_mb * 1024 * 1024, lineage=landed_lineage(current, raw),
         ))
     return tasks, up_to_date
 
+
+def landed_lineage(current: CompactionManifest | None, sources: Iterable[str]) -> tuple[str, ...]:
+    """The landed files whose rows a new generation holds: those among its sources and those the generation before it
+    held (a file compaction or an erasure consumed is gone, and the hour that landed it still names it)."""
+    before = set(current.landed_files if current.landed_files is not None else current.sources) if current else set()
+    return tuple(sorted({path for path in (*before, *sources) if layout.is_landed_file(path)}))
 
 def committed_raw_files(storage: LakeStorage, topic: TableSpec, manifests: ManifestStore, hour: datetime) -> set[str]:
     """The raw files in `hour`'s folders that a landed manifest owns; in-flight and crashed attempts are not
@@ -324,6 +332,7 @@ def commit_compaction(storage: LakeStorage, report: CompactionReport) -> Compact
         location=task.partition.compacted_directory(task.topic.database, task.topic.table, task.generation),
         files=report.files,
         sources=task.sources,
+        landed_files=task.lineage,
         rows=report.rows,
         offsets_checksum=report.offsets_checksum,
         compacted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),

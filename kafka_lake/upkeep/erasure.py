@@ -24,6 +24,7 @@ from kafka_lake.upkeep.compaction import (
     CompactionTask,
     Rewritten,
     committed_raw_files,
+    landed_lineage,
     rewrite_generations,
     subject_values,
 )
@@ -83,7 +84,7 @@ def plan_erasure(storage: LakeStorage, topic: TableSpec, subjects: frozenset, ta
             files = sorted(p for p in committed if partition_of_path(p) == partition)
         if any(_holds_subject(storage, file, path, subjects) for file in files):
             tasks.append(CompactionTask(topic, partition, (current.generation if current else 0) + 1, tuple(files),
-                                        storage.root, target_bytes, subjects, path))
+                                        storage.root, target_bytes, subjects, path, landed_lineage(current, files)))
     return tasks
 
 
