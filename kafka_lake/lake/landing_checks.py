@@ -72,16 +72,19 @@ def slices_contiguous(manifest: HourManifest, previous: HourManifest | None, fol
 
 
 def counts_balance(manifest: HourManifest) -> CheckOutcome:
-    """rows + dead letters + tombstones = records read, and no more records than offsets, per partition."""
+    """rows + dead letters + tombstones (+ routed away, unrouted, erased) = records read, and no more records than
+    offsets, per partition."""
     problems, gaps = [], 0
     for landed in manifest.partitions:
         counts = landed.counts
         if counts.accounted != counts.records:
             routed = (f" + {counts.routed_away} routed away + {counts.unrouted} unrouted"
                       if counts.routed_away or counts.unrouted else "")
+            erased = f" + {counts.erased} erased" if counts.erased else ""
             problems.append(
                 f"partition {landed.partition} [{landed.start}, {landed.end}): {counts.rows} rows + "
-                f"{counts.dead_letters} dead letters + {counts.tombstones} tombstones{routed} ≠ {counts.records} records read"
+                f"{counts.dead_letters} dead letters + {counts.tombstones} tombstones{routed}{erased} ≠ "
+                f"{counts.records} records read"
             )
         if counts.records > landed.offsets:
             problems.append(f"partition {landed.partition}: {counts.records} records read from {landed.offsets} offsets")
@@ -91,11 +94,14 @@ def counts_balance(manifest: HourManifest) -> CheckOutcome:
                 "dead_letters": counts.dead_letters, "tombstones": counts.tombstones}
     if counts.routed_away or counts.unrouted:  # a routed table of a shared topic
         metadata.update(routed_away=counts.routed_away, unrouted=counts.unrouted)
+    if counts.erased:
+        metadata["erased"] = counts.erased
     metadata["offset_gaps"] = gaps  # transaction markers or compacted-away offsets, not records
     if problems:
         return CheckOutcome(False, "; ".join(problems), metadata)
     routed = " + routed away + unrouted" if counts.routed_away or counts.unrouted else ""
-    return CheckOutcome(True, f"{counts.records} records = rows + dead letters + tombstones{routed}", metadata)
+    erased = " + erased" if counts.erased else ""
+    return CheckOutcome(True, f"{counts.records} records = rows + dead letters + tombstones{routed}{erased}", metadata)
 
 
 def dead_letter_rate(manifest: HourManifest, threshold: float) -> CheckOutcome:

@@ -12,6 +12,8 @@ from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
+import pyarrow.parquet as pq
+
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka.log import BOUNDARY_WINDOW, KafkaLog
 from kafka_lake.lake.audit import AuditEntry, write_audit
@@ -31,6 +33,7 @@ from kafka_lake.landing.slices import (
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.tables.formats import table_format
 from kafka_lake.tables.table_format import TableAccess, TableFormat
+from kafka_lake.upkeep.subjects import ErasedSubjects, accepted_erasures
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +137,7 @@ class _PlannedHour:
     slices: list[OffsetSlice]
     started: float  # time.monotonic() when planning began
     attempt: str  # in the data files' names, when the table format wants files of each landing's own
+    erased: ErasedSubjects = ErasedSubjects()  # of the erasure requests accepted when it was planned: left out
 
     def as_manifest(self) -> HourManifest:
         """What this hour's manifest will say of its boundaries, before it lands."""
@@ -152,21 +156,24 @@ def _plan(topic: TableSpec, hour: KafkaHour, settings: LandingSettings, now: dat
                        accept_lost_offsets)
     slices = split_slices(bounds, topic.max_rows_per_task)
     log.info("%s hour %s: %d slice(s) over %d partition(s)", topic.name, hour, len(slices), len(bounds))
-    return _PlannedHour(topic, hour, bounds, slices, started, attempt)
+    erased = accepted_erasures(LakeStorage(settings.lake_root), topic, settings.pii_key)
+    return _PlannedHour(topic, hour, bounds, slices, started, attempt, erased)
 
 
 def _tasks(planned: list[_PlannedHour], settings: LandingSettings) -> list[SliceTask]:
     """The hour's slice tasks: one read for all tables where their offsets agree, else a read per table."""
     first = planned[0]
+    erasures = {plan.topic.name: plan.erased for plan in planned if plan.erased}
     offsets = [[(b.partition, b.start, b.end) for b in plan.bounds] for plan in planned]
     if all(o == offsets[0] for o in offsets) and all(plan.attempt == first.attempt for plan in planned):
         # The finest split any table asks for (its smallest max_rows_per_task): no task reads more than it allows.
         slices = max((plan.slices for plan in planned), key=len)
-        return [SliceTask(first.topic, first.hour, piece, settings, first.attempt, tuple(p.topic for p in planned[1:]))
-                for piece in slices]
+        return [SliceTask(first.topic, first.hour, piece, settings, first.attempt, tuple(p.topic for p in planned[1:]),
+                          erasures) for piece in slices]
     log.info("%s hour %s: the tables' landed offsets differ, each reads the topic on its own", first.topic.topic,
              first.hour)
-    return [SliceTask(plan.topic, plan.hour, piece, settings, plan.attempt) for plan in planned for piece in plan.slices]
+    return [SliceTask(plan.topic, plan.hour, piece, settings, plan.attempt, erasures=erasures)
+            for plan in planned for piece in plan.slices]
 
 
 def _commit(topic: TableSpec, planned: _PlannedHour, reports: list[SliceReport], settings: LandingSettings,
@@ -176,6 +183,7 @@ def _commit(topic: TableSpec, planned: _PlannedHour, reports: list[SliceReport],
     storage = LakeStorage(settings.lake_root)
     manifests = ManifestStore(storage, topic.database, topic.table)
     manifest = build_manifest(topic, planned.hour, planned.bounds, reports, run_id, time.monotonic() - planned.started)
+    _refuse_subjects_accepted_while_landing(storage, topic, planned, manifest, settings)
     # Audited before the commit: no manifest ever carries an accepted loss without its audit entry.
     audit_path = _audit_accepted_losses(storage, topic, manifest) if manifest.accepted_losses else None
     previous = manifests.read(planned.hour)
@@ -184,6 +192,34 @@ def _commit(topic: TableSpec, planned: _PlannedHour, reports: list[SliceReport],
     committed = tables.commit_hour(topic, manifest, previous, planned.attempt)
     return LandingResult(manifest, path, committed.replaced_files, committed.orphans_removed, len(planned.slices),
                          audit_path, committed.metadata)
+
+
+class ErasureAcceptedWhileLanding(RuntimeError):
+    """An erasure request accepted after the hour was planned names a subject whose rows the hour's files hold."""
+
+
+def _refuse_subjects_accepted_while_landing(storage: LakeStorage, topic: TableSpec, planned: _PlannedHour,
+                                            manifest: HourManifest, settings: LandingSettings) -> None:
+    """An erasure request holds for every landing after it is accepted: one accepted while the hour's tasks ran (its
+    subjects were not left out) must not see them committed. Only then are the hour's files read (their subject
+    columns); holding one, the hour is not committed, and landing it again leaves them out."""
+    if not topic.subject_fields:
+        return
+    now = accepted_erasures(storage, topic, settings.pii_key)
+    accepted_since = sorted(set(now.request_ids) - set(planned.erased.request_ids))
+    if not accepted_since:
+        return
+    for landed in manifest.files:
+        if landed.kind != "data":
+            continue
+        schema = pq.read_schema(storage.full_path(landed.path), filesystem=storage.filesystem)
+        columns = [column for column in now.columns if column in schema.names]
+        if columns and now.holds_any(pq.read_table(storage.full_path(landed.path), filesystem=storage.filesystem,
+                                                   columns=columns)):
+            raise ErasureAcceptedWhileLanding(
+                f"{topic.topic} hour {planned.hour}: erasure request(s) {', '.join(accepted_since)} were accepted while "
+                f"the hour landed, and {storage.uri(landed.path)} holds a subject they name: the hour was not "
+                f"committed; land it again, which leaves their rows out")
 
 
 def _done(reports: list[SliceReport]) -> Future:

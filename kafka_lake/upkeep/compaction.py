@@ -24,9 +24,9 @@ from kafka_lake.lake.manifests import ManifestStore, PlacementIndex
 from kafka_lake.lake.parquet_output import ParquetOutput
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.lake.table_partition import TablePartition, partition_of_path
-from kafka_lake.schemas.arrow_mapping import column_at
 from kafka_lake.schemas.landed_schema import LandedSchema
 from kafka_lake.table_spec import TableSpec
+from kafka_lake.upkeep.subjects import ErasedSubjects, accepted_erasures
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +47,8 @@ class CompactionTask:
     sources: tuple[str, ...]  # committed raw files and the previous generation's files
     lake_root: str
     target_bytes: int
-    # GDPR erasure: rows whose subject field (a dotted path) holds one of these values are left out.
-    erase_subjects: frozenset = frozenset()
-    subject_path: tuple[str, ...] = ()
+    # The subjects of accepted erasure requests: their rows are left out (by compaction too, once a request is accepted).
+    erased: ErasedSubjects = ErasedSubjects()
     # The landed files whose rows the generation holds, those of the generations before it included (`landed_lineage`).
     lineage: tuple[str, ...] = ()
 
@@ -120,10 +119,13 @@ def offsets_checksum(keys: pa.Table) -> str:
 
 def plan_compaction(
     topic: TableSpec, hour: datetime, storage: LakeStorage, target_bytes: int | None = None,
+    pii_key: bytes | None = None,
 ) -> tuple[list[CompactionTask], list[TablePartition]]:
-    """Tasks for every partition of `hour` whose committed raw files are not yet in its current generation."""
+    """Tasks for every partition of `hour` whose committed raw files are not yet in its current generation; each
+    leaves out the subjects of every accepted erasure request (`pii_key`: to find pseudonymized ones)."""
     manifests = ManifestStore(storage, topic.database, topic.table)
     check_due(topic, hour, manifests)
+    erased = accepted_erasures(storage, topic, pii_key)
     committed = committed_raw_files(storage, topic, manifests, hour)
     tasks, up_to_date = [], []
     for partition in sorted({p for p in (partition_of_path(path) for path in committed) if p is not None}
@@ -138,7 +140,7 @@ def plan_compaction(
         previous = [f.path for f in current.files] if current else []
         tasks.append(CompactionTask(
             topic, partition, (current.generation if current else 0) + 1, tuple(previous + raw),
-            storage.root, target_bytes or topic.target_file_mb * 1024 * 1024, lineage=landed_lineage(current, raw),
+            storage.root, target_bytes or topic.target_file_mb * 1024 * 1024, erased, landed_lineage(current, raw),
         ))
     return tasks, up_to_date
 
@@ -202,11 +204,8 @@ def compact_partition(task: CompactionTask) -> CompactionReport:
             table = _conformed(landed.rows(pq.read_table(storage.full_path(path), filesystem=storage.filesystem)), schema)
             source_bytes += storage.filesystem.get_file_info(storage.full_path(path)).size
             rows_read += table.num_rows
-            table = _without_seen(table, seen_keys)
-            if task.erase_subjects:
-                kept = _without_subjects(table, task.subject_path, task.erase_subjects)
-                rows_erased += table.num_rows - kept.num_rows
-                table = kept
+            table, erased = task.erased.without(_without_seen(table, seen_keys))
+            rows_erased += erased
             key_tables.append(table.select(KEY_COLUMNS))
             writer.write(table)
         files = writer.close()
@@ -216,16 +215,6 @@ def compact_partition(task: CompactionTask) -> CompactionReport:
     keys = _concat_keys(key_tables)
     return CompactionReport(task, tuple(files), keys.num_rows, rows_read, rows_erased, source_bytes,
                             offsets_checksum(keys), time.monotonic() - started)
-
-
-def subject_values(table: pa.Table, path: tuple[str, ...]) -> pa.ChunkedArray:
-    """The column at a dotted path through struct columns, as text (subjects are matched as text)."""
-    return column_at(table, path).cast(pa.string())
-
-
-def _without_subjects(table: pa.Table, path: tuple[str, ...], subjects: frozenset) -> pa.Table:
-    matches = pc.is_in(subject_values(table, path), value_set=pa.array(sorted(subjects), pa.string()))
-    return table.filter(pc.invert(pc.fill_null(matches, False)))
 
 
 def _without_seen(table: pa.Table, seen: set[int]) -> pa.Table:
@@ -361,10 +350,11 @@ def compact_hour(
     run_tasks: Callable[[list[CompactionTask]], list[CompactionReport]],
     publish: Publish,
     target_bytes: int | None = None,
+    pii_key: bytes | None = None,
 ) -> CompactionResult:
     """Plans, rewrites, commits, publishes (switches readers) and deletes the sources, in that order."""
     unfinished, finished_deletions = _finish_interrupted_swaps(topic, hour, storage, publish)
-    tasks, up_to_date = plan_compaction(topic, hour, storage, target_bytes=target_bytes)
+    tasks, up_to_date = plan_compaction(topic, hour, storage, target_bytes=target_bytes, pii_key=pii_key)
     rewritten = rewrite_generations(storage, tasks, run_tasks, publish)
     written = {m.partition for m in rewritten.manifests}
     switched = tuple(m for m in unfinished if m.partition not in written)
