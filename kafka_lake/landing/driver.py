@@ -12,8 +12,6 @@ from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-import pyarrow.parquet as pq
-
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka.log import BOUNDARY_WINDOW, KafkaLog
 from kafka_lake.lake.audit import AuditEntry, write_audit
@@ -183,7 +181,6 @@ def _commit(topic: TableSpec, planned: _PlannedHour, reports: list[SliceReport],
     storage = LakeStorage(settings.lake_root)
     manifests = ManifestStore(storage, topic.database, topic.table)
     manifest = build_manifest(topic, planned.hour, planned.bounds, reports, run_id, time.monotonic() - planned.started)
-    _refuse_subjects_accepted_while_landing(storage, topic, planned, manifest, settings)
     # Audited before the commit: no manifest ever carries an accepted loss without its audit entry.
     audit_path = _audit_accepted_losses(storage, topic, manifest) if manifest.accepted_losses else None
     previous = manifests.read(planned.hour)
@@ -192,34 +189,6 @@ def _commit(topic: TableSpec, planned: _PlannedHour, reports: list[SliceReport],
     committed = tables.commit_hour(topic, manifest, previous, planned.attempt)
     return LandingResult(manifest, path, committed.replaced_files, committed.orphans_removed, len(planned.slices),
                          audit_path, committed.metadata)
-
-
-class ErasureAcceptedWhileLanding(RuntimeError):
-    """An erasure request accepted after the hour was planned names a subject whose rows the hour's files hold."""
-
-
-def _refuse_subjects_accepted_while_landing(storage: LakeStorage, topic: TableSpec, planned: _PlannedHour,
-                                            manifest: HourManifest, settings: LandingSettings) -> None:
-    """An erasure request holds for every landing after it is accepted: one accepted while the hour's tasks ran (its
-    subjects were not left out) must not see them committed. Only then are the hour's files read (their subject
-    columns); holding one, the hour is not committed, and landing it again leaves them out."""
-    if not topic.subject_fields:
-        return
-    now = accepted_erasures(storage, topic, settings.pii_key)
-    accepted_since = sorted(set(now.request_ids) - set(planned.erased.request_ids))
-    if not accepted_since:
-        return
-    for landed in manifest.files:
-        if landed.kind != "data":
-            continue
-        schema = pq.read_schema(storage.full_path(landed.path), filesystem=storage.filesystem)
-        columns = [column for column in now.columns if column in schema.names]
-        if columns and now.holds_any(pq.read_table(storage.full_path(landed.path), filesystem=storage.filesystem,
-                                                   columns=columns)):
-            raise ErasureAcceptedWhileLanding(
-                f"{topic.topic} hour {planned.hour}: erasure request(s) {', '.join(accepted_since)} were accepted while "
-                f"the hour landed, and {storage.uri(landed.path)} holds a subject they name: the hour was not "
-                f"committed; land it again, which leaves their rows out")
 
 
 def _done(reports: list[SliceReport]) -> Future:
