@@ -268,3 +268,46 @@ def test_placement_hours_at_the_ends_of_the_years_a_datetime_holds_plan_without_
     assert due_for_compaction(topic, landed, [KafkaHour(last), KafkaHour(first)], lambda hour: hour == landed) == []
     for hour in (first, last):
         assert committed_raw_files(storage, topic, ManifestStore(storage, "e2e", "orders"), hour) == set()
+
+
+def test_files_landed_with_debezium_times_as_times_of_day_compact_with_those_landed_as_counts(tmp_path):
+    """Given a placement hour holding a file landed when Debezium's MicroTime landed as a time of day (Parquet TIME, at
+    the top level and inside the change's row) and one landed since, as a count of microseconds (which also holds
+    MySQL's TIME outside one day), when it compacts, then both files' rows are in the generation, every value a count
+    of microseconds. Before the times became counts, the two files' schemas did not unify."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kafka_lake.lake.storage import LakeStorage
+    from kafka_lake.lake.table_partition import TablePartition
+    from kafka_lake.upkeep.compaction import CompactionTask
+    from tests.test_decoding import write_topic
+
+    row = {"type": "record", "name": "Row", "fields": [
+        {"name": "opens", "type": {"type": "long", "connect.name": "io.debezium.time.MicroTime"}}]}
+    schema = {"type": "record", "name": "Shift", "fields": [
+        {"name": "opens", "type": {"type": "long", "connect.name": "io.debezium.time.MicroTime"}},
+        {"name": "after", "type": ["null", row], "default": None}]}
+    topic = write_topic(tmp_path, [schema], time_partitioning={"source": "kafka_time"})
+    storage = LakeStorage(str(tmp_path / "lake"))
+    partition = TablePartition(1, HOURS[0])
+    kafka = {"_kafka_partition": pa.array([0], pa.int32())}
+    old = pa.table({"opens": pa.array([5], pa.time64("us")),
+                    "after": pa.array([{"opens": 5}], pa.struct([("opens", pa.time64("us"))])),
+                    **kafka, "_kafka_offset": pa.array([0], pa.int64())})
+    late = 27 * 3600_000_000
+    new = pa.table({"opens": pa.array([late], pa.int64()), "after": pa.array([{"opens": late}], pa.struct([("opens", pa.int64())])),
+                    **kafka, "_kafka_offset": pa.array([1], pa.int64())})
+    sources = []
+    for name, table in (("old", old), ("new", new)):
+        path = f"{partition.raw_directory(topic.database, topic.table)}/{name}.parquet"
+        with storage.open_output(path) as stream:
+            pq.write_table(table, stream)
+        sources.append(path)
+
+    report = compact_partition(CompactionTask(topic, partition, 1, tuple(sources), storage.root, 1 << 20))
+
+    [written] = report.files
+    rows = pq.read_table(storage.full_path(written.path), filesystem=storage.filesystem).select(["opens", "after"])
+    assert rows.schema.field("opens").type == pa.int64()
+    assert rows.to_pylist() == [{"opens": 5, "after": {"opens": 5}}, {"opens": late, "after": {"opens": late}}]

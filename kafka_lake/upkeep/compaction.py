@@ -261,11 +261,32 @@ class _LandedAs:
 def _sources_schema(storage: LakeStorage, sources: Iterable[str], landed: _LandedAs) -> pa.Schema | None:
     """One schema holding every source file's rows, led by the table's columns now: files landed by an older release
     may lack a column (the Kafka headers) or declare fields non-nullable, or hold a version's own columns, or the
-    table's of an earlier catalog; a column any file has is kept, in the widest type, nullable where any file's is."""
+    table's of an earlier catalog; a column any file has is kept, in the widest type, nullable where any file's is.
+    A time of day where the table's column is now a count (Debezium's times, landed as times of day before) is read
+    as that count."""
     schemas = [landed.schema(pq.read_schema(storage.full_path(path), filesystem=storage.filesystem)) for path in sources]
     if not schemas:
         return None
+    if landed.columns:
+        now = landed.columns[0]
+        schemas = [pa.schema([f.with_type(_times_as_counts(f.type, now.field(f.name).type)) if f.name in now.names else f
+                              for f in schema], metadata=schema.metadata) for schema in schemas]
     return pa.unify_schemas([*landed.columns, *schemas], promote_options="permissive").with_metadata(schemas[0].metadata)
+
+
+def _times_as_counts(written: pa.DataType, now: pa.DataType) -> pa.DataType:
+    """`written`, with each time of day that is an integer in `now` (at the same place) as that integer."""
+    if pa.types.is_time(written) and pa.types.is_integer(now):
+        return now
+    if pa.types.is_struct(written) and pa.types.is_struct(now):
+        names = {now.field(i).name: now.field(i).type for i in range(now.num_fields)}
+        return pa.struct([field.with_type(_times_as_counts(field.type, names[field.name])) if field.name in names
+                          else field for field in written])
+    if pa.types.is_list(written) and pa.types.is_list(now):
+        return pa.list_(written.value_field.with_type(_times_as_counts(written.value_type, now.value_type)))
+    if pa.types.is_map(written) and pa.types.is_map(now):
+        return pa.map_(written.key_field, written.item_field.with_type(_times_as_counts(written.item_type, now.item_type)))
+    return written
 
 
 def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
