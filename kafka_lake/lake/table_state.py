@@ -1,5 +1,5 @@
-"""The table as readers see it: its partitions (schema_version, date, hour) and where each one's current files live:
-the raw folder, or the generation compaction last published; and the rows a landed Kafka hour holds in them now.
+"""The table as readers see it: its partitions (schema_version, date, hour), where each one's current files live (the
+raw folder, or the generation compaction last published) and those files; the rows a landed Kafka hour holds now.
 """
 
 from __future__ import annotations
@@ -34,6 +34,17 @@ def storage_partitions(storage: LakeStorage, database: str, table: str,
         if partition is not None and stored.path.endswith(".parquet"):
             found.add(partition)
     return {partition: partition_location(storage, database, table, partition) for partition in sorted(found)}
+
+
+def table_files(lake_root: str, database: str, table: str) -> list[str]:
+    """The Parquet files a reader of the table reads, for readers of files (pyarrow, DuckDB) that cannot ask the table
+    catalog: each partition's files where the catalog points it (`partition_location`: its current generation, or
+    its raw folder), paths on a local lake and `s3://` URIs on S3. A plain scan of the table's folders is no such
+    reader: it skips the generation folders (`_compacted_…`, hidden) and reads files they replaced until they go."""
+    storage = LakeStorage(lake_root)
+    return [storage.uri(f"{location}/{name}")
+            for location in storage_partitions(storage, database, table).values()
+            for name in storage.list_names(location) if name.endswith(".parquet") and not name.startswith(("_", "."))]
 
 
 def partition_location(storage: LakeStorage, database: str, table: str, partition: TablePartition) -> str:
