@@ -20,6 +20,10 @@ from kafka_lake.upkeep.expiry import expire, expiry_detail
 from kafka_lake.upkeep.subjects import erased_subjects, read_erasure_requests
 
 
+class ErasureNotApplied(RuntimeError):
+    """A partition's generation written without the subjects' rows did not verify: the partition is unchanged."""
+
+
 @dataclass
 class RetentionReport:
     expired_partitions: list[TablePartition] = field(default_factory=list)
@@ -66,7 +70,3 @@ def apply_retention(
             raise ErasureNotApplied(f"{topic.topic}: erasure rewrote partitions whose new generation does not hold "
                                     f"their rows, left as they were (run retention again): {'; '.join(rewritten.refused)}")
     return report
-
-
-class ErasureNotApplied(RuntimeError):
-    """A partition's generation written without the subjects' rows did not verify: the partition is unchanged."""
