@@ -12,12 +12,20 @@ from pathlib import Path
 
 from kafka_lake.kafka.schema_resolution import registry_client, value_subject
 from kafka_lake.settings import PlatformSettings, url_without_credentials
-from kafka_lake.topics.onboarding import OnboardingError, new_entry, registered_versions, updated_entry, write_entry
+from kafka_lake.topics.onboarding import (
+    OnboardingError,
+    new_entry,
+    registered_key,
+    registered_versions,
+    updated_entry,
+    write_entry,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Writes `topic.yaml` and one `vK.avsc` per version (`vK.proto` for Protobuf, with the files it imports beside
-    it), with their registry ids; `--update` adds the versions the entry lacks. What it writes loads, or nothing is written and the error says why."""
+    """Writes `topic.yaml` and one `vK.avsc` per version (`vK.proto` for Protobuf, with the files it imports in their
+    folders), with their registry ids, and `key.avsc` (`key.proto`) from the subject `T-key` when it holds a record;
+    `--update` adds the versions the entry lacks. What it writes loads, or nothing is written and the error says why."""
     parser = argparse.ArgumentParser(prog="python -m deploy.add_topic", description=__doc__.splitlines()[0])
     parser.add_argument("--topic", required=True, help="the Kafka topic; its values' subject is <topic>-value")
     parser.add_argument("--database", required=True, help="the catalog folder's database (lowercase, digits, _)")
@@ -54,9 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     folder = catalog / args.database / args.table
     subject = value_subject(args.topic)
     try:
-        versions = registered_versions(registry_client(url), subject, url)
+        client = registry_client(url)
+        versions = registered_versions(client, subject, url)
         plan = (updated_entry(folder, versions, args.message) if args.update
-                else new_entry(folder, args.topic, versions, args.time_field, args.owner, start_hour, args.message))
+                else new_entry(folder, args.topic, versions, args.time_field, args.owner, start_hour, args.message,
+                               registered_key(client, args.topic, url)))
         write_entry(plan, catalog)
     except OnboardingError as error:
         print(f"error: {error}", file=sys.stderr)
@@ -68,8 +78,17 @@ def main(argv: list[str] | None = None) -> int:
         lands = f", message {version.message}" if version.message is not None else ""
         print(f"{folder / version.file}: {subject} version {version.registered.version} (registry id "
               f"{version.registered.schema_id}) as version {version.number}{lands}")
+        if version.others:
+            print(f"  {version.file} holds other messages too ({', '.join(name for name, _ in version.others)}): the "
+                  f"records land as {version.message}, the file's first, as Confluent's serializer frames by default; "
+                  f"if they are another, write the entry again with --message NAME")
+    if plan.key.file is not None and plan.key.registered is not None:
+        print(f"{folder / plan.key.file}: {plan.key.registered.label} as key_schema (the key's fields land as "
+              f"_kafka_key_<field> columns)")
+    elif plan.key.note:
+        print(f"note: {plan.key.note}")
     for name, _ in plan.imports:
-        print(f"{folder / name}: imported by the .proto files beside it")
+        print(f"{folder / name}: imported by the entry's .proto files")
     print(f"{folder / 'topic.yaml'}: {'updated' if args.update else 'written'}; next: `make check-catalog`, deploy (or "
           f"reload) the code location" + (", then land again the hours whose records became dead letters" if args.update
                                              else ""))

@@ -156,7 +156,7 @@ class _Demo:
 
         key = KafkaHour(hour).partition_key
         print(f"Landing raw/{topic.name} {key} …", flush=True)
-        [raw], checks = self._run(landing_run((topic,)), raw_key(topic), key)
+        [raw], checks = self._run(landing_run(((topic,),)), raw_key(topic), key)
         return topic, key, raw.metadata, checks
 
     def compact_due_hours(self, topic, lake_root):
@@ -173,7 +173,7 @@ class _Demo:
         for hour in due:
             key = KafkaHour(hour).partition_key
             print(f"Compacting compacted/{topic.name} {key} …", flush=True)
-            [materialization], checks = self._run(compaction_run(topic), asset_key("compacted", topic), key)
+            [materialization], checks = self._run(compaction_run((topic,)), asset_key("compacted", topic), key)
             rows.append((key, materialization.metadata, checks))
         return topic, rows, len(hours) - len(due)
 
@@ -200,7 +200,7 @@ class _Demo:
         from platform_assets.keys import asset_key
 
         print(f"Applying retention to retention/{topic.name} …", flush=True)
-        [materialization], checks = self._run(retention_run(topic), asset_key("retention", topic))
+        [materialization], checks = self._run(retention_run((topic,)), asset_key("retention", topic))
         return topic, materialization.metadata, checks
 
     def register(self, topic, lake_root):
@@ -213,7 +213,7 @@ class _Demo:
         # From the topic's first hour to its last landed one, hours without rows included (they get no partitions).
         first, last = KafkaHour(topic.start_hour).partition_key, _landed_hours(topic, lake_root)[-1].partition_key
         print(f"Registering catalog/{topic.name} {first} … {last} in one run …", flush=True)
-        materializations, checks = self._run(registration_run(topic), asset_key("catalog", topic), tags={
+        materializations, checks = self._run(registration_run((topic,)), asset_key("catalog", topic), tags={
             ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: last})
         return topic, materializations[-1].metadata, checks  # one run, the same metadata for every hour
 

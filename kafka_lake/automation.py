@@ -82,17 +82,6 @@ def first_hour_to_land(topic: TableSpec, newest_landed: KafkaHour | None, now: d
     return max(KafkaHour(topic.start_hour), KafkaHour.containing(now).previous())
 
 
-def consecutive_runs(hours: Iterable[KafkaHour], longest: int) -> list[list[KafkaHour]]:
-    """Hours grouped into runs of consecutive hours, at most `longest` each: one Spark application per run."""
-    runs: list[list[KafkaHour]] = []
-    for hour in sorted(set(hours)):
-        if runs and runs[-1][-1].next() == hour and len(runs[-1]) < longest:
-            runs[-1].append(hour)
-        else:
-            runs.append([hour])
-    return runs
-
-
 # --- What a landing makes due downstream -----------------------------------------------------
 
 def placement_hours(manifest: HourManifest) -> list[KafkaHour]:

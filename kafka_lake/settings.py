@@ -20,6 +20,10 @@ DEFAULT_TABLE_FORMAT = "hive"
 # Where the Hive layout's tables are registered: Spark's Hive metastore (embedded Derby, or HIVE_METASTORE_URI) or AWS
 # Glue. `TABLE_CATALOG` chooses; Glue also holds the Iceberg tables then.
 TABLE_CATALOGS = ("hive", "glue")
+# The most topics one run of the sensors carries (`TOPICS_PER_RUN`, `kafka_lake.run_plan`): enough that a run's fixed
+# cost (a process, the code location's load, a Spark application) is a small part of a small topic's hour, few enough
+# that a run lost whole (its process killed) is retried in minutes.
+DEFAULT_TOPICS_PER_RUN = 250
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,7 @@ class PlatformSettings:
     # Sensors and schedules start running when the code location loads; "off" (a staging deployment,
     # a test) loads them stopped, to be started from the UI.
     automation: bool = True
+    topics_per_run: int = DEFAULT_TOPICS_PER_RUN
 
     @property
     def embedded_metastore(self) -> bool:
@@ -69,6 +74,7 @@ class PlatformSettings:
             iceberg_catalog_name=_catalog_name(env.get("ICEBERG_CATALOG_NAME"), defaults.iceberg_catalog_name),
             spark_master=env.get("SPARK_MASTER") or defaults.spark_master,
             automation=_on_or_off(env.get("PLATFORM_AUTOMATION"), "PLATFORM_AUTOMATION", defaults.automation),
+            topics_per_run=_positive(env.get("TOPICS_PER_RUN"), "TOPICS_PER_RUN", defaults.topics_per_run),
         )
 
 
@@ -122,6 +128,14 @@ def _catalog_name(value: str | None, default: str) -> str:
         raise ValueError(f"ICEBERG_CATALOG_NAME is {value!r}; it must be letters, digits and underscores, not starting "
                          f"with a digit (Spark and Trino take it as a catalog name)")
     return value
+
+
+def _positive(value: str | None, name: str, default: int) -> int:
+    if value is None or value == "":
+        return default
+    if not value.strip().isdigit() or int(value) < 1:
+        raise ValueError(f"{name} is {value!r}; it must be a whole number of at least 1")
+    return int(value)
 
 
 def _on_or_off(value: str | None, name: str, default: bool) -> bool:

@@ -10,6 +10,7 @@ import re
 from datetime import datetime, timedelta, timezone
 
 from dagster import (
+    AssetCheckKey,
     AssetExecutionContext,
     AssetKey,
     AssetMaterialization,
@@ -33,6 +34,7 @@ from kafka_lake.lake.manifests import ManifestStore
 from kafka_lake.landing.driver import LandingResult, LandingSettings, land_hours
 from kafka_lake.table_spec import TableSpec
 from platform_assets.checks import (
+    FRESHNESS,
     HourLanded,
     check_outputs,
     evaluated_against,
@@ -48,10 +50,6 @@ from platform_assets.pools import landing_pool
 from platform_assets.tables import column_schema, dagster_metadata, topic_tables
 from resources import KafkaResource, LakeStorageResource, PiiKeyResource, SchemaRegistryResource, TableCatalogResource
 from spark_jobs.landing_job import SlicesOnSpark
-
-# Automation requests at most a day of consecutive hours per run (a sensor catching up, compaction
-# following a backfill): one Spark start-up per day of hours.
-HOURS_PER_BACKFILL_RUN = 24
 
 
 def raw_freshness_policy(topic: TableSpec) -> FreshnessPolicy | None:
@@ -101,15 +99,17 @@ def raw_landing_asset(topic: TableSpec, embedded_metastore: bool = True, togethe
         ):
             committed: list[str] = []  # the run's hours landed so far, in order
             landed_tables: set[tuple[str, str]] = set()  # (table, hour)
-            with failures_explained(context, lambda: hours_landed_before_failing(context.partition_keys, committed)):
+            with failures_explained(context, topic.topic, lambda: hours_landed_before_failing(context.partition_keys, committed),
+                                    lambda: [hour for hour in context.partition_keys if hour not in committed]):
                 name_the_run(context, "raw", topic.topic)
                 selected = context.selected_asset_keys
                 landing = [t for t in tables if raw_key(t) in selected or dead_letters_key(t) in selected]
                 settings = [landing_settings(t, kafka, lake, schema_registry, pii) for t in landing][0]
                 formats = {t.name: topic_tables(t, lake, table_catalog, pyspark) for t in landing}
                 hours = [KafkaHour.from_partition_key(key) for key in context.partition_keys]
-                names = ", ".join(t.name for t in landing)
-                context.log.info(f"landing {topic.topic} into {names}: {len(hours)} hour(s), {hours[0]} to {hours[-1]}")
+                if len(hours) > 1:
+                    context.log.info(f"landing {topic.topic} into {', '.join(t.name for t in landing)}: {len(hours)} "
+                                     f"hours, {hours[0]} to {hours[-1]}")
                 by_name = {(t.database, t.table): t for t in landing}
                 # Each hour's slices start while the hour before still runs; the hours commit in order, and
                 # each is recorded as it commits: a failure later leaves the hours before it landed and shown.
@@ -139,12 +139,24 @@ def raw_landing_asset(topic: TableSpec, embedded_metastore: bool = True, togethe
                     raise
                 finally:
                     for table in landing:
+                        if not plans_freshness(context, table):
+                            continue  # `topic_health` shows it anew at its next tick
                         if fresh := record_freshness(context.instance, table, datetime.now(timezone.utc)):
                             context.log.info(f"{table.name}: freshness {'passed' if fresh.passed else 'FAILED'}: "
                                              f"{fresh.description}")
                 yield from check_outputs(context)
 
     return land
+
+
+def plans_freshness(context: AssetExecutionContext, table: TableSpec) -> bool:
+    """Whether the run planned the table's freshness check: a run launched from the UI with the asset's checks does, and
+    its check step never runs (the landing yields its hours as events, not the output the check waits for), so the
+    landing records the check itself; the sensors' runs leave freshness to `topic_health`."""
+    if table.freshness_minutes is None:
+        return False
+    checks = context.run.asset_check_selection
+    return checks is None or AssetCheckKey(raw_key(table), FRESHNESS) in checks
 
 
 def hours_landed_before_failing(hours: list[str], landed: list[str]) -> str:
@@ -317,6 +329,7 @@ def raw_metadata(lake: LakeStorageResource, result: LandingResult, topic: TableS
         "slices": result.slices,
         "duration_s": manifest.duration_s,
         "schema_versions": MetadataValue.json(manifest.schema_versions),
+        "decoding_paths": MetadataValue.json(manifest.decoding_paths),  # per version: columnar, or the record path and why
         "partitions": MetadataValue.md("\n".join(rows)),
         "offset_ranges": MetadataValue.json({str(p.partition): [p.start, p.end] for p in manifest.partitions}),
         # Offsets past the hour's end still in an open transaction: committed, they land with the next hour.

@@ -69,7 +69,7 @@ def catalog_asset(topic: TableSpec, embedded_metastore: bool = True):
             lake: LakeStorageResource,
             table_catalog: TableCatalogResource,
         ):
-            with failures_explained(context):
+            with failures_explained(context, topic.name):
                 name_the_run(context, "catalog", topic.topic)
                 started = time.monotonic()
                 hours = [KafkaHour.from_partition_key(key).start for key in context.partition_keys]  # placement hours

@@ -73,7 +73,7 @@ def compacted_asset(topic: TableSpec, embedded_metastore: bool = True):
             table_catalog: TableCatalogResource,
             pii: PiiKeyResource,
         ):
-            with failures_explained(context):
+            with failures_explained(context, topic.name):
                 name_the_run(context, "compacted", topic.topic)
                 # Compaction leaves out erased subjects, found by their pseudonyms where the subject field has one.
                 tables = topic_tables(topic, lake, table_catalog, pyspark, pii_key=pii.key())

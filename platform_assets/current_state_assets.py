@@ -81,7 +81,7 @@ def current_state_asset(topic: TableSpec):
         )
         def apply_hours(context: AssetExecutionContext, pyspark: LazyPySparkResource, lake: LakeStorageResource,
                         table_catalog: TableCatalogResource, pii: PiiKeyResource):
-            with failures_explained(context):
+            with failures_explained(context, topic.name):
                 storage = lake.storage()
                 catalog = open_catalog(table_catalog.iceberg_catalog(storage.root))
                 raw = topic_tables(topic, lake, table_catalog, pyspark)  # reads the raw hours as its table holds them

@@ -49,7 +49,7 @@ def build_definitions(catalog: TopicCatalog, settings: PlatformSettings) -> Defi
         asset_checks=[freshness_check(topic) for topic in catalog.topics if topic.freshness_minutes is not None]
         + [rejected_entry_checks(entry) for entry in entries_shown_as_assets(catalog)],
         jobs=layer_jobs(catalog.topics),
-        sensors=platform_sensors(catalog, running=settings.automation),
+        sensors=platform_sensors(catalog, running=settings.automation, topics_per_run=settings.topics_per_run),
         schedules=[retention_schedule(running=settings.automation)],
         resources=platform_resources(settings),
         metadata=rejected_entries_metadata(catalog),

@@ -44,9 +44,12 @@ def cause_line(error: BaseException) -> str:
 
 
 @contextmanager
-def failures_explained(context, done_so_far: Callable[[], str] | None = None):
-    """Logs the cause as the run's first error line; a lasting one fails the step, and the run, without retries.
-    `done_so_far`: what the run did before the failure (the hours of a range it landed), said after the cause."""
+def failures_explained(context, subject: str, done_so_far: Callable[[], str] | None = None,
+                       not_done: Callable[[], list[str]] | None = None):
+    """Logs the cause as the step's first error line and fails the step with it, naming `subject` (the topic or table
+    the step serves) and the hours it did not do (`not_done`, else all of the run's) in the failure's metadata, which
+    the alert lists per failed step. A lasting cause is not retried. `done_so_far`: what the step did before the
+    failure (the hours of a range it landed), said after the cause."""
     try:
         yield
     except Failure:
@@ -55,11 +58,26 @@ def failures_explained(context, done_so_far: Callable[[], str] | None = None):
         done = done_so_far() if done_so_far else ""
         line = f"{cause_line(error)}{' ' + done if done else ''}"
         context.log.error(line)
-        if is_lasting(error):
-            # The daemon decides on a run retry from the run's tags when the run fails: this run is not retried.
-            context.instance.add_run_tags(context.run.run_id, {RETRY_ON_ASSET_OR_OP_FAILURE_TAG: "false"})
-            raise Failure(description=line, allow_retries=False,
-                          metadata={"cause": type(error).__name__, "retried": "no: a retry cannot change it"}) from error
-        if done:  # the alert's text is the failure's description: it says what the run did before it failed
-            raise Failure(description=line, metadata={"cause": type(error).__name__}) from error
-        raise
+        lasting = is_lasting(error)
+        _retry_the_run(context, not lasting)
+        hours = not_done() if not_done is not None else _hours_of(context)
+        metadata = {"cause": type(error).__name__, "subject": subject, "hours": ", ".join(hours)}
+        if lasting:
+            metadata["retried"] = "no: a retry cannot change it"
+        raise Failure(description=line, allow_retries=not lasting, metadata=metadata) from error
+
+
+def _retry_the_run(context, heals: bool) -> None:
+    """The daemon decides on a run retry from the run's tags when the run fails. A run of many topics is retried (its
+    failed steps only) when any step failed for a cause a retry can heal; a run whose every failure is lasting is not.
+    The steps of a run run one after another, so the tag's last write is the right one."""
+    current = context.instance.get_run_by_id(context.run.run_id).tags.get(RETRY_ON_ASSET_OR_OP_FAILURE_TAG)
+    wanted = "true" if heals or current == "true" else "false"
+    if current != wanted:
+        context.instance.add_run_tags(context.run.run_id, {RETRY_ON_ASSET_OR_OP_FAILURE_TAG: wanted})
+
+
+def _hours_of(context) -> list[str]:
+    if context.has_partition_key_range or context.has_partition_key:
+        return list(context.partition_keys)
+    return []

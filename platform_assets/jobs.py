@@ -1,5 +1,6 @@
-"""Named jobs, one per layer for every topic: `landing`, `compaction`, `registration` and `retention`. A sensor's run
-selects the assets of one topic (`RunRequest.asset_selection`) and carries its `layer`, `topic` and `asset` tags.
+"""Named jobs, one per layer for every topic: `landing`, `compaction`, `registration`, `retention` and `current_state`.
+A sensor's run selects the assets of many topics (`RunRequest.asset_selection`, planned by `kafka_lake.run_plan`), each
+topic a step of its own, and carries its `layer` tag and a `topic/<topic>` tag per topic.
 
 A job per topic and layer cost the code location's load the square of the catalog (Dagster resolves each job
 against the whole asset graph); four jobs cost it a few passes over the graph, however many topics there are.
@@ -21,7 +22,10 @@ from platform_assets.keys import asset_key, dead_letters_key, raw_key
 LANDING_JOB, COMPACTION_JOB, REGISTRATION_JOB, RETENTION_JOB = "landing", "compaction", "registration", "retention"
 CURRENT_STATE_JOB = "current_state"
 # The run tags operators find a topic's runs by (the UI's run filter, `dagster run list`).
-LAYER_TAG, TOPIC_TAG, ASSET_TAG = "layer", "topic", "asset"
+LAYER_TAG, TOPIC_TAG, TOPICS_TAG, ASSET_TAG = "layer", "topic", "topics", "asset"
+# Dagster's run tags for a run of one partition and for a run over a range of partitions (what the UI's backfills set).
+PARTITION_TAG = "dagster/partition"
+PARTITION_RANGE_START, PARTITION_RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 
 
 class LayerJob(UnresolvedAssetJobDefinition):
@@ -62,20 +66,23 @@ def _layer_job(name: str, assets: tuple[AssetKey, ...], checks: tuple[AssetCheck
 
 def landing_job(topics: Iterable[TableSpec]) -> LayerJob:
     """Raw hours and their dead letters with the landing checks; freshness is left to `topic_health`."""
-    run = landing_run(topics)
+    run = landing_run([topics])
     return _layer_job(LANDING_JOB, run.assets, run.checks,
-                      "Lands Kafka hours of a topic into its raw tables and dead letters, with the landing checks. "
-                      "Each run selects one Kafka topic's tables: its `topic` and `asset` tags say which.", "raw")
+                      "Lands Kafka hours into raw tables and dead letters, with the landing checks. A run carries many "
+                      "topics, each a step of its own that fails or commits alone; its `topics` (or `topic`) tag "
+                      "says which, and `topic/<topic>` tags find a topic's runs.", "raw")
 
 
 def compaction_job(topics: Iterable[TableSpec]) -> LayerJob:
     return _layer_job(COMPACTION_JOB, tuple(asset_key("compacted", t) for t in topics), None,
-                      "Compacts the placement hours of a topic that are due; each run selects one table.", "compacted")
+                      "Compacts the placement hours that are due; a run carries many tables, each a step of its own.",
+                      "compacted")
 
 
 def registration_job(topics: Iterable[TableSpec]) -> LayerJob:
     return _layer_job(REGISTRATION_JOB, tuple(asset_key("catalog", t) for t in topics), None,
-                      "Registers a table's partitions in the table catalog; each run selects one table.", "catalog")
+                      "Registers tables' partitions in the table catalog; a run carries many tables, each a step of "
+                      "its own.", "catalog")
 
 
 def retention_job() -> LayerJob:
@@ -89,8 +96,8 @@ def retention_job() -> LayerJob:
 def current_state_job(topics: Iterable[TableSpec]) -> LayerJob:
     """Landed hours applied to change topics' current-state tables (`current_state` of topic.yaml)."""
     return _layer_job(CURRENT_STATE_JOB, tuple(asset_key("current", t) for t in topics if t.current_state is not None),
-                      None, "Applies a change topic's landed hours to its current-state table; each run selects one "
-                      "table.", "current")
+                      None, "Applies change topics' landed hours to their current-state tables; a run carries many tables, "
+                      "each a step of its own.", "current")
 
 
 def layer_jobs(topics: Iterable[TableSpec]) -> list[LayerJob]:
@@ -108,45 +115,64 @@ class LayerRun:
     checks: tuple[AssetCheckKey, ...] | None  # None: the selected assets' own checks
     tags: dict
 
-    def request(self, run_key: str, partition_key: str | None = None, tags: dict | None = None) -> RunRequest:
-        return RunRequest(run_key=run_key, job_name=self.job_name, partition_key=partition_key,
+    def request(self, run_key: str, first: str, last: str | None = None, tags: dict | None = None) -> RunRequest:
+        """The run of hour `first`, or of the hours `first` to `last`. The partition goes in as Dagster's own tags: a
+        run of topics whose hours start at different `start_hour`s has no one partitions definition to resolve it."""
+        partition = ({PARTITION_TAG: first} if last is None or last == first
+                     else {PARTITION_RANGE_START: first, PARTITION_RANGE_END: last})
+        return RunRequest(run_key=run_key, job_name=self.job_name,
+                          partition_key=first if last is None or last == first else None,
                           asset_selection=list(self.assets),
                           asset_check_keys=list(self.checks) if self.checks is not None else None,
-                          tags={**self.tags, **(tags or {})})
+                          tags={**self.tags, **partition, **(tags or {})})
 
 
-def _run_tags(layer: str, tables: tuple[TableSpec, ...], keys: Iterable[AssetKey]) -> dict:
-    return {LAYER_TAG: layer, TOPIC_TAG: ", ".join(sorted({t.topic for t in tables})),
-            ASSET_TAG: ", ".join(k.to_user_string() for k in keys)}
+def topic_tag(topic: str) -> str:
+    """The tag a run carrying `topic` has (valued with the run's layer): `topic/shop.orders=raw` in the UI's run filter
+    finds every landing run of the topic, however many other topics the run carries."""
+    return f"{TOPIC_TAG}/{topic}"
 
 
-def landing_run(tables: Iterable[TableSpec]) -> LayerRun:
-    """The landing of one Kafka topic's tables (one, or several landed by one asset) in one run: the topic is read
-    once per hour for all of them."""
+def run_tags(layer: str, tables: Iterable[TableSpec], keys: Iterable[AssetKey]) -> dict:
+    """A run of one topic is tagged with it and its assets; a run of several with the list of its topics. Every run has
+    a tag per topic it carries, so the UI's run filter finds a topic's runs."""
     tables = tuple(tables)
+    topics = sorted({t.topic for t in tables})
+    tags = {LAYER_TAG: layer, **{topic_tag(topic): layer for topic in topics}}
+    if len(topics) == 1:
+        return {**tags, TOPIC_TAG: topics[0], ASSET_TAG: ", ".join(k.to_user_string() for k in keys)}
+    return {**tags, TOPICS_TAG: f"{len(topics)}: {', '.join(topics)}"}
+
+
+def landing_run(units: Iterable[Iterable[TableSpec]]) -> LayerRun:
+    """The landing of Kafka topics' tables in one run: per topic, the tables one asset lands (read once per hour for all
+    of them), each topic a step of its own."""
+    tables = tuple(t for unit in units for t in unit)
     return LayerRun(
         LANDING_JOB,
         assets=tuple(key for t in tables for key in (raw_key(t), dead_letters_key(t))),
         checks=tuple(key for t in tables for key in raw_check_keys(t)),
-        tags=_run_tags("raw", tables, (raw_key(t) for t in tables)),
+        tags=run_tags("raw", tables, (raw_key(t) for t in tables)),
     )
 
 
-def compaction_run(topic: TableSpec) -> LayerRun:
-    key = asset_key("compacted", topic)
-    return LayerRun(COMPACTION_JOB, (key,), None, _run_tags("compacted", (topic,), (key,)))
+def _table_run(job_name: str, layer: str, tables: Iterable[TableSpec]) -> LayerRun:
+    tables = tuple(tables)
+    keys = tuple(asset_key(layer, t) for t in tables)
+    return LayerRun(job_name, keys, None, run_tags(layer, tables, keys))
 
 
-def registration_run(topic: TableSpec) -> LayerRun:
-    key = asset_key("catalog", topic)
-    return LayerRun(REGISTRATION_JOB, (key,), None, _run_tags("catalog", (topic,), (key,)))
+def compaction_run(tables: Iterable[TableSpec]) -> LayerRun:
+    return _table_run(COMPACTION_JOB, "compacted", tables)
 
 
-def retention_run(topic: TableSpec) -> LayerRun:
-    key = asset_key("retention", topic)
-    return LayerRun(RETENTION_JOB, (key,), None, _run_tags("retention", (topic,), (key,)))
+def registration_run(tables: Iterable[TableSpec]) -> LayerRun:
+    return _table_run(REGISTRATION_JOB, "catalog", tables)
 
 
-def current_state_run(topic: TableSpec) -> LayerRun:
-    key = asset_key("current", topic)
-    return LayerRun(CURRENT_STATE_JOB, (key,), None, _run_tags("current", (topic,), (key,)))
+def retention_run(tables: Iterable[TableSpec]) -> LayerRun:
+    return _table_run(RETENTION_JOB, "retention", tables)
+
+
+def current_state_run(tables: Iterable[TableSpec]) -> LayerRun:
+    return _table_run(CURRENT_STATE_JOB, "current", tables)

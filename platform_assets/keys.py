@@ -41,6 +41,8 @@ def name_the_run(context, layer: str, topic: str) -> None:
     """Tags the run with its layer, topic and assets, as the layer's jobs tag theirs: a run launched from an asset's
     page runs Dagster's implicit asset job, which gives none, and the Runs list then shows no name. A run of other
     assets too (the retention job of every topic) keeps the tags its job gave."""
+    if "layer" in context.run.tags:
+        return  # a run of the layer's jobs (the sensors', the demo's) is tagged already
     selected = context.selected_asset_keys
     if not set(context.run.asset_selection or selected) <= set(context.assets_def.keys):
         return

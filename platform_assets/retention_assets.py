@@ -54,7 +54,7 @@ def retention_asset(topic: TableSpec, embedded_metastore: bool = True):
         table_catalog: TableCatalogResource,
         pii: PiiKeyResource,
     ):
-        with failures_explained(context):
+        with failures_explained(context, topic.name):
             name_the_run(context, "retention", topic.topic)
             pii_key = pii.key()
             if topic.subject_field and topic.pii_fields:

@@ -19,22 +19,26 @@ from dagster import (
     DefaultSensorStatus,
     RunFailureSensorContext,
     RunRequest,
+    RunsFilter,
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
     run_failure_sensor,
     sensor,
 )
+from dagster._core.storage.dagster_run import NOT_FINISHED_STATUSES
 
 from kafka_lake import automation
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka.cluster import TICK_BUDGET_S, ClusterTails, KafkaCluster, batches
 from kafka_lake.kafka.schema_resolution import SchemaRegistryUnavailable, new_schema_versions
 from kafka_lake.lake.manifests import HourManifest, ManifestStore
+from kafka_lake.run_plan import PlannedRun, plan_runs
+from kafka_lake.settings import DEFAULT_TOPICS_PER_RUN
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.topics.archive import ArchivedTopics, topics_to_archive
 from kafka_lake.topics.loader import TopicCatalog
-from platform_assets.assets import HOURS_PER_BACKFILL_RUN, landing_groups
+from platform_assets.assets import landing_groups
 from platform_assets.catalog_health import rejected_entries_sensor
 from platform_assets.checks import (
     FRESHNESS,
@@ -45,7 +49,11 @@ from platform_assets.checks import (
     landed_in_freshness_window,
 )
 from platform_assets.jobs import (
-    ASSET_TAG,
+    PARTITION_RANGE_END,
+    PARTITION_RANGE_START,
+    PARTITION_TAG,
+    TOPIC_TAG,
+    TOPICS_TAG,
     LayerRun,
     compaction_job,
     compaction_run,
@@ -59,8 +67,6 @@ from platform_assets.jobs import (
 from platform_assets.keys import asset_key, raw_key
 from resources import AlertWebhookResource, KafkaResource, LakeStorageResource, SchemaRegistryResource
 
-# Dagster's run tags for a run over a range of partitions (what the UI's backfills set).
-PARTITION_RANGE_START, PARTITION_RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 # The landing sensor's cursor entry naming the topics the broker did not answer for in the last tick (no Kafka topic
 # name holds parentheses, so it never meets a topic's own entry).
 UNREAD = "(unread last tick)"
@@ -86,7 +92,7 @@ def newest_landed_hour(context: SensorEvaluationContext, topic: TableSpec) -> Ka
     return landed_hours(context.instance, topic)[1]
 
 
-def landing_sensor(catalog: TopicCatalog, running: bool = True):
+def landing_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run: int = DEFAULT_TOPICS_PER_RUN):
     topics = catalog.topics
     shared = {t.topic for t in topics if len(catalog.tables_of(t.topic)) > 1}
 
@@ -145,8 +151,11 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True):
                     closed[name].append(hour)
                     pending[name] = hour.next()
         cursor[UNREAD] = sorted(tails.unread)
-        requests = [request for group in landing_groups(topics)
-                    for request in landing_requests({table: closed.get(_cursor_key(table), []) for table in group})]
+        requests = landing_requests({table: closed.get(_cursor_key(table), []) for table in topics}, topics_per_run)
+        if requests:
+            context.log.info(f"{len(requests)} run(s) requested: " + "; ".join(
+                f"{request.tags.get(TOPICS_TAG) or request.tags.get(TOPIC_TAG)} for {_hours_of(request)}"
+                for request in requests)[:4000])
         judged = []
         for topic in not_looked_up:
             line = (f"{_who(topic, _cursor_key(topic) != topic.topic)}: not judged this tick, judged next tick: its newest "
@@ -174,17 +183,31 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True):
     return land_closed_hours
 
 
-def landing_requests(closed: dict[TableSpec, list[KafkaHour]]) -> list[RunRequest]:
-    """The runs landing the closed hours of the tables one asset lands (those of one Kafka topic): the tables that
-    need an hour land it in one run, which reads the topic once for all of them."""
-    by_hour: dict[KafkaHour, list[TableSpec]] = {}
-    for table, hours in closed.items():
-        for hour in hours:
-            by_hour.setdefault(hour, []).append(table)
-    by_tables: dict[tuple[TableSpec, ...], list[KafkaHour]] = {}
-    for hour, tables in by_hour.items():
-        by_tables.setdefault(tuple(tables), []).append(hour)
-    return [request for tables, hours in by_tables.items() for request in runs_for_hours(landing_run(tables), hours)]
+def landing_requests(closed: dict[TableSpec, list[KafkaHour]],
+                     topics_per_run: int = DEFAULT_TOPICS_PER_RUN) -> list[RunRequest]:
+    """The runs landing the closed hours of many topics (`run_plan.plan_runs`): a unit of a run is the tables of one
+    landing asset (one Kafka topic) that need an hour, which land it in one step that reads the topic once."""
+    due: dict[tuple[TableSpec, ...], set[KafkaHour]] = {}
+    for group in landing_groups(tuple(closed)):
+        by_hour: dict[KafkaHour, list[TableSpec]] = {}
+        for table in group:
+            for hour in closed[table]:
+                by_hour.setdefault(hour, []).append(table)
+        for hour, tables in by_hour.items():
+            due.setdefault(tuple(tables), set()).add(hour)
+    runs = plan_runs(due, name=lambda unit: f"{unit[0].topic} {unit[0].name}", topics_per_run=topics_per_run)
+    return [requested(landing_run(run.units), run, [t.name for unit in run.units for t in unit]) for run in runs]
+
+
+def requested(layer_run: LayerRun, run: PlannedRun, names: list[str], run_key_suffix: str = "") -> RunRequest:
+    """The run request of a planned run: its key names the layer, the hours and (by digest) the tables it carries."""
+    return layer_run.request(f"{layer_run.job_name}:{run.key(names)}{run_key_suffix}", run.first.partition_key,
+                             run.last.partition_key)
+
+
+def _hours_of(request: RunRequest) -> str:
+    tags = request.tags
+    return tags.get(PARTITION_TAG) or f"{tags.get(PARTITION_RANGE_START)}...{tags.get(PARTITION_RANGE_END)}"
 
 
 def _landing_judgement(topic: TableSpec, start: str, requested: list[KafkaHour], pending: KafkaHour, now: datetime,
@@ -210,7 +233,7 @@ def _shortened(text: str, limit: int = 2000) -> str:
     return text if len(text) <= limit else text[: limit - 40] + f" … ({len(text) - limit + 40} more characters in the tick's log)"
 
 
-def follow_up_sensor(catalog: TopicCatalog, running: bool = True):
+def follow_up_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run: int = DEFAULT_TOPICS_PER_RUN):
     """After raw hour H lands: compaction of the placement hours it wrote into (late data included) and of
     the hour it completes the allowed lateness of; after a compaction: registration of that hour."""
     by_raw = {raw_key(t): t for t in catalog.topics}
@@ -226,11 +249,10 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True):
     )
     def compact_and_register(context: SensorEvaluationContext, lake: LakeStorageResource):
         after = int(context.cursor) if context.cursor else _latest_storage_id(context)
-        events = context.instance.get_asset_event_summary_records(
-            DagsterEventType.ASSET_MATERIALIZATION, after_storage_id=after, limit=MAX_EVENTS_PER_TICK, ascending=True,
-        )
+        events, waiting = events_of_ended_runs(context.instance, after)
         if not events:
-            return SensorResult(skip_reason=SkipReason("no landing or compaction since the last tick"), cursor=str(after))
+            return SensorResult(skip_reason=SkipReason(waiting or "no landing or compaction since the last tick"),
+                                cursor=str(after))
         storage = lake.storage()
         to_compact: dict[TableSpec, set[KafkaHour]] = {}
         to_register: dict[TableSpec, set[KafkaHour]] = {}
@@ -256,12 +278,11 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True):
                 to_register.setdefault(by_compacted[event.asset_key], set()).add(hour)
         requests = []
         for layer_run, wanted in ((compaction_run, to_compact), (registration_run, to_register)):
-            for topic, hours in wanted.items():
-                run = layer_run(topic)
-                # The event's id in the run key: late data may ask for the same hour again later.
-                requests += runs_for_hours(run, hours, f":{events[-1].storage_id}")
-                context.log.info(f"{topic.topic}: {run.job_name} of {run.tags[ASSET_TAG]} requested for "
+            for table, hours in sorted(wanted.items(), key=lambda item: item[0].name):
+                context.log.info(f"{table.topic}: {layer_run((table,)).job_name} of {table.name} requested for "
                                  f"{', '.join(map(str, sorted(hours)))}")
+            # The event's id in the run key: late data may ask for the same hour again later.
+            requests += table_requests(layer_run, wanted, topics_per_run, f":{events[-1].storage_id}")
         if not requests:
             context.log.info(f"{len(events)} new materialization(s), none made an hour due")
         return SensorResult(run_requests=requests, cursor=str(events[-1].storage_id))
@@ -269,7 +290,7 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True):
     return compact_and_register
 
 
-def current_state_sensor(catalog: TopicCatalog, running: bool = True):
+def current_state_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run: int = DEFAULT_TOPICS_PER_RUN):
     """After raw hour H of a change topic lands, or lands again: H applied to the topic's current-state table."""
     by_raw = {raw_key(t): t for t in catalog.topics if t.current_state is not None}
 
@@ -283,41 +304,49 @@ def current_state_sensor(catalog: TopicCatalog, running: bool = True):
     )
     def apply_to_current_state(context: SensorEvaluationContext):
         after = int(context.cursor) if context.cursor else _latest_storage_id(context)
-        events = context.instance.get_asset_event_summary_records(
-            DagsterEventType.ASSET_MATERIALIZATION, after_storage_id=after, limit=MAX_EVENTS_PER_TICK, ascending=True,
-        )
+        events, waiting = events_of_ended_runs(context.instance, after)
         if not events:
-            return SensorResult(skip_reason=SkipReason("no landing since the last tick"), cursor=str(after))
+            return SensorResult(skip_reason=SkipReason(waiting or "no landing since the last tick"), cursor=str(after))
         landed: dict[TableSpec, set[KafkaHour]] = {}
         for event in events:
             if event.asset_key in by_raw and event.partition is not None:
                 landed.setdefault(by_raw[event.asset_key], set()).add(KafkaHour.from_partition_key(event.partition))
-        requests = []
-        for topic, hours in landed.items():
-            # The event's id in the run key: a landing again of the same hour asks for its application again.
-            requests += runs_for_hours(current_state_run(topic), hours, f":{events[-1].storage_id}")
+        for topic, hours in sorted(landed.items(), key=lambda item: item[0].name):
             context.log.info(f"{topic.topic}: current-state application requested for "
                              f"{', '.join(map(str, sorted(hours)))}")
+        # The event's id in the run key: a landing again of the same hour asks for its application again.
+        requests = table_requests(current_state_run, landed, topics_per_run, f":{events[-1].storage_id}")
         return SensorResult(run_requests=requests, cursor=str(events[-1].storage_id))
 
     return apply_to_current_state
 
 
-def runs_for_hours(layer_run: LayerRun, hours, run_key_suffix: str = "") -> list[RunRequest]:
-    """One run of `layer_run` per stretch of consecutive hours (a day at most): a sensor catching up, or a
-    backfill's landings followed by compaction, starts one Spark application per day."""
-    requests = []
-    for run in automation.consecutive_runs(hours, HOURS_PER_BACKFILL_RUN):
-        first, last = run[0], run[-1]
-        run_key = (f"{layer_run.job_name}:{layer_run.tags[ASSET_TAG]}:{first}{'..' + str(last) if len(run) > 1 else ''}"
-                   f"{run_key_suffix}")
-        if len(run) == 1:
-            requests.append(layer_run.request(run_key, partition_key=first.partition_key))
-        else:
-            requests.append(layer_run.request(run_key, tags={
-                PARTITION_RANGE_START: first.partition_key, PARTITION_RANGE_END: last.partition_key,
-            }))
-    return requests
+def table_requests(layer_run, due: dict[TableSpec, set[KafkaHour]], topics_per_run: int,
+                   run_key_suffix: str = "") -> list[RunRequest]:
+    """The runs of a layer whose unit is a table (compaction, registration, current state): the tables due for the same
+    stretch of hours share runs of at most `topics_per_run` tables."""
+    runs = plan_runs(due, name=lambda table: table.name, topics_per_run=topics_per_run)
+    return [requested(layer_run(run.units), run, [t.name for t in run.units], run_key_suffix) for run in runs]
+
+
+def events_of_ended_runs(instance, after: int) -> tuple[list, str]:
+    """The materializations after storage id `after`, up to the first of a run still going, and why the rest waits.
+
+    A run carrying many topics materializes them over minutes: followed up as they come, each tick would ask for a
+    run of the few topics landed since the one before, each paying a run's fixed cost. Followed up once the run has
+    ended, its topics go on together. Runless events (reported from outside a run) never wait."""
+    events = instance.get_asset_event_summary_records(
+        DagsterEventType.ASSET_MATERIALIZATION, after_storage_id=after, limit=MAX_EVENTS_PER_TICK, ascending=True)
+    run_ids = sorted({event.run_id for event in events if event.run_id})
+    going = {run.run_id: run for run in instance.get_runs(RunsFilter(run_ids=run_ids, statuses=NOT_FINISHED_STATUSES))
+             } if run_ids else {}
+    for index, event in enumerate(events):
+        if event.run_id in going:
+            run = going[event.run_id]
+            return events[:index], (f"waiting for run {run.run_id[:8]} ({run.job_name}"
+                                    f"{', ' + run.tags[TOPICS_TAG].split(':')[0] + ' topics' if TOPICS_TAG in run.tags else ''})"
+                                    f" to end before following up what it materialized")
+    return events, ""
 
 
 def _latest_storage_id(context: SensorEvaluationContext) -> int:
@@ -537,14 +566,37 @@ def failed_runs_sensor(catalog: TopicCatalog, running: bool = True):
                     freshness_evaluation(topic, result, shown[topic.topic].latest_materialization))
         if run.tags.get("dagster/will_retry") == "true":
             return  # the retry is not a failure yet
-        steps = context.get_step_failure_events()
-        message = failure_cause(steps[0].step_failure_data if steps else None) or context.failure_event.message or "no message"
-        partition = run.tags.get("dagster/partition") or _partition_range(run.tags)
-        selection = ", ".join(sorted(k.to_user_string() for k in run.asset_selection or [])) or run.job_name
-        alerts.send(f"[FAILED] run {run.run_id[:8]} of {selection} {partition}: {message.strip().splitlines()[0][:1000]}",
-                    context.log)
+        alerts.send(failed_run_alert(run, [step.step_failure_data for step in context.get_step_failure_events()],
+                                     context.failure_event.message), context.log)
 
     return alert_on_failed_runs
+
+
+def failed_run_alert(run, step_failures: list, run_message: str | None) -> str:
+    """A failed run in one alert. A run carrying many topics names each failed step's topic or table, the hours it did
+    not do and why, one line each (the other topics of the run committed); a run of one topic says its cause."""
+    partition = run.tags.get(PARTITION_TAG) or _partition_range(run.tags)
+    carried = run.tags.get(TOPICS_TAG)
+    if carried is None and len(step_failures) < 2:
+        message = (failure_cause(step_failures[0] if step_failures else None) or run_message or "no message")
+        selection = ", ".join(sorted(k.to_user_string() for k in run.asset_selection or [])) or run.job_name
+        return f"[FAILED] run {run.run_id[:8]} of {selection} {partition}: {_first_line(message)}"
+    what = f"{run.job_name} of {carried.split(':', 1)[0]} topics" if carried else run.job_name
+    lines = [_failed_step_line(failure) for failure in step_failures] or [_first_line(run_message or "no message")]
+    return (f"[FAILED] run {run.run_id[:8]} of {what} {partition}: {len(step_failures)} failed, the others committed:\n"
+            + "\n".join(f"- {line}" for line in lines))
+
+
+def _failed_step_line(step_failure) -> str:
+    metadata = step_failure.user_failure_data.metadata if step_failure.user_failure_data is not None else {}
+    subject, hours = (metadata[name].value if name in metadata else "" for name in ("subject", "hours"))
+    where = " ".join(part for part in (subject, hours) if part)
+    cause = _first_line(failure_cause(step_failure) or "no message")
+    return f"{where}: {cause}" if where else cause
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0][:1000] if text.strip() else "no message"
 
 
 def _partition_range(tags) -> str:
@@ -573,10 +625,10 @@ def failure_cause(step_failure) -> str | None:
     return error.message if named else f"{error.cls_name}: {error.message}"
 
 
-def platform_sensors(catalog: TopicCatalog, running: bool = True) -> list:
-    sensors = [factory(catalog, running) for factory in
-               (landing_sensor, follow_up_sensor, health_sensor, missing_topics_sensor, failed_runs_sensor,
-                rejected_entries_sensor)]
+def platform_sensors(catalog: TopicCatalog, running: bool = True, topics_per_run: int = DEFAULT_TOPICS_PER_RUN) -> list:
+    sensors = [landing_sensor(catalog, running, topics_per_run), follow_up_sensor(catalog, running, topics_per_run)]
+    sensors += [factory(catalog, running) for factory in
+                (health_sensor, missing_topics_sensor, failed_runs_sensor, rejected_entries_sensor)]
     if any(topic.current_state is not None for topic in catalog.topics):
-        sensors.append(current_state_sensor(catalog, running))
+        sensors.append(current_state_sensor(catalog, running, topics_per_run))
     return sensors

@@ -3,12 +3,16 @@ registries this machine reaches): the part of its REST API the platform and conf
 use, answering as the real one does, errors and their codes included.
 
 `POST /subjects/{s}/versions` (register: the same schema text and type get the same id under any subject; a schema
-already under the subject is not a new version), `GET /subjects`, `GET /subjects/{s}/versions`,
-`GET /subjects/{s}/versions/{v|latest}`, `GET /schemas/ids/{id}`, `GET /schemas/ids/{id}/versions`.
+already under the subject is not a new version), `POST /subjects/{s}` (look a schema up under a subject),
+`GET /subjects`, `GET /subjects/{s}/versions`, `GET /subjects/{s}/versions/{v|latest}`, `GET /schemas/ids/{id}`,
+`GET /schemas/ids/{id}/versions`. A Protobuf schema registered as a base64 `FileDescriptorProto` (what
+confluent-kafka's `ProtobufSerializer` sends) is kept and served as `.proto` text, as the real registry serves it.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import threading
 from dataclasses import dataclass
@@ -99,11 +103,24 @@ class _RegistryHandler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         self.server.requests.append(f"POST {path}")
         parts = [unquote(part) for part in path.strip("/").split("/")]
-        if not (parts[:1] == ["subjects"] and len(parts) == 3 and parts[2] == "versions"):
+        if not (parts[:1] == ["subjects"] and (len(parts) == 2 or (len(parts) == 3 and parts[2] == "versions"))):
             return self._answer(404, {"error_code": 404, "message": "HTTP 404 Not Found"})
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-        registered = Registered(body["schema"], body.get("schemaType") or "AVRO", tuple(
+        schema_type = body.get("schemaType") or "AVRO"
+        schema = body["schema"]
+        if schema_type == "PROTOBUF":
+            schema = proto_text(schema)
+        registered = Registered(schema, schema_type, tuple(
             json.dumps(reference, sort_keys=True) for reference in body.get("references") or ()))
+        if len(parts) == 2:  # a lookup: the version of the subject that holds this schema
+            versions = self.server.subjects.get(parts[1])
+            if versions is None:
+                return self._error(SUBJECT_NOT_FOUND, f"Subject '{parts[1]}' not found.")
+            found = next((i for i in versions if self.server.by_id[i] == registered), None)
+            if found is None:
+                return self._error(SCHEMA_NOT_FOUND, "Schema not found")
+            return self._answer(200, {"subject": parts[1], "version": versions.index(found) + 1, "id": found,
+                                      **self._schema(registered)})
         self._answer(200, {"id": self.server.register(parts[1], registered)})
 
     @staticmethod
@@ -128,3 +145,83 @@ class _RegistryHandler(BaseHTTPRequestHandler):
 
     def log_message(self, *args) -> None:  # keep test output quiet
         pass
+
+
+# --- a Protobuf schema registered as a descriptor, as the registry's text ------------------------------------------
+
+_SCALAR_NAMES = {1: "double", 2: "float", 3: "int64", 4: "uint64", 5: "int32", 6: "fixed64", 7: "fixed32", 8: "bool",
+                 9: "string", 12: "bytes", 13: "uint32", 15: "sfixed32", 16: "sfixed64", 17: "sint32", 18: "sint64"}
+
+
+def proto_text(schema: str) -> str:
+    """A Protobuf schema as `.proto` text: text stays as it is; a base64 `FileDescriptorProto` is written out as the
+    text of the same messages, enums, fields and imports (what decoding depends on; comments and options aside)."""
+    from google.protobuf import descriptor_pb2
+
+    try:
+        data = base64.b64decode(schema, validate=True)
+        descriptor = descriptor_pb2.FileDescriptorProto.FromString(data)
+    except (binascii.Error, ValueError):
+        return schema
+    if not descriptor.message_type and not descriptor.enum_type:
+        return schema
+    lines = [f'syntax = "{descriptor.syntax or "proto2"}";']
+    if descriptor.package:
+        lines.append(f"package {descriptor.package};")
+    lines += [f'import "{name}";' for name in descriptor.dependency]
+    for enum in descriptor.enum_type:
+        lines += _enum_text(enum, "")
+    for message in descriptor.message_type:
+        lines += _message_text(message, "", descriptor.syntax or "proto2")
+    return "\n".join(lines) + "\n"
+
+
+def _enum_text(enum, indent: str) -> list[str]:
+    values = [f"{indent}  {value.name} = {value.number};" for value in enum.value]
+    alias = [f"{indent}  option allow_alias = true;"] if enum.options.allow_alias else []
+    return [f"{indent}enum {enum.name} {{", *alias, *values, f"{indent}}}"]
+
+
+def _message_text(message, indent: str, syntax: str) -> list[str]:
+    inner = indent + "  "
+    entries = {entry.name: entry for entry in message.nested_type if entry.options.map_entry}
+    lines = [f"{indent}message {message.name} {{"]
+    for enum in message.enum_type:
+        lines += _enum_text(enum, inner)
+    for nested in message.nested_type:
+        if not nested.options.map_entry:
+            lines += _message_text(nested, inner, syntax)
+    synthetic = {field.oneof_index for field in message.field if field.proto3_optional}
+    written_oneofs: set[int] = set()
+    for field in message.field:
+        if field.HasField("oneof_index") and field.oneof_index not in synthetic:
+            if field.oneof_index in written_oneofs:
+                continue
+            written_oneofs.add(field.oneof_index)
+            members = [f for f in message.field if f.HasField("oneof_index") and f.oneof_index == field.oneof_index]
+            lines.append(f"{inner}oneof {message.oneof_decl[field.oneof_index].name} {{")
+            lines += [f"{inner}  {_field_text(member, entries, syntax, in_oneof=True)}" for member in members]
+            lines.append(f"{inner}}}")
+            continue
+        lines.append(f"{inner}{_field_text(field, entries, syntax)}")
+    return [*lines, f"{indent}}}"]
+
+
+def _field_text(field, entries: dict, syntax: str, in_oneof: bool = False) -> str:
+    def type_of(described) -> str:
+        return _SCALAR_NAMES.get(described.type) or described.type_name
+
+    entry = entries.get(field.type_name.rsplit(".", 1)[-1]) if field.type_name else None
+    if entry is not None and field.label == 3:
+        key, value = entry.field[0], entry.field[1]
+        return f"map<{type_of(key)}, {type_of(value)}> {field.name} = {field.number};"
+    label = ("" if in_oneof else "repeated " if field.label == 3 else "optional " if field.proto3_optional
+             else "required " if field.label == 2 else "optional " if syntax == "proto2" else "")
+    options = []
+    if field.HasField("default_value"):
+        default = field.default_value
+        options.append(f"default = {json.dumps(default) if field.type in (9, 12) else default}")
+    if field.options.HasField("packed"):
+        options.append(f"packed = {str(field.options.packed).lower()}")
+    suffix = f" [{', '.join(options)}]" if options else ""
+    return f"{label}{type_of(field)} {field.name} = {field.number}{suffix};"

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
+import pyarrow.dataset as ds
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
@@ -34,7 +37,9 @@ from tests.landing_fixtures import (
     produce,
     unique_topic_name,
 )
+from tests.otel_spans import SPAN, START_NANOS, random_span, span_class
 from tests.registry_stand_in import RegistryStandIn
+from tests.test_protobuf import decode
 
 HOUR = datetime(2026, 11, 1, 10, tzinfo=timezone.utc)
 
@@ -273,8 +278,8 @@ def test_errors_name_the_subject_and_what_is_missing_and_write_nothing(registry,
         register(registry, subject, 'syntax = "proto3";\nmessage Order { int64 id = 1 }\n', "PROTOBUF")
     elif case == "protobuf import elsewhere":
         register(registry, "acme-common-money", MONEY_PROTO, "PROTOBUF")
-        register(registry, subject, ORDER_PROTO.replace('"money.proto"', '"acme/money.proto"'), "PROTOBUF",
-                 [SchemaReference("acme/money.proto", "acme-common-money", 1)])
+        register(registry, subject, ORDER_PROTO.replace('"money.proto"', '"../money.proto"'), "PROTOBUF",
+                 [SchemaReference("../money.proto", "acme-common-money", 1)])
     elif case == "protobuf reference missing":
         register(registry, subject, ORDER_PROTO, "PROTOBUF", ORDER_REFERENCES)
     elif case == "protobuf import changed":
@@ -306,7 +311,7 @@ def test_errors_name_the_subject_and_what_is_missing_and_write_nothing(registry,
         "protobuf message": "version 1 (id 7002) does not load as v1.proto: has no message 'acme.orders.Missing' (its "
                             "messages: acme.orders.Order, acme.orders.Refund)",
         "protobuf broken": "version 1 (id 7001) does not load as v1.proto: does not compile: v1.proto:2:",
-        "protobuf import elsewhere": "is a schema importing 'acme/money.proto', where the catalog's imports sit beside",
+        "protobuf import elsewhere": "is a schema importing '../money.proto', a path that leaves the entry's folder",
         "protobuf reference missing": "imports google/protobuf/timestamp.proto version 1, acme-common-money version 1, "
                                       "which the schema registry at http://127.0.0.1:",
         "protobuf import changed": "version 2 (id 7004) imports money.proto with other text than subject",
@@ -334,3 +339,101 @@ def test_an_entry_that_would_not_load_is_not_written(registry, tmp_path, capsys)
 
     assert code == 1 and f"registry_id {schema_id}" in capsys.readouterr().err
     assert not (tmp_path / "catalog" / "e2e" / "orders").exists()
+
+
+def test_an_otel_shaped_topic_with_folder_imports_onboards_from_the_registry_and_lands_with_it_set(broker, registry,
+                                                                                                   tmp_path):
+    """Spans framed and registered by confluent-kafka's own `ProtobufSerializer`: it registers each imported file under
+    its path (`opentelemetry/proto/common/v1/common.proto`) and the span's file under `<topic>-value`, and frames each
+    span with the message indexes of the file's fourth message."""
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    topic_name = unique_topic_name()
+    Span = span_class()
+    serialize = ProtobufSerializer(Span, SchemaRegistryClient({"url": registry.url}))
+    context = SerializationContext(topic_name, MessageField.VALUE)
+    rng = random.Random(34)
+    spans = [random_span(Span, rng, n) for n in range(60)]
+    values = [serialize(span, context) for span in spans]
+    closing = Span(name="closing")
+    closing.observed_at.FromNanoseconds(START_NANOS + 3_700 * 10**9)
+    catalog = tmp_path / "catalog"
+
+    done = run_add_topic(catalog, "--topic", topic_name, "--database", "otel", "--table", "spans",
+                         "--time-field", "observed_at", "--message", SPAN, "--start-hour", "2026-11-01T00:00Z")
+
+    assert done.returncode == 0, done.stderr
+    assert check_catalog.main([str(catalog)]) == 0
+    folder = catalog / "otel" / "spans"
+    assert sorted(str(path.relative_to(folder)) for path in folder.rglob("*.proto")) == [
+        "opentelemetry/proto/common/v1/common.proto", "opentelemetry/proto/resource/v1/resource.proto", "v1.proto"]
+    topic = load_topic(folder / "topic.yaml")
+    [version] = topic.schema_versions
+    assert version.parsed.message.full_name == SPAN and values[0][5:7] == b"\x02\x06"  # indexes [3]: the fourth
+    broker.create_topic(topic_name, 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for n, value in enumerate(values):
+        producer.produce(topic_name, value, partition=0, timestamp=to_millis(HOUR + timedelta(seconds=n)))
+    producer.flush(30)
+    producer.produce(topic_name, serialize(closing, context), partition=0,
+                     timestamp=to_millis(HOUR + timedelta(minutes=65)))
+    producer.flush(30)
+    settings = replace(landing_settings(str(tmp_path / "lake"), broker.bootstrap_servers), schema_registry_url=registry.url)
+
+    [result] = land(topic, [KafkaHour(HOUR)], settings, in_this_process)
+
+    assert result.manifest.counts.rows == len(spans) and result.manifest.counts.dead_letters == 0
+    assert result.manifest.decoding_paths == {"1": "columnar"}  # the recursive AnyValue too
+    landed = ds.dataset(tmp_path / "lake" / "otel" / "spans", format="parquet", partitioning="hive").to_table()
+    rows = sorted(landed.to_pylist(), key=lambda row: row["_kafka_offset"])
+    reference = decode(topic, values, columnar=False)
+    assert reference.rows_count == len(spans)
+    expected = sorted((row for table in reference.rows.values() for row in table.to_pylist()),
+                      key=lambda row: row["_kafka_offset"])
+    partition_columns = ("schema_version", "date", "hour")
+    for row, wanted in zip(rows, expected):
+        assert {k: v for k, v in row.items() if not k.startswith("_") and k not in partition_columns} == {
+            k: v for k, v in wanted.items() if not k.startswith("_")}
+    # The id resolved through the registry, by the compiled form of its schema and its imports.
+    assert f"/schemas/ids/{version.registry_id}" in registry.requests
+    assert rows[0]["name"] == spans[0].name and rows[0]["trace_id"] == spans[0].trace_id
+
+
+def test_a_key_subject_holding_a_record_becomes_the_key_schema_and_a_plain_key_a_note(registry, tmp_path, capsys):
+    keyed, plain = unique_topic_name(), unique_topic_name()
+    key = {"type": "record", "name": "OrderKey", "namespace": "com.example", "fields": [
+        {"name": "order_id", "type": "long"}, {"name": "region", "type": "string"}]}
+    for topic_name in (keyed, plain):
+        register(registry, f"{topic_name}-value", V1)
+    register(registry, f"{keyed}-key", {**key, "fields": key["fields"][:1]})
+    newest = register(registry, f"{keyed}-key", key)
+    register(registry, f"{plain}-key", '"string"')
+    catalog = tmp_path / "catalog"
+
+    for topic_name, table in ((keyed, "keyed"), (plain, "plain")):
+        assert add_topic.main(["--catalog", str(catalog), "--topic", topic_name, "--database", "e2e", "--table", table,
+                               "--kafka-time"]) == 0
+
+    out = capsys.readouterr().out
+    topic = load_topic(catalog / "e2e" / "keyed" / "topic.yaml")
+    assert topic.key_schema is not None and topic.key_schema.file == "key.avsc"
+    assert json.loads((catalog / "e2e" / "keyed" / "key.avsc").read_text()) == key  # the newest version
+    assert f"subject {keyed}-key version 2 (id {newest}) as key_schema" in out
+    assert load_topic(catalog / "e2e" / "plain" / "topic.yaml").key_schema is None
+    assert not (catalog / "e2e" / "plain" / "key.avsc").exists()
+    assert f"note: subject {plain}-key version 1" in out and "the key lands as _kafka_key bytes" in out
+    assert check_catalog.main([str(catalog)]) == 0
+
+
+def test_a_time_field_of_another_message_of_the_file_suggests_message(registry, tmp_path, capsys):
+    """Refund, the file's second message, has `order_id`; Order, the first, lacks it."""
+    topic_name = unique_topic_name()
+    register_orders_proto(registry, f"{topic_name}-value", ORDER_PROTO)
+    arguments = ["--catalog", str(tmp_path / "catalog"), "--topic", topic_name, "--database", "e2e", "--table", "refunds"]
+
+    assert add_topic.main([*arguments, "--time-field", "order_id"]) == 1
+    assert "name it with --message acme.orders.Refund" in capsys.readouterr().err
+
+    assert add_topic.main([*arguments, "--kafka-time"]) == 0
+    assert "v1.proto holds other messages too (acme.orders.Refund)" in capsys.readouterr().out

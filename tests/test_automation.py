@@ -74,12 +74,6 @@ def test_automation_starts_after_the_newest_landed_hour_or_at_the_last_hour_for_
     assert automation.first_hour_to_land(page_views, None, now) == KafkaHour(datetime(2026, 11, 22, 6, tzinfo=timezone.utc))
 
 
-def test_hours_are_grouped_into_runs_of_consecutive_hours_at_most_a_given_length():
-    hours = [KafkaHour(H.start + timedelta(hours=n)) for n in (0, 1, 2, 3, 4, 7, 9, 10)]
-    runs = automation.consecutive_runs(reversed(hours), longest=3)
-    assert [[h.start.hour for h in run] for run in runs] == [[10, 11, 12], [13, 14], [17], [19, 20]]
-
-
 # --- what a landing makes due ---
 
 def hours_from(start: KafkaHour, count: int) -> set[KafkaHour]:

@@ -1,5 +1,6 @@
 """A Protobuf topic end to end: the sample orders produced to the real broker as Confluent's Protobuf serializer frames
-them, landed by `dagster asset materialize`, and read back by pyarrow and DuckDB with the columns of the mapping.
+them, landed by `dagster asset materialize` (whose metadata says how they were decoded), and read back by pyarrow and
+DuckDB with the columns of the mapping.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import uuid
 import duckdb
 import pyarrow.dataset as ds
 from confluent_kafka import Producer
+from dagster import AssetKey, DagsterInstance
 
 from dev_services.demo_traffic import Orders, broken_positions, kafka_timestamps
 from kafka_lake.lake.manifests import ManifestStore
@@ -66,6 +68,12 @@ def test_protobuf_orders_from_the_broker_land_through_the_dagster_cli_and_read_b
     [manifest] = ManifestStore(LakeStorage(str(lake)), "shop", "orders").all()
     valid = [record for record in traffic + closing if not record.broken]  # the closing records end the hour
     assert manifest.counts.rows == len(valid) and manifest.counts.dead_letters == len(broken) == 4
+    # Operators see how each version was decoded, in the manifest and on the hour's materialization.
+    assert manifest.decoding_paths == {"1": "columnar"}
+    with DagsterInstance.from_config(str(tmp_path / "home")) as instance:
+        event = instance.get_latest_materialization_event(AssetKey(["raw", "shop", "orders"]))
+    assert event is not None and event.asset_materialization is not None
+    assert event.asset_materialization.metadata["decoding_paths"].value == {"1": "columnar"}
     expected = arrow_schema_for(spec.version(1), spec.pii_fields)
     landed = ds.dataset(lake / "shop" / "orders" / "schema_version=1", format="parquet").to_table()
     assert landed.num_rows == len(valid)

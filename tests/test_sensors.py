@@ -37,6 +37,7 @@ from kafka_lake.topics.loader import TopicCatalog, archived_table_name
 from platform_assets import sensors
 from platform_assets.checks import freshness_check
 from platform_assets.definitions import load_platform_catalog, platform_resources
+from platform_assets.jobs import PARTITION_RANGE_END, PARTITION_RANGE_START
 from platform_assets.keys import asset_key, raw_key
 from resources import AlertWebhookResource, KafkaResource, LakeStorageResource, SchemaRegistryResource
 from tests.landing_fixtures import unique_topic_name, write_test_topic
@@ -144,7 +145,8 @@ def test_the_tables_of_one_topic_land_an_hour_they_all_need_in_one_run(broker, t
                                             asset_key("dead_letters", copy)}
     assert {key.asset_key for key in request.asset_check_keys} == {raw_key(topic), raw_key(copy)}
     assert "freshness" not in {key.name for key in request.asset_check_keys}, "freshness is topic_health's"
-    assert request.tags == {"layer": "raw", "topic": topic.topic, "asset": "raw/e2e/orders, raw/copies/orders"}
+    assert request.tags == {"layer": "raw", "topic": topic.topic, "asset": "raw/e2e/orders, raw/copies/orders",
+                            f"topic/{topic.topic}": "raw", "dagster/partition": H.partition_key}
 
 
 def test_tables_of_one_topic_are_each_requested_from_where_they_left_off(broker, topic, instance, clock):
@@ -181,7 +183,8 @@ def test_a_closed_hour_is_requested_once_every_partition_shows_a_record_after_it
     assert [r.partition_key for r in closed.run_requests] == [H.partition_key]
     assert closed.run_requests[0].job_name == "landing", "runs under the landing job"
     assert closed.run_requests[0].asset_selection == [raw_key(topic), asset_key("dead_letters", topic)]
-    assert closed.run_requests[0].tags == {"layer": "raw", "topic": topic.topic, "asset": f"raw/{topic.name}"}
+    assert closed.run_requests[0].tags == {"layer": "raw", "topic": topic.topic, "asset": f"raw/{topic.name}",
+                                           f"topic/{topic.topic}": "raw", "dagster/partition": H.partition_key}
     assert json.loads(closed.cursor)[topic.topic] == H.next().partition_key
 
     again = tick(sensor, instance, closed.cursor, kafka=kafka)
@@ -290,8 +293,8 @@ def partition_keys(request) -> list[str]:
     """The hours a run request covers: one partition, or a range as the UI's backfills tag it."""
     if request.partition_key:
         return [request.partition_key]
-    first = KafkaHour.from_partition_key(request.tags[sensors.PARTITION_RANGE_START])
-    last = KafkaHour.from_partition_key(request.tags[sensors.PARTITION_RANGE_END])
+    first = KafkaHour.from_partition_key(request.tags[PARTITION_RANGE_START])
+    last = KafkaHour.from_partition_key(request.tags[PARTITION_RANGE_END])
     return [KafkaHour(first.start + timedelta(hours=n)).partition_key for n in range(int((last.start - first.start) / timedelta(hours=1)) + 1)]
 
 
@@ -613,3 +616,34 @@ def test_a_topic_whose_catalog_entry_is_rejected_is_named_as_such_not_alerted_as
     assert topic.topic not in json.loads(result.cursor) and not any(topic.topic in alert["text"] for alert in webhook)
     assert any(r.getMessage().endswith(f"have a rejected catalog entry, not a missing one (see catalog_entries_rejected): "
                                        f"{topic.topic}") for r in caplog.records)
+
+
+def test_what_a_run_still_going_landed_is_followed_up_once_the_run_has_ended(topic, instance, tmp_path):
+    """A run of many topics lands them over minutes: followed up as they come, each tick would ask for a run of the
+    few landed since the tick before. Given H+1 landed, then H landed by a run still going."""
+    from dagster import DagsterEvent, DagsterEventType, DagsterRunStatus
+    from dagster._core.events import StepMaterializationData
+    from dagster._core.test_utils import create_run_for_test
+
+    storage = LakeStorage(str(tmp_path / "lake"))
+    lake = LakeStorageResource(root=str(tmp_path / "lake"))
+    sensor = sensors.follow_up_sensor(TopicCatalog((topic,)))
+    start = tick(sensor, instance, lake=lake)
+    land(instance, storage, topic, H.next())
+    before = tick(sensor, instance, start.cursor, lake=lake)
+    assert requested(before) == set(), "H+1 waits for H+2 (allowed lateness 1 h)"
+    going = create_run_for_test(instance, job_name="landing", status=DagsterRunStatus.STARTED,
+                                tags={"topics": f"1: {topic.topic}"})
+    write_manifest(storage, topic, H, H)
+    instance.report_dagster_event(DagsterEvent(
+        DagsterEventType.ASSET_MATERIALIZATION.value, job_name="landing",
+        event_specific_data=StepMaterializationData(AssetMaterialization(raw_key(topic), partition=H.partition_key)),
+    ), run_id=going.run_id)
+
+    while_going = tick(sensor, instance, before.cursor, lake=lake)
+    assert requested(while_going) == set(), "H landed in a run still going: followed up once the run ends"
+    assert while_going.skip_reason.skip_message.startswith(f"waiting for run {going.run_id[:8]} (landing, 1 topics)")
+
+    instance.handle_run_event(going.run_id, DagsterEvent(DagsterEventType.RUN_SUCCESS.value, job_name="landing"))
+    after_it = tick(sensor, instance, while_going.cursor, lake=lake)
+    assert requested(after_it) == {("compaction", f"compacted/{topic.name}", H.partition_key)}

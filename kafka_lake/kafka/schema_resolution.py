@@ -43,6 +43,11 @@ def value_subject(topic: str) -> str:
     return f"{topic}-value"
 
 
+def key_subject(topic: str) -> str:
+    """The subject of a topic's keys under Confluent's default naming (TopicNameStrategy)."""
+    return f"{topic}-key"
+
+
 def add_topic_command(topic: TableSpec) -> str:
     """The command that adds the new versions of the topic's subject to its catalog entry."""
     return f"python -m deploy.add_topic --topic {topic.topic} --database {topic.database} --table {topic.table} --update"

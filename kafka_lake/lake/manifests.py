@@ -92,6 +92,9 @@ class HourManifest:
     # schema id → dead letters whose id the table's catalog entry lacks: a producer's new schema version, found here
     # by the run that lands it and by the sensor that reads the newest hour.
     unknown_schema_ids: dict = field(default_factory=dict)
+    # schema version → how its records were decoded: "columnar", or the record path's name and why not columnar
+    # (`BatchDecoder.decoding_paths`), as every slice of the hour reported it.
+    decoding_paths: dict = field(default_factory=dict)
 
     @property
     def kafka_hour(self) -> KafkaHour:
@@ -144,6 +147,19 @@ def _format_3(document: dict) -> dict:
         for side in ("start", "end"):
             how.setdefault(f"{side}_origin", BoundaryOrigin.told_by(how.get(f"{side}_from", "")).value)
     return document
+
+
+def merged_decoding_paths(reported: Iterable[dict[int, str]]) -> dict[str, str]:
+    """The decoding path of each schema version met by an hour's slices (`SliceReport.decoding_paths`), by version;
+    slices of one table choose alike, and where they do not (a version decoded on one worker as columns and on another
+    record by record), each path is named, separated by " | "."""
+    paths: dict[str, list[str]] = {}
+    for report in reported:
+        for version, path in report.items():
+            known = paths.setdefault(str(version), [])
+            if path not in known:
+                known.append(path)
+    return {version: " | ".join(found) for version, found in sorted(paths.items(), key=lambda item: int(item[0]))}
 
 
 HOUR_MANIFEST = DocumentCodec(HourManifest, "manifest", version=3, upgrades={1: _format_2, 2: _format_3})

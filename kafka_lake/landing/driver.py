@@ -17,7 +17,14 @@ from kafka_lake.kafka.log import BOUNDARY_WINDOW, KafkaLog
 from kafka_lake.lake.audit import AuditEntry, write_audit
 from kafka_lake.lake.landing_checks import BoundaryRecords, CheckOutcome, boundaries_confirmed, held_past
 from kafka_lake.lake.landing_counts import LandingCounts
-from kafka_lake.lake.manifests import BoundaryOrigin, HourManifest, ManifestStore, PartitionLanding, PlacementIndex
+from kafka_lake.lake.manifests import (
+    BoundaryOrigin,
+    HourManifest,
+    ManifestStore,
+    PartitionLanding,
+    PlacementIndex,
+    merged_decoding_paths,
+)
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.landing.landing_settings import LandingSettings
 from kafka_lake.landing.slice_task import SliceReport, SliceTask
@@ -251,6 +258,7 @@ def build_manifest(
         schema_versions=dict(sorted(versions.items())),
         dead_letter_causes=dict(sorted(causes.items())),
         unknown_schema_ids=dict(sorted(unknown_ids.items())),
+        decoding_paths=merged_decoding_paths(report.decoding_paths for report in reports),
         duration_s=round(duration_s, 3),
         accepted_losses={str(b.partition): list(b.accepted_loss) for b in bounds if b.accepted_loss},
         new_partitions=tuple(b.partition for b in bounds if b.new_partition),

@@ -63,6 +63,7 @@ class SliceReport:
     duration_s: float
     unknown_schema_ids: dict[int, int] = field(default_factory=dict)  # schema id the table lacks → its dead letters
     table: str = ""  # `database/table` landed
+    decoding_paths: dict[int, str] = field(default_factory=dict)  # version → "columnar" or the record path and why
     shared: tuple[SliceReport, ...] = ()  # the reports of the task's `sharing` tables, from the same read
 
 
@@ -239,7 +240,7 @@ class _TableLanding:
                            schema_versions=dict(totals.schema_versions),
                            dead_letter_causes=dict(totals.dead_letter_causes), duration_s=duration_s,
                            unknown_schema_ids=dict(totals.unknown_schema_ids),
-                           table=self.topic.name)
+                           table=self.topic.name, decoding_paths=self.decoder.decoding_paths)
 
 
 def _rows_as_table_holds(topic: TableSpec):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -15,9 +16,10 @@ from typing import Any
 import yaml
 
 from kafka_lake.decoding.formats import PAYLOAD_FORMATS
-from kafka_lake.decoding.protobuf.format import referenced_files
+from kafka_lake.decoding.protobuf.avro_shape import NoColumns, avro_schema_of
+from kafka_lake.decoding.protobuf.format import referenced_files, write_proto_files
 from kafka_lake.hours import floor_hour
-from kafka_lake.kafka.schema_resolution import value_subject
+from kafka_lake.kafka.schema_resolution import key_subject, value_subject
 from kafka_lake.schemas.avro_types import field_type_at
 from kafka_lake.schemas.json_schema import NotTranslatable, avro_record_of
 from kafka_lake.settings import url_without_credentials
@@ -81,13 +83,64 @@ def _with_imports(version: RegisteredVersion, references: list, client: Any, whe
     try:
         imports = referenced_files(references, client)
     except ValueError as error:
-        raise OnboardingError(f"{version.label} is {error}: write the entry by hand with the imported file beside "
-                              f"topic.yaml and the import changed to its bare name") from None
+        raise OnboardingError(f"{version.label} is {error}") from None
     except SchemaRegistryError as error:
         raise OnboardingError(f"{version.label} imports {', '.join(version.references)}, which {where} does not "
                               f"hold as referenced: {error}") from None
     return RegisteredVersion(version.subject, version.version, version.schema_id, version.schema_type, version.schema,
                              version.references, tuple(imports.items()))
+
+
+def registered_key(client: Any, topic: str, url: str) -> RegisteredVersion | None:
+    """The newest version of the topic's key subject (`<topic>-key`), or None when the registry has no such subject."""
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    subject = key_subject(topic)
+    where = f"the schema registry at {url_without_credentials(url)}"
+    try:
+        newest = client.get_latest_version(subject)
+    except SchemaRegistryError as error:
+        if error.error_code == _SUBJECT_NOT_FOUND:
+            return None
+        raise OnboardingError(f"{where} refused to give subject {subject}: {error}") from None
+    except Exception as error:  # the HTTP client's connection errors, timeouts
+        raise OnboardingError(f"{where} did not answer for subject {subject}: {type(error).__name__}: {error}; "
+                              f"check SCHEMA_REGISTRY_URL") from None
+    found = RegisteredVersion(subject, newest.version, newest.schema_id, newest.schema.schema_type or "AVRO",
+                              newest.schema.schema_str or "",
+                              tuple(f"{ref.subject} version {ref.version}" for ref in newest.schema.references or ()))
+    if found.schema_type == "PROTOBUF":
+        return _with_imports(found, newest.schema.references or [], client, where)
+    return found
+
+
+@dataclass(frozen=True)
+class EntryKey:
+    """The key's schema file written from the key subject, or why none is (`note`): the key then lands as bytes."""
+
+    file: str | None = None
+    text: str = ""
+    registered: RegisteredVersion | None = None
+    note: str = ""
+
+
+def entry_key(key: RegisteredVersion | None, payload_format: str, folder: Path) -> EntryKey:
+    """`key.avsc` (`key.proto` for Protobuf) from the key subject's newest version when it is a record of the values'
+    format, whose fields then land as `_kafka_key_<field>` columns; else a note of why the key lands as bytes."""
+    if key is None:
+        return EntryKey()
+    kind = _FORMATS.get(key.schema_type)
+    if kind != payload_format:
+        return EntryKey(note=f"{key.label} is a {key.schema_type} schema and the values are {payload_format}: the key "
+                             f"lands as _kafka_key bytes (a key_schema is read in the values' format)")
+    if kind == "protobuf":
+        _proto_version(0, "key.proto", key, None)  # it loads as the catalog will load it, or says why not
+        return EntryKey("key.proto", key.schema, key)
+    try:
+        avro = as_avro(key, _record_name(folder.name) + "Key")
+    except OnboardingError as error:
+        return EntryKey(note=f"{error}: the key lands as _kafka_key bytes")
+    return EntryKey("key.avsc", json.dumps(avro, indent=2) + "\n", key)
 
 
 @dataclass(frozen=True)
@@ -101,6 +154,8 @@ class CatalogVersion:
     avro: dict
     text: str
     message: str | None = None  # the message of a `.proto` file its records are
+    # The file's other messages with their Avro shapes, when none was named: the one the records are may be another.
+    others: tuple[tuple[str, dict], ...] = ()
 
     @property
     def yaml_line(self) -> str:
@@ -152,25 +207,33 @@ class EntryPlan:
     folder: Path
     topic_yaml: str
     added: tuple[CatalogVersion, ...]
-    imports: tuple[tuple[str, str], ...] = ()  # the files a `.proto` imports, written beside it: (name, text)
+    imports: tuple[tuple[str, str], ...] = ()  # the files a `.proto` imports, written in the folder: (path, text)
+    key: EntryKey = EntryKey()
 
 
 def new_entry(folder: Path, topic: str, versions: list[RegisteredVersion], time_field: str | None, owner: str,
-              start_hour: datetime, message: str | None = None) -> EntryPlan:
+              start_hour: datetime, message: str | None = None, key: RegisteredVersion | None = None) -> EntryPlan:
     """The entry of a topic not in the catalog yet: every version of its subject, placed by `time_field` (None: by
     Kafka time); a Protobuf subject's versions land `message` (None: the first message of each file, which Confluent's
-    serializer frames by default)."""
+    serializer frames by default); `key`, the key subject's newest version, becomes its `key_schema` (`entry_key`)."""
     subject = value_subject(topic)
     if (folder / "topic.yaml").exists():
         raise OnboardingError(f"{folder / 'topic.yaml'} exists already; --update adds the versions of {subject} it lacks")
     payload_format = catalog_format(versions)
     added = _catalog_versions(versions, 1, folder, _message_for(payload_format, message, subject))
+    key_file = entry_key(key, payload_format, folder)
     if time_field is not None:
         path = tuple(time_field.split("."))
         lacking = [v for v in added if field_type_at(v.avro, path) is None]
         if lacking:
             fields = ", ".join(f["name"] for f in lacking[0].avro["fields"])
             which = ", ".join(f"version {v.registered.version} (id {v.registered.schema_id})" for v in lacking)
+            having = [name for name, shape in lacking[0].others if field_type_at(shape, path) is not None]
+            if having:
+                raise OnboardingError(
+                    f"time field {time_field!r} is not in message {lacking[0].message}, the first of {which} of subject "
+                    f"{subject}, whose file holds several messages: {', '.join(name for name, _ in lacking[0].others)} "
+                    f"too. If the records are {' or '.join(having)}, which has it, name it with --message {having[0]}")
             raise OnboardingError(f"time field {time_field!r} is not in {which} of subject {subject}; the fields of "
                                   f"version {lacking[0].registered.version} are: {fields}. Name another with "
                                   f"--time-field, or place the records by Kafka time with --kafka-time")
@@ -183,10 +246,13 @@ def new_entry(folder: Path, topic: str, versions: list[RegisteredVersion], time_
         *([f"format: {payload_format}"] if payload_format != "avro" else []),
         placement,
         f"start_hour: \"{floor_hour(start_hour):%Y-%m-%dT%H:%MZ}\"",
+        *([f"key_schema: {key_file.file}  # from subject {key_file.registered.subject} version "
+           f"{key_file.registered.version}"] if key_file.file is not None and key_file.registered is not None else []),
         "schema_versions:",
         *(f"  - {version.yaml_line}" for version in added),
     ]
-    return EntryPlan(folder, "\n".join(lines) + "\n", tuple(added), _imports_beside(folder, added))
+    imports = _imports_beside(folder, [*added, *([key_file] if key_file.file is not None else [])])
+    return EntryPlan(folder, "\n".join(lines) + "\n", tuple(added), imports, key_file)
 
 
 def updated_entry(folder: Path, versions: list[RegisteredVersion], message: str | None = None) -> EntryPlan:
@@ -221,12 +287,12 @@ def write_entry(plan: EntryPlan, catalog_dir: Path) -> None:
     plan.folder.mkdir(parents=True, exist_ok=True)
     topic_yaml = plan.folder / "topic.yaml"
     before = topic_yaml.read_text() if topic_yaml.exists() else None
-    written = []
+    folders_before = {path for path in plan.folder.rglob("*") if path.is_dir()}
+    written: list[Path] = []
     try:
-        for name, text in [*((version.file, version.text) for version in plan.added), *plan.imports]:
-            target = plan.folder / name
-            target.write_text(text)
-            written.append(target)
+        key = [(plan.key.file, plan.key.text)] if plan.key.file is not None else []
+        written += write_proto_files(plan.folder, [*((version.file, version.text) for version in plan.added),
+                                                   *key, *plan.imports])
         topic_yaml.write_text(plan.topic_yaml)
         load_topic(topic_yaml)
         broken = next((entry for entry in load_catalog(catalog_dir, tolerant=True).broken
@@ -236,6 +302,9 @@ def write_entry(plan: EntryPlan, catalog_dir: Path) -> None:
     except CatalogError as error:
         for path in written:
             path.unlink(missing_ok=True)
+        for made in sorted({path for path in plan.folder.rglob("*") if path.is_dir()} - folders_before, reverse=True):
+            if not any(made.iterdir()):
+                made.rmdir()
         if before is None:
             topic_yaml.unlink(missing_ok=True)
             if not any(plan.folder.iterdir()):
@@ -273,35 +342,50 @@ def _proto_version(number: int, file: str, version: RegisteredVersion, message: 
     (`message`, else the file's first) and that message's Avro shape."""
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
-        for name, text in version.imports:
-            (folder / name).write_text(text)
-        (folder / file).write_text(version.schema)
+        write_proto_files(folder, [*version.imports, (file, version.schema)])
         try:
             loaded = PAYLOAD_FORMATS["protobuf"].load_schema(folder / file, version.schema, message)
         except SchemaFileError as error:
             what = str(error).replace(f"{folder / file}: ", "").replace(f"{folder}/", "")
             raise OnboardingError(f"{version.label} does not load as {file}: {what}"
                                   + ("" if message is None else "; --message names the message its records are")) from None
-    return CatalogVersion(number, file, version, loaded.schema, version.schema, loaded.parsed.message.full_name)
+        others = () if message is not None else _other_messages(loaded.parsed)
+    return CatalogVersion(number, file, version, loaded.schema, version.schema, loaded.parsed.message.full_name,
+                          others)
 
 
-def _imports_beside(folder: Path, added: list[CatalogVersion]) -> tuple[tuple[str, str], ...]:
-    """The files the added versions import that are not beside topic.yaml yet. Every version of the entry reads the
-    same file of a name: one the folder or another version holds with other text refuses the entry."""
-    wanted: dict[str, tuple[str, CatalogVersion]] = {}
+def _other_messages(compiled: Any) -> tuple[tuple[str, dict], ...]:
+    """The file's top-level messages after its first, each with its Avro shape (those with no column left out)."""
+    found = []
+    for message in compiled.top_level[1:]:
+        try:
+            found.append((message.full_name, avro_schema_of(message)))
+        except NoColumns:
+            continue
+    return tuple(found)
+
+
+def _imports_beside(folder: Path, added: Sequence[CatalogVersion | EntryKey]) -> tuple[tuple[str, str], ...]:
+    """The files the added versions import that the entry's folder lacks yet, by the path they are imported by (below
+    the folder). Every version of the entry reads the same file of a path: one the folder or another version holds
+    with other text refuses the entry."""
+    wanted: dict[str, tuple[str, RegisteredVersion]] = {}
     for version in added:
-        for name, text in version.registered.imports:
+        registered = version.registered
+        if registered is None:
+            continue
+        for name, text in registered.imports:
             there = folder / name
             held = there.read_text() if there.exists() else None
             earlier = wanted.get(name)
             other = (f"{there} holds" if held is not None and held != text else
-                     f"{earlier[1].registered.label} imports" if earlier is not None and earlier[0] != text else None)
+                     f"{earlier[1].label} imports" if earlier is not None and earlier[0] != text else None)
             if other is not None:
-                raise OnboardingError(f"{version.registered.label} imports {name} with other text than {other}; the "
-                                      f"versions of one table read the same files beside topic.yaml: give the changed "
+                raise OnboardingError(f"{registered.label} imports {name} with other text than {other}; the "
+                                      f"versions of one table read the same files of its folder: give the changed "
                                       f"file a new name in the registry, or land the version in a table of its own")
             if held is None:
-                wanted[name] = (text, version)
+                wanted[name] = (text, registered)
     return tuple((name, text) for name, (text, _) in wanted.items())
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,12 @@ from kafka_lake.decoding.payload_format import ColumnarInputs, ColumnarPath, Loa
 from kafka_lake.decoding.protobuf.avro_shape import NoColumns, avro_schema_of
 from kafka_lake.decoding.protobuf.columns import ProtobufColumns, protobuf_mapping_for
 from kafka_lake.decoding.protobuf.evolution import field_number_problem
-from kafka_lake.decoding.protobuf.proto_files import WELL_KNOWN_PREFIX, CompiledProto, compile_proto
+from kafka_lake.decoding.protobuf.proto_files import (
+    WELL_KNOWN_PREFIX,
+    CompiledProto,
+    compile_proto,
+    import_path_problem,
+)
 from kafka_lake.decoding.protobuf.records import ProtobufRecords, message_full_name
 from kafka_lake.kafka.framing import FramedValues, split_confluent
 from kafka_lake.kafka.records import KafkaBatch
@@ -96,8 +101,7 @@ class ProtobufForms:
     def of_registered(self, registered: Any, client: Any) -> str:
         with tempfile.TemporaryDirectory() as scratch:
             folder = Path(scratch)
-            for name, text in referenced_files(registered.references or [], client).items():
-                (folder / name).write_text(text, encoding="utf-8")
+            write_proto_files(folder, referenced_files(registered.references or [], client).items())
             main = folder / "registered.proto"
             main.write_text(registered.schema_str or "", encoding="utf-8")
             try:
@@ -108,9 +112,9 @@ class ProtobufForms:
 
 
 def referenced_files(references: list, client: Any) -> dict[str, str]:
-    """The text of each file a registered schema imports (its references, and theirs) by the name it imports it as,
-    fetched with confluent-kafka's registry client; the well-known types are left out (protoc has them). Raises
-    `ValueError` for an import in another folder, where the catalog's imports sit beside the file."""
+    """The text of each file a registered schema imports (its references, and theirs) by the path it imports it as
+    (`money.proto`, `opentelemetry/proto/common/v1/common.proto`), fetched with confluent-kafka's registry client; the
+    well-known types are left out (protoc has them). Raises `ValueError` for a path that leaves the folder."""
     found: dict[str, str] = {}
     pending = list(references)
     while pending:
@@ -118,12 +122,24 @@ def referenced_files(references: list, client: Any) -> dict[str, str]:
         name = reference.name
         if name in found or name.startswith(WELL_KNOWN_PREFIX):
             continue
-        if "/" in name or "\\" in name or name in ("", ".", ".."):
-            raise ValueError(f"a schema importing {name!r}, where the catalog's imports sit beside the file")
+        problem = import_path_problem(name)
+        if problem is not None:
+            raise ValueError(f"a schema importing {problem}")
         referenced = client.get_version(reference.subject, reference.version).schema
         found[name] = referenced.schema_str or ""
         pending.extend(referenced.references or [])
     return found
+
+
+def write_proto_files(folder: Path, files: Iterable[tuple[str, str]]) -> list[Path]:
+    """Writes each (import path, text) below `folder`, making the folders its path names; returns the files written."""
+    written = []
+    for name, text in files:
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        written.append(target)
+    return written
 
 
 def _compiled(version: SchemaVersion) -> CompiledProto:

@@ -1,5 +1,5 @@
 """A `.proto` schema file as a version of a table: compiled at load by protoc (grpcio-tools' bundled compiler) into
-descriptors, its imports beside it or among the well-known types; what is wrong fails naming the file.
+descriptors, its imports in its folder (by their path below it) or among the well-known types; errors name the file.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class CompiledProto:
     message: Descriptor
     message_class: Any = field(repr=False)  # the runtime's class of `message`: parses a payload
     top_level: tuple[Descriptor, ...] = field(repr=False)  # the file's top-level messages, in order
-    # What a schema id stands for: the file and the files it imports beside it, as protoc read them, whatever their
+    # What a schema id stands for: the file and the files it imports from its folder, as protoc read them, whatever their
     # names, comments and layout; two versions of one id must have the same.
     form: str = ""
     descriptor_set: bytes = field(default=b"", repr=False)  # the compiled files, from which a worker rebuilds it
@@ -106,7 +106,8 @@ def _rebuilt(file: str, message: str, descriptor_set: bytes, form: str) -> Compi
 
 
 def _descriptor_set(path: Path) -> descriptor_pb2.FileDescriptorSet:
-    """The file and everything it imports, compiled; imports found among the well-known types first, then beside it."""
+    """The file and everything it imports, compiled; imports found among the well-known types first, then in its folder
+    by the path they are imported by."""
     folder = path.parent
     includes = [f"-I{WELL_KNOWN_TYPES}", f"-I{folder}"]
     with tempfile.TemporaryDirectory() as scratch:
@@ -118,11 +119,28 @@ def _descriptor_set(path: Path) -> descriptor_pb2.FileDescriptorSet:
     for proto in files.file:
         if proto.name.startswith(WELL_KNOWN_PREFIX) and (WELL_KNOWN_TYPES / proto.name).is_file():
             continue
-        beside = folder / proto.name
-        if "/" in proto.name or "\\" in proto.name or beside.resolve().parent != folder.resolve():
-            raise SchemaFileError(f"{path}: imports {proto.name!r}, which is neither beside topic.yaml nor a well-known "
-                                  f"type (google/protobuf/…); put the file it imports in the same folder")
+        if import_path_problem(proto.name) or not _inside(folder / proto.name, folder):
+            raise SchemaFileError(f"{path}: imports {proto.name!r}, which is neither in the folder of topic.yaml (beside "
+                                  f"it, or in a sub-folder by the path it is imported by) nor a well-known type "
+                                  f"(google/protobuf/…); put the file it imports there")
     return files
+
+
+def import_path_problem(name: str) -> str | None:
+    """Why an import's path cannot name a file of a catalog entry's folder (None: it can). Imports are written as the
+    path below the folder, with `/`, as OpenTelemetry's and buf's layouts write them
+    (`opentelemetry/proto/common/v1/common.proto`)."""
+    parts = name.split("/")
+    if not name or "\\" in name or name.startswith("/") or any(part in ("", ".", "..") for part in parts):
+        return f"{name!r}, a path that leaves the entry's folder (an import names a file by its path below it, with /)"
+    return None
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(folder.resolve()) and path.is_file()
+    except (OSError, ValueError, RuntimeError):
+        return False
 
 
 def _compile_errors(path: Path, folder: Path) -> str:
@@ -137,7 +155,7 @@ def _compile_errors(path: Path, folder: Path) -> str:
 
 
 def _form(files: descriptor_pb2.FileDescriptorSet, main: str) -> str:
-    """A digest of the file and its imports beside it as protoc read them: the main file's own name left out, so the
+    """A digest of the file and its imports from its folder as protoc read them: the main file's own name left out, so the
     same schema registered under another file name has the same form."""
     kept = descriptor_pb2.FileDescriptorSet()
     for proto in files.file:
