@@ -80,6 +80,15 @@ def _start_hour_on_the_hour(value: Any) -> datetime:
     return moment
 
 
+def _one_path_or_a_list(value: Any) -> Any:
+    """`subject_field`: one dotted path as text, or a YAML list of them (as a tuple, for the frozen model)."""
+    if isinstance(value, list):
+        if not value or not all(isinstance(path, str) and path for path in value):
+            raise refused(f"subject_field {shown(value)} must be a dotted field path or a non-empty list of them")
+        return tuple(value)
+    return value
+
+
 def _kafka_topic_name(value: Any) -> Any:
     if isinstance(value, str):
         if not _TOPIC_NAME.match(value):
@@ -111,7 +120,9 @@ class TableKeys(CatalogKeys):
     start_hour: Annotated[datetime, BeforeValidator(_start_hour_on_the_hour)] = Field(
         description="an ISO 8601 time on the hour", examples=["2026-11-01T00:00Z"])
     keep_tombstones: bool = Field(False, description="true or false")
-    subject_field: str | None = Field(None, description="the dotted path of an Avro field")
+    # One path or several (`[after.id, before.id]`: a delete event's subject is in `before`), kept as written.
+    subject_field: Annotated[str | tuple[str, ...], BeforeValidator(_one_path_or_a_list)] | None = Field(
+        None, description="the dotted path of an Avro field, or a list of them")
     retention_days: int | None = Field(None, gt=0, le=CENTURY_DAYS, description=DAYS)
     freshness_minutes: int | None = Field(None, gt=0, le=CENTURY_MINUTES, description=_POSITIVE_MINUTES)
     max_rows_per_task: int = Field(1_000_000, gt=0, description="a positive whole number")
@@ -124,6 +135,17 @@ class TableKeys(CatalogKeys):
     target_file_mb: int = Field(256, gt=0, description="a positive whole number of megabytes")
     dead_letter_retention_days: int = Field(DEFAULT_DEAD_LETTER_RETENTION_DAYS, gt=0, le=CENTURY_DAYS, description=DAYS)
     snapshot_retention_days: int = Field(DEFAULT_SNAPSHOT_RETENTION_DAYS, gt=0, le=CENTURY_DAYS, description=DAYS)
+
+    @property
+    def subject_fields(self) -> tuple[tuple[str, ...], ...]:
+        """The Avro field paths erasure requests match on (`subject_field`: one or several; none without it)."""
+        named = (self.subject_field,) if isinstance(self.subject_field, str) else (self.subject_field or ())
+        return tuple(tuple(path.split(".")) for path in named)
+
+    @property
+    def subject_field_text(self) -> str:
+        """`subject_field` as the docs and audits say it: `after.id` or `after.id, before.id`."""
+        return ", ".join(".".join(path) for path in self.subject_fields)
 
     def keys_by_name(self) -> dict[str, Any]:
         """These keys by name, to build a `TableSpec` from a validated document without copying them one by one."""
@@ -266,9 +288,10 @@ class TableSpec(TableKeys):
         return (self.columns_by_field.get(landed[0], landed[0]), *landed[1:])
 
     @property
-    def subject_column(self) -> tuple[str, ...] | None:
-        """The column path erasure requests match on, or None without a `subject_field`."""
-        return self.column_path(tuple(self.subject_field.split("."))) if self.subject_field else None
+    def subject_columns(self) -> tuple[tuple[str, ...], ...]:
+        """Where each of `subject_fields` landed among the table's columns (`rename` may have given it another)."""
+        return tuple(self.column_path(path) for path in self.subject_fields)
+
 
     def version_for_registry_id(self, registry_id: int) -> SchemaVersion | None:
         for version in self.schema_versions:

@@ -140,7 +140,7 @@ def test_a_rename_names_the_columns_and_the_catalogs_keys_keep_naming_avro_field
 
     assert topic.columns_by_field == {"date": "order_date", "hour": "order_hour"}
     assert topic.time_field == ("date", "occurred_at") and topic.pii_fields == (("date", "user"),)
-    assert topic.subject_column == ("order_date", "user")
+    assert topic.subject_columns == (("order_date", "user"),)
     assert topic.column_path(("id",)) == ("id",)
 
 

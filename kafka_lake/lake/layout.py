@@ -256,3 +256,8 @@ def parse_data_file_name(path: str) -> DataFileName | None:
     if not match:
         return None
     return DataFileName(match["topic"], int(match["partition"]), int(match["offset"]), match["attempt"] or "")
+
+
+def is_landed_file(path: str) -> bool:
+    """Whether `path` is a file a landing wrote (named by topic, partition and first offset), not a generation's."""
+    return parse_data_file_name(path) is not None

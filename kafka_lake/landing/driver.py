@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka.log import BOUNDARY_WINDOW, KafkaLog
 from kafka_lake.lake.audit import AuditEntry, write_audit
-from kafka_lake.lake.landing_checks import BoundaryRecords, CheckOutcome, boundaries_confirmed
+from kafka_lake.lake.landing_checks import BoundaryRecords, CheckOutcome, boundaries_confirmed, held_past
 from kafka_lake.lake.landing_counts import LandingCounts
 from kafka_lake.lake.manifests import (
     BoundaryOrigin,
@@ -38,6 +38,7 @@ from kafka_lake.landing.slices import (
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.tables.formats import table_format
 from kafka_lake.tables.table_format import TableAccess, TableFormat
+from kafka_lake.upkeep.subjects import ErasedSubjects, accepted_erasures
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +142,7 @@ class _PlannedHour:
     slices: list[OffsetSlice]
     started: float  # time.monotonic() when planning began
     attempt: str  # in the data files' names, when the table format wants files of each landing's own
+    erased: ErasedSubjects = ErasedSubjects()  # of the erasure requests accepted when it was planned: left out
 
     def as_manifest(self) -> HourManifest:
         """What this hour's manifest will say of its boundaries, before it lands."""
@@ -159,21 +161,24 @@ def _plan(topic: TableSpec, hour: KafkaHour, settings: LandingSettings, now: dat
                        accept_lost_offsets)
     slices = split_slices(bounds, topic.max_rows_per_task)
     log.info("%s hour %s: %d slice(s) over %d partition(s)", topic.name, hour, len(slices), len(bounds))
-    return _PlannedHour(topic, hour, bounds, slices, started, attempt)
+    erased = accepted_erasures(LakeStorage(settings.lake_root), topic, settings.pii_key)
+    return _PlannedHour(topic, hour, bounds, slices, started, attempt, erased)
 
 
 def _tasks(planned: list[_PlannedHour], settings: LandingSettings) -> list[SliceTask]:
     """The hour's slice tasks: one read for all tables where their offsets agree, else a read per table."""
     first = planned[0]
+    erasures = {plan.topic.name: plan.erased for plan in planned if plan.erased}
     offsets = [[(b.partition, b.start, b.end) for b in plan.bounds] for plan in planned]
     if all(o == offsets[0] for o in offsets) and all(plan.attempt == first.attempt for plan in planned):
         # The finest split any table asks for (its smallest max_rows_per_task): no task reads more than it allows.
         slices = max((plan.slices for plan in planned), key=len)
-        return [SliceTask(first.topic, first.hour, piece, settings, first.attempt, tuple(p.topic for p in planned[1:]))
-                for piece in slices]
+        return [SliceTask(first.topic, first.hour, piece, settings, first.attempt, tuple(p.topic for p in planned[1:]),
+                          erasures) for piece in slices]
     log.info("%s hour %s: the tables' landed offsets differ, each reads the topic on its own", first.topic.topic,
              first.hour)
-    return [SliceTask(plan.topic, plan.hour, piece, settings, plan.attempt) for plan in planned for piece in plan.slices]
+    return [SliceTask(plan.topic, plan.hour, piece, settings, plan.attempt, erasures=erasures)
+            for plan in planned for piece in plan.slices]
 
 
 def _commit(topic: TableSpec, planned: _PlannedHour, reports: list[SliceReport], settings: LandingSettings,
@@ -279,7 +284,8 @@ def confirm_boundaries(topic: TableSpec, manifest: HourManifest, manifests: Mani
     """`boundaries_confirmed` against the broker now: the records around each boundary no landed neighbour fixes.
 
     A start no landed hour before binds is where the landed offsets begin: a record before it stamped in the hour
-    would be in no hour. An end no landed hour after binds is confirmed by the records before and at it."""
+    would be in no hour. An end no landed hour after binds is confirmed by the records before and at it. Records
+    stamped before the hour's end past an end the committed log decided are read as the log is written now."""
     hour = manifest.kafka_hour
     before, _ = manifests.neighbours(hour)
     after = manifests.read(hour.next())
@@ -297,6 +303,9 @@ def confirm_boundaries(topic: TableSpec, manifest: HourManifest, manifests: Mani
             end_free = after is None or after.partition(number) is None
             by_time = manifest.boundaries.get(str(number), {}).get("end_origin") == BoundaryOrigin.TIME_LOOKUP
             at_end = kafka_log.record_at_or_after(number, landed.end, bounds.end) if end_free and by_time else None
+            past = held_past(manifest, number, manifests.read)
+            held = kafka_log.stamped_before_end_past(number, hour, past.offset) if past is not None else None
             around.append(BoundaryRecords(number, window(landed.start) if start_free else None,
-                                          window(landed.end) if end_free else None, at_end, by_time))
+                                          window(landed.end) if end_free else None, at_end, by_time, held,
+                                          past.hour if past is not None else ""))
     return boundaries_confirmed(manifest, around)

@@ -105,7 +105,8 @@ class HiveTables:
     def compact_hour(self, topic: TableSpec, hour: datetime) -> TableOutcome:
         result = compact_hour(topic, hour, self.storage,
                               lambda tasks: self._run_compactions(tasks, f"compact {topic.topic} {hour:%Y-%m-%d %H}:00"),
-                              lambda manifests: self._switch_to_generations(topic, manifests))
+                              lambda manifests: self._switch_to_generations(topic, manifests),
+                              pii_key=self.access.pii_key)
         summary = (f"{topic.topic} {hour:%Y-%m-%d %H}:00: {len(result.manifests)} partition(s) rewritten, "
                    f"{len(result.switched)} switched to the generation an interrupted run committed, "
                    f"{len(result.kept)} already compact, {len(result.deleted_sources)} source files deleted")
