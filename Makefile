@@ -15,7 +15,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 PORT ?= 3000
 BROKER_PORT ?= 9092
 
-.PHONY: setup check-java instance check-test-tools check-catalog demo lint test test-fast test-faults ui broker produce stop clean bench bench-sensors bench-catalog bench-table-formats bench-history bench-compaction bench-json bench-metrics bench-current-state
+.PHONY: setup check-java instance check-test-tools check-catalog demo lint test test-fast test-faults ui broker produce stop clean bench bench-sensors bench-catalog bench-table-formats bench-history bench-compaction bench-json bench-metrics bench-current-state bench-runs
 
 setup: $(STAMP) check-java instance
 
@@ -113,6 +113,13 @@ bench-metrics: setup
 TOPICS ?= 100 500 2000
 bench-catalog: setup check-test-tools
 	$(PY) -m bench.catalog_scale --topics $(TOPICS)
+
+# What one closed hour of many small topics costs the whole deployment (webserver, daemon, code server, run workers,
+# Spark), landed, compacted and registered by the sensors under `dagster dev`: at 60, 500 and 2,000 topics (about two
+# hours at 2,000); `make bench-runs RUN_TOPICS="60 500"` for a quicker run, `RUN_ARGS=--baseline` adds one topic a run at 60.
+RUN_TOPICS ?= 60 500 2000
+bench-runs: setup
+	$(PY) -m bench.runs --topics $(RUN_TOPICS) $(RUN_ARGS)
 
 # Landing, compacting and registering one hour on a table with a year of hourly history against an empty table:
 # seconds and S3 requests by kind per stage (bench/RESULTS.md). `make bench-history HOURS=1000` for a quick run.
