@@ -109,10 +109,12 @@ bench-metrics: setup
 	$(PY) -m bench.metrics_scrape --topics 500 --partitions 32 --hours 24 --lake $(LAKE)
 # What a catalog of many topics costs (bench/RESULTS.md): the code location's load CPU and RSS, one tick of each
 # sensor, the asset catalog's GraphQL answer, and one topic's pages in Chromium, at 100, 500 and 2,000 topics (and the
-# pages at 5), with the growth ratios. 30 to 40 minutes here; `make bench-catalog TOPICS="100 500"` for a quicker run.
+# pages at 5), with the growth ratios, and the load alone at 5,000 and 10,000 topics (LOAD_TOPICS). About an hour
+# here; `make bench-catalog TOPICS="100 500" LOAD_TOPICS=` for a quicker run.
 TOPICS ?= 100 500 2000
+LOAD_TOPICS ?= 5000 10000
 bench-catalog: setup check-test-tools
-	$(PY) -m bench.catalog_scale --topics $(TOPICS)
+	$(PY) -m bench.catalog_scale --topics $(TOPICS) --load-only $(LOAD_TOPICS)
 
 # What one closed hour of many small topics costs the whole deployment (webserver, daemon, code server, run workers,
 # Spark), landed, compacted and registered by the sensors under `dagster dev`: at 60, 500 and 2,000 topics (about two
