@@ -111,6 +111,22 @@ class CatalogKeys(BaseModel):
         return {key: value for key, value in data.items() if value is not None} if isinstance(data, dict) else data
 
 
+# How often the open hour may land in increments: `open_hour: {every_minutes: N}` of topic.yaml, `OPEN_HOUR_EVERY_MINUTES`.
+OPEN_HOUR_MINUTES = (1, 30)
+
+
+class OpenHourKeys(CatalogKeys):
+    """`open_hour: {every_minutes: N}`: while a Kafka hour is open, what it holds so far lands every N minutes."""
+
+    every_minutes: int = Field(ge=OPEN_HOUR_MINUTES[0], le=OPEN_HOUR_MINUTES[1],
+                               description=f"a whole number of minutes from {OPEN_HOUR_MINUTES[0]} to {OPEN_HOUR_MINUTES[1]}")
+
+
+def _off(value: Any) -> Any:
+    """`open_hour: off`, which YAML reads as false."""
+    return "off" if value is False else value
+
+
 class TableKeys(CatalogKeys):
     """The keys of `topic.yaml` a table carries as written (defaults filled in); the keys that loading resolves
     against the schema files (versions, route, time field, …) are `topics.topic_yaml.TopicYaml`'s own."""
@@ -135,6 +151,9 @@ class TableKeys(CatalogKeys):
     target_file_mb: int = Field(256, gt=0, description="a positive whole number of megabytes")
     dead_letter_retention_days: int = Field(DEFAULT_DEAD_LETTER_RETENTION_DAYS, gt=0, le=CENTURY_DAYS, description=DAYS)
     snapshot_retention_days: int = Field(DEFAULT_SNAPSHOT_RETENTION_DAYS, gt=0, le=CENTURY_DAYS, description=DAYS)
+    # As written: increments every N minutes, `off`, or (absent) the deployment's `OPEN_HOUR_EVERY_MINUTES`.
+    open_hour: Annotated[OpenHourKeys | Literal["off"], BeforeValidator(_off)] | None = Field(
+        None, description="a mapping with every_minutes, or off")
 
     @property
     def subject_fields(self) -> tuple[tuple[str, ...], ...]:
@@ -247,6 +266,9 @@ class TableSpec(TableKeys):
     # (version, Avro field path, the column path it lands in) of every field renamed with an Avro alias, and the fields
     # inside it: they land in the column of the field they renamed (`schemas.column_lineage`).
     field_columns: FieldColumns = ()
+    # Minutes between increments of the open hour (`open_hour`, else the deployment's default); None: off, an hour
+    # lands once it is closed.
+    open_hour_minutes: int | None = None
 
     @property
     def placement(self) -> tuple:

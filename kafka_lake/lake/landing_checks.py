@@ -29,7 +29,7 @@ def slices_contiguous(manifest: HourManifest, previous: HourManifest | None, fol
     Two differences are reported but pass: a gap that a run accepted as lost (expired offsets, recorded
     in the later hour's manifest and audited) and a partition added since the previous hour.
     """
-    problems, accepted, added = [], [], []
+    problems, accepted, added, still_open = [], [], [], []
     for neighbour, mine, theirs, label in (
         (previous, "start", "end", "previous"),
         (following, "end", "start", "next"),
@@ -50,6 +50,10 @@ def slices_contiguous(manifest: HourManifest, previous: HourManifest | None, fol
                 continue
             if later.accepted_loss(landed.partition) == gap:
                 accepted.append(f"partition {landed.partition}: offsets [{gap[0]}, {gap[1]}) accepted as lost in {later.hour}")
+            elif gap[0] < gap[1] and not (neighbour.final if label == "previous" else manifest.final):
+                # The earlier hour is open, landed in increments so far: the offsets between land when it closes.
+                still_open.append(f"partition {landed.partition}: offsets [{gap[0]}, {gap[1]}) land when hour "
+                                  f"{(neighbour if label == 'previous' else manifest).hour} closes")
             else:
                 problems.append(
                     f"partition {landed.partition}: {mine} {getattr(landed, mine)} ≠ {label} hour "
@@ -68,6 +72,8 @@ def slices_contiguous(manifest: HourManifest, previous: HourManifest | None, fol
         described += f"; ACCEPTED LOSS (audited): {'; '.join(accepted)}"
     if added:
         described += f"; new partitions: {'; '.join(added)}"
+    if still_open:
+        described += f"; an hour still open: {'; '.join(still_open)}"
     return CheckOutcome(True, described, metadata)
 
 
@@ -227,6 +233,9 @@ def boundaries_confirmed(manifest: HourManifest, around: list[BoundaryRecords]) 
     if problems:
         return CheckOutcome(False, "; ".join(problems), metadata)
     since = f"; {'; '.join(landed_since)}" if landed_since else ""
+    if not manifest.final:
+        since += (f"; the hour is open: landed in {len(manifest.increments)} increment(s) so far, each end where the "
+                  f"log ended when it read")
     if not confirmed:
         return CheckOutcome(True, f"every boundary is fixed by a landed neighbour hour{since}", metadata)
     return CheckOutcome(True, f"the records at the boundaries confirm them: partition(s) {', '.join(confirmed)}{since}",

@@ -212,6 +212,11 @@ def attempt_journal_directory(database: str, table: str, hour: KafkaHour) -> str
     return f"{manifest_prefix(database, table)}/_attempts/{hour_name(hour)}"
 
 
+def hour_lease_path(database: str, table: str, hour: KafkaHour) -> str:
+    """Where a landing of an open hour, or of one landed in increments, holds the hour while it runs."""
+    return f"{manifest_prefix(database, table)}/_leases/{hour_name(hour)}.json"
+
+
 def placement_index_directory(database: str, table: str, folder: str) -> str:
     """Where the Kafka hours whose landings wrote files into `folder` are recorded, one empty object each."""
     return f"{manifest_prefix(database, table)}/_placed/{folder_as_name(folder)}"

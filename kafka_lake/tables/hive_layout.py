@@ -90,9 +90,19 @@ class HiveTables:
 
     def commit_hour(self, topic: TableSpec, manifest: HourManifest, previous: HourManifest | None,
                     attempt: str) -> HourCommitted:
+        """The manifest is the commit; then the files it replaced and those of crashed attempts go. A topic whose open
+        hour lands in increments is read through the table catalog within minutes: the placement hours each landing
+        wrote into are registered at once (their raw folders, or their generation), not after compaction."""
         replaced = remove_replaced_files(self.storage, previous, manifest)
         prefixes = (layout.table_prefix(topic.database, topic.table), *letter_prefixes(topic))
-        return HourCommitted(tuple(replaced), tuple(remove_orphans(self.storage, topic, manifest, prefixes)))
+        orphans = remove_orphans(self.storage, topic, manifest, prefixes)
+        metadata = {}
+        if topic.open_hour_minutes is not None:
+            hours = sorted({f.placement_hour for f in manifest.files if f.kind == "data"})
+            if hours:
+                registered = self.register(topic, hours)
+                metadata = {"registered": registered.summary}
+        return HourCommitted(tuple(replaced), tuple(orphans), metadata)
 
     def landed_hour_check(self, topic: TableSpec, manifest: HourManifest) -> CheckOutcome | None:
         return None

@@ -100,11 +100,15 @@ def check_due(topic: TableSpec, hour: datetime, manifests: ManifestStore) -> Non
     """Raises `CompactionNotDue` naming the raw hours that can still add rows to placement hour `hour` (one listing of
     the manifests of the hours that feed it, not of the table's)."""
     feeding = raw_hours_that_feed(topic, hour)
-    missing = missing_raw_hours(topic, hour, manifests.landed_in(feeding[0], feeding[-1]))
+    landed = manifests.landed_in(feeding[0], feeding[-1])
+    if topic.open_hour_minutes is not None:  # an hour landed in increments so far is still open: it can add rows
+        landed = [h for h in landed if (manifest := manifests.read(h)) is not None and manifest.final]
+    missing = missing_raw_hours(topic, hour, landed)
     if missing:
         raise CompactionNotDue(
             f"{topic.topic} hour {hour:%Y-%m-%d %H:00}: raw hours {', '.join(map(str, missing))} can still add "
-            f"rows (allowed lateness {topic.allowed_lateness_hours} h) and have not landed yet"
+            f"rows (allowed lateness {topic.allowed_lateness_hours} h) and have not landed yet, or not all of them "
+            f"(an open hour landed in increments so far)"
         )
 
 
