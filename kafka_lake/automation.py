@@ -64,6 +64,21 @@ def why_open(topic: TableSpec, hour: KafkaHour, now: datetime, tails: Iterable[L
     return f"{described} no record stamped at or after {from_records:%H:%M}Z yet; the clock closes it at {by_clock:%H:%M}Z"
 
 
+def increment_due(topic: TableSpec, hour: KafkaHour, now: datetime, last_requested: str | None) -> str | None:
+    """Why the open hour's next increment is not due now (None: it is): the hour has not begun, or the last increment
+    was asked for less than `open_hour_minutes` ago (`last_requested`, ISO time)."""
+    if topic.open_hour_minutes is None:
+        return "the topic lands its hours once closed (open_hour off)"
+    if now < hour.start:
+        return f"{hour} has not begun"
+    if last_requested is None:
+        return None
+    next_at = datetime.fromisoformat(last_requested) + timedelta(minutes=topic.open_hour_minutes)
+    if now >= next_at:
+        return None
+    return f"next increment of {hour} due at {next_at:%H:%M}Z (every {topic.open_hour_minutes} min)"
+
+
 def hours_closed_by_clock(topic: TableSpec, first: KafkaHour, now: datetime) -> list[KafkaHour]:
     """`first` and the consecutive hours after it that the clock has closed, at most a day of them."""
     hours: list[KafkaHour] = []
@@ -205,7 +220,7 @@ class PartitionLag:
 
 def landing_lag(newest: HourManifest | None, tails: Iterable[LogTail]) -> list[PartitionLag]:
     """How far landing is behind each partition's log end, in records and in time."""
-    landed_through_ms = newest.kafka_hour.end_ms if newest else None
+    landed_through_ms = to_millis(newest.landed_through) if newest else None
     lags = []
     for tail in sorted(tails, key=lambda t: t.partition):
         landed = newest.partition(tail.partition) if newest else None

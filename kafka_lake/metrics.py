@@ -19,7 +19,7 @@ from kafka_lake.kafka.cluster import KafkaCluster, LogTail, batches
 from kafka_lake.kafka.log import KafkaUnavailable
 from kafka_lake.lake.landed_totals import LandedTotals, ManifestTally
 from kafka_lake.lake.layout import ARCHIVED_TOPICS_PATH
-from kafka_lake.lake.manifests import ManifestChangeFeed, ManifestChanges, ManifestStore
+from kafka_lake.lake.manifests import HourManifest, ManifestChangeFeed, ManifestChanges, ManifestStore
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.settings import PlatformSettings
 from kafka_lake.table_spec import TableSpec
@@ -61,9 +61,10 @@ class Measures:
     brokers_reachable: bool
 
 
-def lag_seconds(newest: KafkaHour | None, now: datetime) -> float | None:
-    """How long ago the newest landed hour ended; None when none has landed."""
-    return None if newest is None else (now - newest.end).total_seconds()
+def lag_seconds(newest: HourManifest | None, now: datetime) -> float | None:
+    """How long ago what has landed ends: the newest landed hour's end, or, for an open hour landed in increments so
+    far, when its last increment read the log; None when none has landed."""
+    return None if newest is None else (now - newest.landed_through).total_seconds()
 
 
 def table_measures(table: TableSpec, totals: LandedTotals, log_ends: dict[int, int] | None, now: datetime) -> TableMeasures:
@@ -72,7 +73,7 @@ def table_measures(table: TableSpec, totals: LandedTotals, log_ends: dict[int, i
     if log_ends is not None:
         tails = [LogTail(partition, end, None) for partition, end in log_ends.items()]
         lags = tuple(automation.landing_lag(totals.newest, tails))
-    return TableMeasures(table.database, table.table, table.topic, totals, lags, lag_seconds(totals.newest_hour, now))
+    return TableMeasures(table.database, table.table, table.topic, totals, lags, lag_seconds(totals.newest, now))
 
 
 class WatchedCatalog:
@@ -172,7 +173,9 @@ class PlatformMeasures:
         have added to them (an hour lands once closed), and a scrape asks storage nothing about the table."""
         tally = self._tally(table)
         newest = tally.totals.newest_hour
-        if changed and newest is not None and min(changed) <= newest:
+        if changed and newest is not None and min(changed) == newest:
+            return tally.reread_newest()  # the newest hour landed again: an increment of the open hour, or its close
+        if changed and newest is not None and min(changed) < newest:
             return tally.recount(self._reads.map)
         if not changed and newest is not None and now < automation.closed_by_records_from(table, newest.next()):
             return tally.totals

@@ -107,7 +107,7 @@ def raw_check_specs(topic: TableSpec) -> list[AssetCheckSpec]:
     """One partition per hour: a check's result belongs to the hour it judged."""
     with quiet_warnings(PreviewWarning, BetaWarning):
         return [AssetCheckSpec(check.name, asset=raw_key(topic), description=check.description(topic),
-                               partitions_def=hourly_partitions(topic)) for check in checks_of(topic)]
+                               partitions_def=hourly_partitions(topic, open_hour=True)) for check in checks_of(topic)]
 
 
 def hour_check_evaluations(landed: HourLanded, selected: set[str],

@@ -11,9 +11,12 @@ from kafka_lake.table_spec import TableSpec
 EMBEDDED_METASTORE = "embedded_metastore"
 
 
-def landing_pool(topic: TableSpec, together: tuple[TableSpec, ...] = ()) -> str:
+def landing_pool(topic: TableSpec, together: tuple[TableSpec, ...] = (), embedded_metastore: bool = False) -> str:
     """Two runs landing one table at once would race for the same hours' boundaries; the tables of one Kafka topic
-    landed by one asset share a pool named for the topic (a run lands one, some or all of them)."""
+    landed by one asset share a pool named for the topic (a run lands one, some or all of them). A Hive-layout table
+    landed in increments registers each one's partitions: in the embedded Derby metastore, one process at a time."""
+    if embedded_metastore and any(t.open_hour_minutes is not None and t.table_format == "hive" for t in (topic, *together)):
+        return EMBEDDED_METASTORE
     return f"landing/{topic.database}/{topic.table}" if not together else f"landing/topic/{topic.topic}"
 
 

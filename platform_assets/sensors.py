@@ -74,6 +74,8 @@ from resources import AlertWebhookResource, KafkaResource, LakeStorageResource, 
 # The landing sensor's cursor entry naming the topics the broker did not answer for in the last tick (no Kafka topic
 # name holds parentheses, so it never meets a topic's own entry).
 UNREAD = "(unread last tick)"
+# The landing sensor's cursor entry holding, per topic landed in increments, when its last increment was requested.
+INCREMENTS = "(increments)"
 # The landing sensor's cursor entry saying which set of pools (a digest) is known to exist in the instance.
 POOLS_MADE = "(pools made)"
 # A sensor new to a topic asks the instance for its newest landed hour, a query each: a new sensor over thousands of
@@ -172,7 +174,21 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run: 
                     closed[name].append(hour)
                     pending[name] = hour.next()
         cursor[UNREAD] = sorted(tails.unread)
-        requests = landing_requests({table: closed.get(_cursor_key(table), []) for table in topics}, topics_per_run)
+        # A topic whose open hour lands in increments (`open_hour`): the hour still open lands what it holds so far,
+        # every `open_hour_minutes`; the hour's landing once closed makes it final.
+        increments, last_increments = {}, cursor.get(INCREMENTS, {})
+        for topic in topics:
+            name = _cursor_key(topic)
+            if topic.open_hour_minutes is None or name not in closed or len(closed[name]) >= automation.MAX_HOURS_PER_TICK:
+                continue
+            due = automation.increment_due(topic, pending[name], now, last_increments.get(name))
+            if due is None:
+                increments[name] = pending[name]
+                last_increments[name] = now.isoformat(timespec="seconds")
+        cursor[INCREMENTS] = {name: at for name, at in last_increments.items() if name in closed}
+        requests = landing_requests({table: closed.get(_cursor_key(table), []) + (
+            [increments[_cursor_key(table)]] if _cursor_key(table) in increments else []) for table in topics},
+            topics_per_run, f":{now:%Y%m%d%H%M}" if increments else "")
         if requests:
             context.log.info(f"{len(requests)} run(s) requested: " + "; ".join(
                 f"{request.tags.get(TOPICS_TAG) or request.tags.get(TOPIC_TAG)} for {_hours_of(request)}"
@@ -194,6 +210,10 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run: 
             line = _landing_judgement(topic, starts[name], hours, pending[name], now,
                                       tails.get(topic.topic) if name in awaiting_records else None, name != topic.topic,
                                       tails.unread.get(topic.topic) if name in awaiting_records else None)
+            if topic.open_hour_minutes is not None:
+                line += "; " + (f"increment of {pending[name]} requested (the hour is open; every "
+                                f"{topic.open_hour_minutes} min)" if name in increments else
+                                automation.increment_due(topic, pending[name], now, last_increments.get(name)) or "")
             context.log.info(line)
             judged.append(line)
         if not requests:
@@ -204,10 +224,11 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run: 
     return land_closed_hours
 
 
-def landing_requests(closed: dict[TableSpec, list[KafkaHour]],
-                     topics_per_run: int = DEFAULT_TOPICS_PER_RUN) -> list[RunRequest]:
+def landing_requests(closed: dict[TableSpec, list[KafkaHour]], topics_per_run: int = DEFAULT_TOPICS_PER_RUN,
+                     run_key_suffix: str = "") -> list[RunRequest]:
     """The runs landing the closed hours of many topics (`run_plan.plan_runs`): a unit of a run is the tables of one
-    landing asset (one Kafka topic) that need an hour, which land it in one step that reads the topic once."""
+    landing asset (one Kafka topic) that need an hour, which land it in one step that reads the topic once. An open
+    hour among them is landed as an increment; its runs recur, so their keys carry `run_key_suffix` (the tick's time)."""
     due: dict[tuple[TableSpec, ...], set[KafkaHour]] = {}
     for group in landing_groups(tuple(closed)):
         by_hour: dict[KafkaHour, list[TableSpec]] = {}
@@ -217,7 +238,8 @@ def landing_requests(closed: dict[TableSpec, list[KafkaHour]],
         for hour, tables in by_hour.items():
             due.setdefault(tuple(tables), set()).add(hour)
     runs = plan_runs(due, name=lambda unit: f"{unit[0].topic} {unit[0].name}", topics_per_run=topics_per_run)
-    return [requested(landing_run(run.units), run, [t.name for unit in run.units for t in unit]) for run in runs]
+    return [requested(landing_run(run.units), run, [t.name for unit in run.units for t in unit], run_key_suffix)
+            for run in runs]
 
 
 def requested(layer_run: LayerRun, run: PlannedRun, names: list[str], run_key_suffix: str = "") -> RunRequest:
@@ -286,6 +308,8 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run
                 topic = by_raw[event.asset_key]
                 manifests = ManifestStore(storage, topic.database, topic.table)
                 manifest = manifests.read(hour)
+                if manifest is not None and not manifest.final:
+                    continue  # an increment of the open hour: compaction follows the hour once final
                 touched = automation.placement_hours(manifest) if manifest else []
 
                 def is_landed(kafka_hour: KafkaHour, topic=topic, manifests=manifests) -> bool:
@@ -323,7 +347,7 @@ def current_state_sensor(catalog: TopicCatalog, running: bool = True, topics_per
         jobs=[current_state_job(catalog.topics)] if by_raw else [],
         default_status=_status(running),
     )
-    def apply_to_current_state(context: SensorEvaluationContext):
+    def apply_to_current_state(context: SensorEvaluationContext, lake: LakeStorageResource):
         after = int(context.cursor) if context.cursor else _latest_storage_id(context)
         events, waiting = events_of_ended_runs(context.instance, after)
         if not events:
@@ -331,7 +355,10 @@ def current_state_sensor(catalog: TopicCatalog, running: bool = True, topics_per
         landed: dict[TableSpec, set[KafkaHour]] = {}
         for event in events:
             if event.asset_key in by_raw and event.partition is not None:
-                landed.setdefault(by_raw[event.asset_key], set()).add(KafkaHour.from_partition_key(event.partition))
+                topic, hour = by_raw[event.asset_key], KafkaHour.from_partition_key(event.partition)
+                if topic.open_hour_minutes is not None and not _is_final(lake, topic, hour):
+                    continue  # an increment of the open hour: the hour is applied once final
+                landed.setdefault(topic, set()).add(hour)
         for topic, hours in sorted(landed.items(), key=lambda item: item[0].name):
             context.log.info(f"{topic.topic}: current-state application requested for "
                              f"{', '.join(map(str, sorted(hours)))}")
@@ -348,6 +375,11 @@ def table_requests(layer_run, due: dict[TableSpec, set[KafkaHour]], topics_per_r
     stretch of hours share runs of at most `topics_per_run` tables."""
     runs = plan_runs(due, name=lambda table: table.name, topics_per_run=topics_per_run)
     return [requested(layer_run(run.units), run, [t.name for t in run.units], run_key_suffix) for run in runs]
+
+
+def _is_final(lake: LakeStorageResource, topic: TableSpec, hour: KafkaHour) -> bool:
+    manifest = ManifestStore(lake.storage(), topic.database, topic.table).read(hour)
+    return manifest is not None and manifest.final
 
 
 def events_of_ended_runs(instance, after: int) -> tuple[list, str]:

@@ -703,3 +703,42 @@ def test_recent_landings_of_many_topics_tell_freshness_what_a_query_a_topic_tell
     monkeypatch.setattr(checks, "_materialized", lambda *args: pytest.fail("asked Dagster about a topic"))
     told = landed_in_freshness_window(instance, topic, due_next, recent_landings(instance, {raw_key(topic)}, H.start))
     assert told == asked and told[1] == H.next()
+
+
+def test_the_open_hour_of_a_topic_landed_in_increments_is_requested_every_n_minutes(broker, topic, instance, clock, caplog):
+    """`open_hour: {every_minutes: 5}`: while H is open, the sensor asks for it every 5 minutes (the landing lands
+    what it holds so far), saying when the next is due; each request is a run of its own."""
+    topic = topic.model_copy(update={"open_hour_minutes": 5})
+    sensor = sensors.landing_sensor(TopicCatalog((topic,)))
+    kafka = KafkaResource(bootstrap_servers=broker.bootstrap_servers)
+    cursor = json.dumps({topic.topic: H.partition_key})
+
+    clock(H.start + timedelta(minutes=7))
+    first = tick(sensor, instance, cursor, kafka=kafka)
+    [request] = first.run_requests
+    assert (request.job_name, request.partition_key) == ("landing", H.partition_key)
+    assert json.loads(first.cursor)[topic.topic] == H.partition_key, "the open hour is not passed over"
+
+    clock(H.start + timedelta(minutes=9))
+    context = build_sensor_context(instance=instance, cursor=first.cursor, resources={"kafka": kafka})
+    context.log.addHandler(caplog.handler)
+    with caplog.at_level("INFO"):
+        waiting = sensor(context)
+    assert not waiting.run_requests
+    assert any(f"next increment of {H} due at {H.start + timedelta(minutes=12):%H:%M}Z (every 5 min)" in r.getMessage()
+               for r in caplog.records)
+
+    clock(H.start + timedelta(minutes=12, seconds=30))
+    [again] = tick(sensor, instance, waiting.cursor, kafka=kafka).run_requests
+    assert again.partition_key == H.partition_key and again.run_key != request.run_key
+
+
+def test_a_closed_hour_and_the_open_one_after_it_land_in_one_run(broker, topic, instance, clock):
+    topic = topic.model_copy(update={"open_hour_minutes": 5})
+    sensor = sensors.landing_sensor(TopicCatalog((topic,)))
+    clock(H.end + timedelta(minutes=12))  # H closed by the clock, H+1 open
+
+    [request] = tick(sensor, instance, json.dumps({topic.topic: H.partition_key}),
+                     kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers)).run_requests
+
+    assert partition_keys(request) == [H.partition_key, H.next().partition_key]

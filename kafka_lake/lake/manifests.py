@@ -117,6 +117,13 @@ class HourManifest:
     def partition(self, number: int) -> PartitionLanding | None:
         return next((p for p in self.partitions if p.partition == number), None)
 
+    @property
+    def landed_through(self) -> datetime:
+        """Up to when the hour's records are landed: its end once final, else when its last increment read the log."""
+        if self.final or not self.increments:
+            return self.kafka_hour.end
+        return min(datetime.fromisoformat(self.increments[-1].read_at), self.kafka_hour.end)
+
     def accepted_loss(self, partition: int) -> tuple[int, int] | None:
         loss = self.accepted_losses.get(str(partition))
         return None if loss is None else (loss[0], loss[1])
