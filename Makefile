@@ -15,7 +15,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 PORT ?= 3000
 BROKER_PORT ?= 9092
 
-.PHONY: setup check-java instance check-test-tools check-catalog demo lint test test-fast test-faults ui broker produce stop clean bench bench-sensors bench-catalog bench-table-formats bench-history bench-compaction bench-json bench-metrics bench-current-state bench-runs
+.PHONY: setup check-java instance check-test-tools check-catalog demo lint test test-fast test-faults ui broker produce stop clean bench bench-sensors bench-catalog bench-table-formats bench-history bench-compaction bench-json bench-metrics bench-current-state bench-runs bench-freshness
 
 setup: $(STAMP) check-java instance
 
@@ -122,6 +122,11 @@ bench-catalog: setup check-test-tools
 RUN_TOPICS ?= 60 500 2000
 bench-runs: setup
 	$(PY) -m bench.runs --topics $(RUN_TOPICS) $(RUN_ARGS)
+
+# How soon a record is readable through the table when the open hour lands in increments every N minutes (N = 1 and
+# 5), under `dagster dev` with continuous traffic: p50 and p95 of readable - produced, and each increment's CPU.
+bench-freshness: setup
+	$(PY) -m bench.freshness $(FRESHNESS_ARGS)
 
 # Landing, compacting and registering one hour on a table with a year of hourly history against an empty table:
 # seconds and S3 requests by kind per stage (bench/RESULTS.md). `make bench-history HOURS=1000` for a quick run.
