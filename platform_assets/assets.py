@@ -117,7 +117,8 @@ def raw_landing_asset(topic: TableSpec, embedded_metastore: bool = True, togethe
                 try:
                     for result in land_hours(landing[0], hours, settings, SlicesOnSpark(pyspark.spark_session, topic.topic),
                                              run_id=context.run.run_id, accept_lost_offsets=config.accept_lost_offsets,
-                                             together=tuple(landing[1:]), table_formats=lambda t: formats[t.name]):
+                                             together=tuple(landing[1:]), table_formats=lambda t: formats[t.name],
+                                             holder_alive=lambda holder: run_going(context.instance, holder)):
                         table = by_name[result.manifest.database, result.manifest.table]
                         if result.unchanged:
                             # An increment of the open hour that found nothing new: the hour stands as it was.
@@ -166,6 +167,13 @@ def plans_freshness(context: AssetExecutionContext, table: TableSpec) -> bool:
         return False
     checks = context.run.asset_check_selection
     return checks is None or AssetCheckKey(raw_key(table), FRESHNESS) in checks
+
+
+def run_going(instance, run_id: str) -> bool:
+    """Whether the run holding an hour's lease is still going: a run the instance does not know (a landing outside
+    Dagster) counts as going, and its lease expires."""
+    run = instance.get_run_by_id(run_id) if run_id else None
+    return run is None or not run.is_finished
 
 
 def hours_landed_before_failing(hours: list[str], landed: list[str]) -> str:

@@ -554,7 +554,7 @@ def test_a_scrape_answers_within_its_budget_while_a_first_count_goes_on_and_serv
     `kafka_lake_tables_counting`), and serves them at a later scrape once counted in the background."""
     from kafka_lake.lake import landed_totals
 
-    topic, traffic, hours, _, settings = landed_two_hours
+    _, traffic, hours, _, settings = landed_two_hours
     release = threading.Event()
     slow_read = landed_totals.ManifestStore.read
 

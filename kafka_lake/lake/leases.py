@@ -4,6 +4,9 @@ once would each write files the other's manifest does not know. Created exclusiv
 from __future__ import annotations
 
 import json
+import os
+import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -31,18 +34,23 @@ class HourLease:
     def path(self) -> str:
         return layout.hour_lease_path(self.database, self.table, self.hour)
 
-    def acquire(self, holder: str, now: datetime | None = None, expiry: timedelta = LEASE_EXPIRY) -> None:
-        """Holds the hour for `holder` (a run id), or raises `HourHeld` naming who holds it; a lease older than
-        `expiry` is taken over (its holder died), in a step of its own so two takers cannot both win."""
+    def acquire(self, holder: str, now: datetime | None = None, expiry: timedelta = LEASE_EXPIRY,
+                alive: Callable[[str], bool] | None = None) -> None:
+        """Holds the hour for `holder` (a run id), or raises `HourHeld` naming who holds it. A lease is taken over when
+        its holder is dead: its process, on this machine, is gone; `alive` (the orchestrator's word on a holder) says
+        it is not; or it is older than `expiry`. The take-over is a step of its own, so two takers cannot both win."""
         now = now or datetime.now(timezone.utc)
-        document = json.dumps({"holder": holder, "since": now.isoformat(timespec="seconds")}).encode()
+        document = json.dumps({"holder": holder, "since": now.isoformat(timespec="seconds"),
+                               "host": socket.gethostname(), "pid": os.getpid()}).encode()
         if self.storage.create_exclusive(self.path, document):
             return
         held = self.storage.read_bytes(self.path)
         if held is not None:
             found = json.loads(held)
             since = datetime.fromisoformat(found["since"])
-            if now - since < expiry:
+            dead = (_process_gone(found) or (alive is not None and not alive(found["holder"]))
+                    or now - since >= expiry)
+            if not dead:
                 raise HourHeld(f"{self.database}/{self.table} hour {self.hour} is being landed by run "
                                f"{found['holder'] or '(no run id)'} since {found['since']}; this landing waits for the "
                                f"next (a lease is taken over after {expiry.total_seconds() / 60:.0f} min, when its "
@@ -54,3 +62,16 @@ class HourLease:
 
     def release(self) -> None:
         self.storage.delete(self.path)
+
+
+def _process_gone(lease: dict) -> bool:
+    """Whether the lease's holder ran on this machine and its process is gone (killed)."""
+    if lease.get("host") != socket.gethostname() or not isinstance(lease.get("pid"), int):
+        return False
+    try:
+        os.kill(lease["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False

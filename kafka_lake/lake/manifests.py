@@ -109,6 +109,9 @@ class HourManifest:
     # what it holds beyond; the landing after it closed makes it final. Compaction and retention act on final hours.
     final: bool = True
     increments: tuple[Increment, ...] = ()  # the hour's landings in increments, in order; none when landed once
+    # partition (as text) → offsets where a slice of the hour starts besides its start: where its increments started.
+    # A landing again slices there too, so it writes the files they wrote, of the same names and rows.
+    cuts: dict = field(default_factory=dict)
 
     @property
     def kafka_hour(self) -> KafkaHour:

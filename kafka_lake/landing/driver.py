@@ -72,6 +72,7 @@ def land_hours(
     accept_lost_offsets: bool = False,
     together: Sequence[TableSpec] = (),
     table_formats: Callable[[TableSpec], TableFormat] | None = None,
+    holder_alive: Callable[[str], bool] | None = None,
 ) -> Iterator[LandingResult]:
     """Lands every record of `topic` whose offsets belong to each of `hours`, in order, replacing any earlier
     landing of it, and yields each hour's result once it is committed. `table_formats`: each table's table format
@@ -90,6 +91,9 @@ def land_hours(
     longer waits for them. The next hour's plan starts where the running hour's plan ends, as it would
     from that hour's manifest; commits stay in order. When an hour fails, the hour started after it is
     cancelled and not committed; when an hour cannot be planned (still open), the hour before it commits.
+
+    A topic landed in increments holds each hour it lands (`lake.leases`); `holder_alive` tells whether the run holding
+    one is still running, so a killed run's hour is taken over at once.
     """
     tables = (topic, *together)
     if any(table.topic != topic.topic for table in tables):
@@ -106,7 +110,7 @@ def land_hours(
         """A topic landed in increments holds each hour while landing it (`lake.leases`)."""
         if table.open_hour_minutes is not None:
             lease = HourLease(LakeStorage(settings.lake_root), table.database, table.table, hour)
-            lease.acquire(run_id)
+            lease.acquire(run_id, alive=holder_alive)
             leases[table.name, hour] = lease
 
     def commit_oldest() -> list[LandingResult]:
@@ -165,6 +169,7 @@ class _PlannedHour:
     erased: ErasedSubjects = ErasedSubjects()  # of the erasure requests accepted when it was planned: left out
     landed_so_far: HourManifest | None = None  # the open hour's increments committed before this landing
     read_at: str = ""  # when the log's ends were read (an increment's, for its record)
+    cuts: dict[int, set[int]] = field(default_factory=dict)  # where slices start besides the hour's start
 
     @property
     def final(self) -> bool:
@@ -205,12 +210,12 @@ def _plan(topic: TableSpec, hour: KafkaHour, settings: LandingSettings, now: dat
     if landed_so_far is not None:
         bounds = _past_increments(topic, hour, bounds, landed_so_far)
     landed = {p.partition: p.end for p in landed_so_far.partitions} if landed_so_far is not None else None
-    cuts = _increment_starts(current) if current is not None and current.final else None
+    cuts = {int(p): set(offsets) for p, offsets in (current.cuts if current is not None else {}).items()}
     slices = split_slices(bounds, topic.max_rows_per_task, landed, cuts)
     log.info("%s hour %s: %d slice(s) over %d partition(s)", topic.name, hour, len(slices), len(bounds))
     erased = accepted_erasures(storage, topic, settings.pii_key)
     return _PlannedHour(topic, hour, bounds, slices, started, attempt, erased, landed_so_far,
-                        read_at.isoformat(timespec="microseconds"))
+                        read_at.isoformat(timespec="microseconds"), cuts)
 
 
 def _past_increments(topic: TableSpec, hour: KafkaHour, bounds: list[PartitionBounds],
@@ -230,15 +235,6 @@ def _past_increments(topic: TableSpec, hour: KafkaHour, bounds: list[PartitionBo
         planned.append(replace(bound, start=landed.start, start_from=how.get("start_from", bound.start_from),
                                start_origin=BoundaryOrigin(how.get("start_origin", bound.start_origin.value))))
     return planned
-
-
-def _increment_starts(manifest: HourManifest) -> dict[int, set[int]]:
-    """Per partition, where each increment after the first started: the ends of those before it."""
-    starts: dict[int, set[int]] = {}
-    for increment in manifest.increments[:-1]:
-        for partition, end in increment.ends.items():
-            starts.setdefault(int(partition), set()).add(int(end))
-    return starts
 
 
 def _tasks(planned: list[_PlannedHour], settings: LandingSettings) -> list[SliceTask]:
@@ -269,7 +265,7 @@ def _commit(topic: TableSpec, planned: _PlannedHour, reports: list[SliceReport],
         return LandingResult(so_far, manifests.path(planned.hour), (), (), 0, unchanged=True)
     manifest = build_manifest(topic, planned.hour, planned.bounds, reports, run_id, time.monotonic() - planned.started,
                               landed_so_far=planned.landed_so_far, increment=planned.read_at if planned.in_increments
-                              else None)
+                              else None, cuts=planned.cuts)
     # Audited before the commit: no manifest ever carries an accepted loss without its audit entry.
     audit_path = _audit_accepted_losses(storage, topic, manifest) if manifest.accepted_losses else None
     previous = manifests.read(planned.hour)
@@ -309,11 +305,12 @@ def _audit_accepted_losses(storage: LakeStorage, topic: TableSpec, manifest: Hou
 def build_manifest(
     topic: TableSpec, hour: KafkaHour, bounds: list[PartitionBounds], reports: list[SliceReport],
     run_id: str, duration_s: float, check_reports: bool = True, landed_so_far: HourManifest | None = None,
-    increment: str | None = None,
+    increment: str | None = None, cuts: dict[int, set[int]] | None = None,
 ) -> HourManifest:
     """The hour's manifest from its bounds and slice reports. `landed_so_far`: the increments of the open hour committed
     before, whose offsets, counts and files the new manifest keeps and adds to; `increment`: when this landing read the
-    log, for a landing in increments (recorded with its ends)."""
+    log, for a landing in increments (recorded with its ends); `cuts`: where its slices started besides the hour's
+    start, kept with those of its increments for a landing again."""
     by_partition: dict[int, list[SliceReport]] = {}
     for report in reports:
         by_partition.setdefault(report.slice.partition, []).append(report)
@@ -335,6 +332,11 @@ def build_manifest(
     files = sorted({f.path: f for f in (*(landed_so_far.files if landed_so_far is not None else ()),
                                         *(f for r in reports for f in r.files))}.values(), key=lambda f: f.path)
     landed_at = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    starts: dict[int, set[int]] = {p: set(offsets) for p, offsets in (cuts or {}).items()}
+    for earlier in landed_so_far.partitions if landed_so_far is not None else ():
+        starts.setdefault(earlier.partition, set()).add(earlier.end)
+    starts = {p: {o for o in offsets if o > next(b.start for b in bounds if b.partition == p)}
+              for p, offsets in starts.items() if any(b.partition == p for b in bounds)}
     increments = (*(landed_so_far.increments if landed_so_far is not None else ()),
                   *((Increment({str(b.partition): b.end for b in bounds}, increment, landed_at),) if increment else ()))
     return HourManifest(
@@ -363,6 +365,7 @@ def build_manifest(
         held_back={str(b.partition): list(b.held_back) for b in bounds if b.held_back},
         final=not any(b.still_open for b in bounds),
         increments=increments,
+        cuts={str(p): sorted(offsets) for p, offsets in sorted(starts.items()) if offsets},
     )
 
 

@@ -250,7 +250,11 @@ def landed_hour_matches_table(table: Table, storage: LakeStorage, manifest: Hour
         if _landing_of(latest) != (manifest.landed_at, manifest.run_id):
             problems.append(f"the latest commit of the hour (snapshot {latest.snapshot_id}) is of the landing at "
                             f"{_landing_of(latest)[0]}, not of the manifest's at {manifest.landed_at}")
-        added = live_files_by_path(table, storage, _added_by(table, latest))
+        # An hour landed in increments was committed by each increment's append: together they added its files.
+        lineage = {increment.landed_at for increment in manifest.increments} or {manifest.landed_at}
+        ours = [commit for commit in commits if _landing_of(commit)[0] in lineage] or [latest]
+        added = {path: f for commit in ours for path, f in live_files_by_path(table, storage,
+                                                                               _added_by(table, commit)).items()}
         if {path: f.record_count for path, f in added.items()} != expected:
             missing, extra = sorted(set(expected) - set(added)), sorted(set(added) - set(expected))
             problems.append(f"snapshot {latest.snapshot_id} added {len(added)} file(s), the manifest lists "
