@@ -25,7 +25,10 @@ RUN pip install --no-cache-dir --no-deps -e . \
 
 # PYSPARK_PYTHON: executors started from this image run the same Python as the driver. Executors in
 # another image need the same packages there and this variable pointing at that image's Python.
+# DAGSTER_EVENT_BATCH_SIZE: a run of hundreds of topics is created with a planned event per asset and check, which
+# Postgres then takes in batches (docs/DEPLOYING.md).
 ENV DAGSTER_HOME=/opt/dagster/home \
+    DAGSTER_EVENT_BATCH_SIZE=100 \
     PYTHONUNBUFFERED=1 \
     PYSPARK_PYTHON=/usr/local/bin/python
 USER kafka-lake

@@ -15,7 +15,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 PORT ?= 3000
 BROKER_PORT ?= 9092
 
-.PHONY: setup check-java instance check-test-tools check-catalog demo lint test test-fast test-faults ui broker produce stop clean bench bench-sensors bench-catalog bench-lineage bench-table-formats bench-history bench-compaction bench-json bench-metrics bench-current-state
+.PHONY: setup check-java instance check-test-tools check-catalog demo lint test test-fast test-faults ui broker produce stop clean bench bench-sensors bench-catalog bench-lineage bench-table-formats bench-history bench-compaction bench-json bench-metrics bench-current-state bench-runs bench-freshness
 
 setup: $(STAMP) check-java instance
 
@@ -109,15 +109,30 @@ bench-metrics: setup
 	$(PY) -m bench.metrics_scrape --topics 500 --partitions 32 --hours 24 --lake $(LAKE)
 # What a catalog of many topics costs (bench/RESULTS.md): the code location's load CPU and RSS, one tick of each
 # sensor, the asset catalog's GraphQL answer, and one topic's pages in Chromium, at 100, 500 and 2,000 topics (and the
-# pages at 5), with the growth ratios. 30 to 40 minutes here; `make bench-catalog TOPICS="100 500"` for a quicker run.
+# pages at 5), with the growth ratios, and the load alone at 5,000 and 10,000 topics (LOAD_TOPICS). About an hour
+# here; `make bench-catalog TOPICS="100 500" LOAD_TOPICS=` for a quicker run.
 TOPICS ?= 100 500 2000
+LOAD_TOPICS ?= 5000 10000
 bench-catalog: setup check-test-tools
-	$(PY) -m bench.catalog_scale --topics $(TOPICS)
+	$(PY) -m bench.catalog_scale --topics $(TOPICS) --load-only $(LOAD_TOPICS)
+
+# What one closed hour of many small topics costs the whole deployment (webserver, daemon, code server, run workers,
+# Spark), landed, compacted and registered by the sensors under `dagster dev`: at 60, 500 and 2,000 topics (about two
+# hours at 2,000); `make bench-runs RUN_TOPICS="60 500"` for a quicker run, `RUN_ARGS=--baseline` adds one topic a run at 60.
+RUN_TOPICS ?= 60 500 2000
+bench-runs: setup
+	$(PY) -m bench.runs --topics $(RUN_TOPICS) $(RUN_ARGS)
+
+# How soon a record is readable through the table when the open hour lands in increments every N minutes (N = 1 and
+# 5), under `dagster dev` with continuous traffic: p50 and p95 of readable - produced, and each increment's CPU.
+bench-freshness: setup
+	$(PY) -m bench.freshness $(FRESHNESS_ARGS)
 
 # What the UI's global lineage page asks of the webserver at 400 topics, per number of databases (asset groups), and
 # with the batches Dagster's URL parameters set (bench/RESULTS.md). About 15 minutes here.
+LINEAGE_TOPICS ?= 400
 bench-lineage: setup check-test-tools
-	$(PY) -m bench.lineage_page $(if $(filter command line,$(origin TOPICS)),--topics $(TOPICS))
+	$(PY) -m bench.lineage_page --topics $(LINEAGE_TOPICS)
 
 # Landing, compacting and registering one hour on a table with a year of hourly history against an empty table:
 # seconds and S3 requests by kind per stage (bench/RESULTS.md). `make bench-history HOURS=1000` for a quick run.

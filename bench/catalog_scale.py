@@ -5,7 +5,8 @@ Each size is a generated catalog in a temporary folder: copies of `shop/page_vie
 Kafka topic (16 partitions on a fresh local broker, one record each stamped after the hour the sensors judge).
 Measured per size: the CPU and peak RSS of `dagster definitions validate` (the code location's load, in a process
 of its own); one tick of each sensor that asks the broker or the instance; the webserver's answer to the asset
-catalog's GraphQL query (bytes and seconds); and, in headless Chromium, one topic's asset page and its lineage.
+catalog's GraphQL query (bytes and seconds); and, in headless Chromium, one topic's asset page and its lineage. At the
+`--load-only` sizes (5,000 and 10,000 topics), the load alone.
 """
 
 from __future__ import annotations
@@ -235,6 +236,9 @@ def report(results: list[SizeResult], base_topics: int) -> None:
     for r in results:
         line = (f"{r.topics:>7} {growth(r.topics, base.topics):>9} | {r.load_cpu_s:>10.1f} {growth(r.load_cpu_s, base.load_cpu_s):>6} "
                 f"{r.load_wall_s:>7.1f} {r.load_rss_mb:>7.0f} {growth(r.load_rss_mb, base.load_rss_mb):>6} |")
+        if not r.ticks or not ticks:
+            print(line + " (the load alone)")
+            continue
         line += "".join(f" {r.ticks.get(name, 0):>18.2f} {growth(r.ticks.get(name, 0), base.ticks[name]):>6}" for name in ticks)
         line += f" | {r.unread_topics:>6} {r.unread_after_next:>5} {r.requested:>6} {r.health_unjudged:>15} | {r.webserver_ready_s:>11.0f} {r.graphql_bytes / 1024:>10.0f} {r.graphql_s:>6.2f} {growth(r.graphql_bytes, base.graphql_bytes):>6}"
         print(line)
@@ -245,7 +249,11 @@ def report(results: list[SizeResult], base_topics: int) -> None:
         for r in shown:
             print(f"{r.topics:>7} topics: " + ", ".join(f"{name} {s:.2f} s ({growth(s, first.ui[name])})"
                                                       for name, s in r.ui.items()))
-    largest, middle = results[-1], next((r for r in results if r.topics == 500), None)
+    print("RESULT loads " + " ".join(f"topics={r.topics} load_cpu_s={r.load_cpu_s:.1f} "
+                                     f"per_topic_ms={r.load_cpu_s / r.topics * 1000:.1f}" for r in results))
+    if not any(r.ticks for r in results):
+        return
+    largest, middle = [r for r in results if r.ticks][-1], next((r for r in results if r.topics == 500), None)
     print(f"RESULT topics={largest.topics} load_cpu_s={largest.load_cpu_s:.1f} load_rss_mb={largest.load_rss_mb:.0f}"
           + (f" load_cpu_vs_500={largest.load_cpu_s / middle.load_cpu_s:.1f}" if middle else "")
           + "".join(f" {name}_s={s:.2f}" for name, s in largest.ticks.items())
@@ -263,8 +271,10 @@ def main() -> int:
     parser.add_argument("--ui-baseline", type=int, default=5,
                         help="the size whose pages in Chromium the others are held against (0: no browser)")
     parser.add_argument("--skip", nargs="*", default=[], choices=["load", "ticks", "webserver"])
+    parser.add_argument("--load-only", type=int, nargs="*", default=[5000, 10000],
+                        help="larger catalog sizes whose load alone is measured (a tick and the UI there take hours)")
     args = parser.parse_args()
-    sizes = sorted(set(args.topics) | ({args.ui_baseline} if args.ui_baseline else set()))
+    sizes = sorted(set(args.topics) | set(args.load_only) | ({args.ui_baseline} if args.ui_baseline else set()))
     results = []
     for topics in sizes:
         result = SizeResult(topics)
@@ -276,6 +286,9 @@ def main() -> int:
                 measure_load(work / "catalog", work / "home", result)
                 print(f"{topics} topics: load {result.load_cpu_s:.1f} s CPU ({result.load_wall_s:.0f} s wall, "
                       f"{result.load_rss_mb:.0f} MB)", flush=True)
+            if topics in args.load_only and topics not in args.topics:
+                results.append(result)
+                continue
             if "ticks" not in args.skip:
                 measure_ticks(work / "catalog", work, args.partitions, result)
                 print(f"{topics} topics: ticks {json.dumps({k: round(v, 2) for k, v in result.ticks.items()})}", flush=True)

@@ -23,8 +23,6 @@ POSTGRES_FIELDS = {
     "port": "DAGSTER_PG_PORT",
 }
 OPTIONAL_POSTGRES_VARIABLES = {"DAGSTER_PG_PORT"}  # Dagster's default is 5432
-# The new pools listed by name, one a line; a catalog of thousands says how many more there are.
-POOLS_LISTED = 20
 
 
 class InstanceConfigError(ValueError):
@@ -95,27 +93,6 @@ def write_instance(dagster_home: str | Path, environ=None, template: Path = REPO
     return target
 
 
-def initialize_pools(dagster_home: str | Path) -> list[str]:
-    """Creates, at the default limit, every pool the code location uses that the instance does not know yet.
-
-    Dagster creates a pool when it first dequeues a run that uses it; two runs queued in the same moment
-    before that (a fresh deployment's first sensor tick) would both start. Pools an operator has set
-    (`dagster instance concurrency set`) are left as they are.
-    """
-    from dagster import DagsterInstance
-
-    from platform_assets.definitions import load_definitions
-
-    graph = load_definitions().resolve_asset_graph()
-    wanted = sorted({pool for node in graph.asset_nodes for pool in node.pools or ()})
-    with DagsterInstance.from_config(str(dagster_home)) as instance:
-        storage = instance.event_log_storage
-        new = [pool for pool in wanted if pool not in storage.get_concurrency_keys()]
-        for pool in new:
-            storage.initialize_concurrency_limit_to_default(pool)
-    return new
-
-
 def describe_storage(environ) -> str:
     if not postgres_variables_set(environ):
         return "SQLite under $DAGSTER_HOME"
@@ -139,18 +116,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     print(f"Dagster instance {target}: storage in {describe_storage(os.environ)}.")
-    try:
-        created = initialize_pools(args.dagster_home)
-    except Exception as error:  # a broken catalog or an unreachable database: the servers will say so too
-        print(f"warning: concurrency pools not created ({type(error).__name__}: {error}); Dagster creates each "
-              "when it first queues a run that uses it", file=sys.stderr)
-        return 0
-    if created:
-        print(f"Concurrency pools created at the default limit: {len(created)}")
-        shown = created[:POOLS_LISTED]
-        print("".join(f"  {pool}\n" for pool in shown), end="")
-        if len(created) > len(shown):
-            print(f"  … and {len(created) - len(shown)} more (`dagster instance concurrency get --all` lists every pool)")
     return 0
 
 

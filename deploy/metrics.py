@@ -41,6 +41,7 @@ METRICS = {
     "kafka_lake_catalog_rejected_entries": ("Catalog entries that failed to load; their topics are not landed", ()),
     "kafka_lake_brokers_up": ("1 when this scrape read the log ends from the brokers, 0 when they did not answer", ()),
     "kafka_lake_scrape_duration_seconds": ("How long this scrape's measuring took", ()),
+    "kafka_lake_tables_counting": ("Tables whose manifests are still being counted, left out of this scrape", ()),
 }
 
 
@@ -61,6 +62,7 @@ def metric_families(measures: Measures, duration_s: float) -> list[Metric]:
     family["kafka_lake_catalog_rejected_entries"].add_metric([], measures.rejected_entries)
     family["kafka_lake_brokers_up"].add_metric([], 1 if measures.brokers_reachable else 0)
     family["kafka_lake_scrape_duration_seconds"].add_metric([], duration_s)
+    family["kafka_lake_tables_counting"].add_metric([], measures.counting)
     return list(family.values())
 
 

@@ -70,6 +70,21 @@ def moment(at: datetime, now: datetime) -> str:
     return f"{at:%H:%M}Z" if at.date() == now.date() else f"{at:%Y-%m-%d %H:%M}Z"
 
 
+def increment_due(topic: TableSpec, hour: KafkaHour, now: datetime, last_requested: str | None) -> str | None:
+    """Why the open hour's next increment is not due now (None: it is): the hour has not begun, or the last increment
+    was asked for less than `open_hour_minutes` ago (`last_requested`, ISO time)."""
+    if topic.open_hour_minutes is None:
+        return "the topic lands its hours once closed (open_hour off)"
+    if now < hour.start:
+        return f"{hour} has not begun"
+    if last_requested is None:
+        return None
+    next_at = datetime.fromisoformat(last_requested) + timedelta(minutes=topic.open_hour_minutes)
+    if now >= next_at:
+        return None
+    return f"next increment of {hour} due at {moment(next_at, now)} (every {topic.open_hour_minutes} min)"
+
+
 def hours_closed_by_clock(topic: TableSpec, first: KafkaHour, now: datetime) -> list[KafkaHour]:
     """`first` and the consecutive hours after it that the clock has closed, at most a day of them."""
     hours: list[KafkaHour] = []
@@ -125,6 +140,11 @@ def _due_and_floor(topic: TableSpec, freshness_minutes: int, now: datetime) -> t
     """The latest closed hour whose deadline has passed, and the start of the oldest hour freshness looks back to."""
     due = KafkaHour.containing(now - timedelta(minutes=freshness_minutes)).previous()
     return due, max(topic.start_hour, floor_hour(now - FRESHNESS_LOOKBACK))
+
+
+def due_hour(topic: TableSpec, now: datetime) -> KafkaHour:
+    """The latest closed hour past its deadline (its end + `freshness_minutes`): the one freshness asks about first."""
+    return _due_and_floor(topic, topic.freshness_minutes or 0, now)[0]
 
 
 def freshness_window(topic: TableSpec, now: datetime) -> list[KafkaHour]:
@@ -206,7 +226,7 @@ class PartitionLag:
 
 def landing_lag(newest: HourManifest | None, tails: Iterable[LogTail]) -> list[PartitionLag]:
     """How far landing is behind each partition's log end, in records and in time."""
-    landed_through_ms = newest.kafka_hour.end_ms if newest else None
+    landed_through_ms = to_millis(newest.landed_through) if newest else None
     lags = []
     for tail in sorted(tails, key=lambda t: t.partition):
         landed = newest.partition(tail.partition) if newest else None

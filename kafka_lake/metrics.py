@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,7 +19,7 @@ from kafka_lake.kafka.cluster import KafkaCluster, LogTail, batches
 from kafka_lake.kafka.log import KafkaUnavailable
 from kafka_lake.lake.landed_totals import LandedTotals, ManifestTally
 from kafka_lake.lake.layout import ARCHIVED_TOPICS_PATH
-from kafka_lake.lake.manifests import ManifestChangeFeed, ManifestChanges, ManifestStore
+from kafka_lake.lake.manifests import HourManifest, ManifestChangeFeed, ManifestChanges, ManifestStore
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.settings import PlatformSettings
 from kafka_lake.table_spec import TableSpec
@@ -33,6 +33,9 @@ READERS = 16
 # What a scrape gives the brokers to confirm the log ends they report (`ConfirmedEnds`): Prometheus' scrape timeout
 # (30 s, docs/OPERATING_METRICS.md) leaves the rest to the lake.
 CONFIRM_BUDGET_S = 10.0
+# What a scrape waits for the tables' manifests: well inside Prometheus' scrape timeout (30 s is common) with the log
+# ends' confirmation beside it. A table not counted by then is counted on, in the background, for the next scrape.
+COUNT_BUDGET_S = 12.0
 
 
 @dataclass(frozen=True)
@@ -59,11 +62,15 @@ class Measures:
     tables: tuple[TableMeasures, ...]
     rejected_entries: int
     brokers_reachable: bool
+    # Tables whose manifests are still being counted (a first count of thousands of tables on S3 takes minutes): left
+    # out of this scrape rather than served as zero, and in the next ones once counted.
+    counting: int = 0
 
 
-def lag_seconds(newest: KafkaHour | None, now: datetime) -> float | None:
-    """How long ago the newest landed hour ended; None when none has landed."""
-    return None if newest is None else (now - newest.end).total_seconds()
+def lag_seconds(newest: HourManifest | None, now: datetime) -> float | None:
+    """How long ago what has landed ends: the newest landed hour's end, or, for an open hour landed in increments so
+    far, when its last increment read the log; None when none has landed."""
+    return None if newest is None else (now - newest.landed_through).total_seconds()
 
 
 def table_measures(table: TableSpec, totals: LandedTotals, log_ends: dict[int, int] | None, now: datetime) -> TableMeasures:
@@ -72,7 +79,7 @@ def table_measures(table: TableSpec, totals: LandedTotals, log_ends: dict[int, i
     if log_ends is not None:
         tails = [LogTail(partition, end, None) for partition, end in log_ends.items()]
         lags = tuple(automation.landing_lag(totals.newest, tails))
-    return TableMeasures(table.database, table.table, table.topic, totals, lags, lag_seconds(totals.newest_hour, now))
+    return TableMeasures(table.database, table.table, table.topic, totals, lags, lag_seconds(totals.newest, now))
 
 
 class WatchedCatalog:
@@ -119,7 +126,7 @@ class PlatformMeasures:
     `recount` reads every manifest again, for what the change log cannot tell (a writer whose clock is far behind)."""
 
     def __init__(self, settings: PlatformSettings, cluster: KafkaCluster, readers: int = READERS,
-                 catalog: WatchedCatalog | None = None):
+                 catalog: WatchedCatalog | None = None, count_budget_s: float = COUNT_BUDGET_S):
         self._storage = LakeStorage(settings.lake_root)
         self._cluster = cluster
         self._catalog = catalog or WatchedCatalog(settings)
@@ -130,17 +137,37 @@ class PlatformMeasures:
         self._tables = ThreadPoolExecutor(readers, thread_name_prefix="metrics-tables")
         self._reads = ThreadPoolExecutor(readers, thread_name_prefix="metrics-manifests")
         self._lock = threading.Lock()  # scrapes one at a time (two Prometheus servers may scrape together)
+        self._count_budget_s = count_budget_s
+        # A table's refresh still running from an earlier scrape (or the warm-up): not asked for again meanwhile.
+        self._counting: dict[tuple[str, str], Future] = {}
+        self._counted: dict[tuple[str, str], LandedTotals] = {}  # each table's totals, as last counted
 
     def measure(self, now: datetime) -> Measures:
+        """The measures now. The tables' manifests are counted for `count_budget_s` at most: a table still being
+        counted then keeps counting in the background and is served as last counted (or, never counted yet, not at
+        all), so a scrape answers within its timeout however many tables a first count reads."""
         with self._lock:
+            deadline = time.monotonic() + self._count_budget_s
             catalog = self._catalog.current()
             changed = self._changed_hours()
-            totals = list(self._tables.map(
-                lambda table: self._refreshed(table, now, changed.get((table.database, table.table), [])), catalog.topics))
+            for table in catalog.topics:
+                key = (table.database, table.table)
+                if key not in self._counting:
+                    self._counting[key] = self._tables.submit(
+                        self._refreshed, table, now, changed.get(key, []))
+            wait(list(self._counting.values()), timeout=max(0.0, deadline - time.monotonic()))
+            for key, counting in list(self._counting.items()):
+                if not counting.done():
+                    continue
+                del self._counting[key]
+                try:
+                    self._counted[key] = counting.result()
+                except Exception as error:  # the lake away for this table: served as last counted, counted next scrape
+                    log.warning("manifests of %s/%s not counted this scrape: %s", *key, error)
             ends, reachable = self._log_ends(catalog.topics)
-            tables = tuple(table_measures(table, table_totals, ends.get(table.topic), now)
-                           for table, table_totals in zip(catalog.topics, totals))
-            return Measures(tables, len(catalog.broken), reachable)
+            tables = tuple(table_measures(table, self._counted[(table.database, table.table)], ends.get(table.topic), now)
+                           for table in catalog.topics if (table.database, table.table) in self._counted)
+            return Measures(tables, len(catalog.broken), reachable, len(catalog.topics) - len(tables))
 
     def recount(self) -> None:
         """Every manifest of every table read again, a table at a time: what an hour re-landed since it was read
@@ -172,7 +199,9 @@ class PlatformMeasures:
         have added to them (an hour lands once closed), and a scrape asks storage nothing about the table."""
         tally = self._tally(table)
         newest = tally.totals.newest_hour
-        if changed and newest is not None and min(changed) <= newest:
+        if changed and newest is not None and min(changed) == newest:
+            return tally.reread_newest()  # the newest hour landed again: an increment of the open hour, or its close
+        if changed and newest is not None and min(changed) < newest:
             return tally.recount(self._reads.map)
         if not changed and newest is not None and now < automation.closed_by_records_from(table, newest.next()):
             return tally.totals

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from kafka_lake.table_spec import OPEN_HOUR_MINUTES
+
 KAFKA_CLIENT_PREFIX = "KAFKA_CLIENT_"
 # How a topic's table is kept: Hive-style folders whose partitions a table catalog registers, or an Apache Iceberg
 # table committed one landed hour at a time. `TABLE_FORMAT` chooses for the deployment, `table_format:` per topic.
@@ -51,6 +53,9 @@ class PlatformSettings:
     # a test) loads them stopped, to be started from the UI.
     automation: bool = True
     topics_per_run: int = DEFAULT_TOPICS_PER_RUN
+    # `OPEN_HOUR_EVERY_MINUTES`: the open hour of every topic lands in increments this often, unless its `open_hour`
+    # says otherwise; None: off.
+    open_hour_minutes: int | None = None
 
     @property
     def embedded_metastore(self) -> bool:
@@ -79,6 +84,7 @@ class PlatformSettings:
             spark_ui_port=_port(env.get("SPARK_UI_PORT"), "SPARK_UI_PORT"),
             automation=_on_or_off(env.get("PLATFORM_AUTOMATION"), "PLATFORM_AUTOMATION", defaults.automation),
             topics_per_run=_positive(env.get("TOPICS_PER_RUN"), "TOPICS_PER_RUN", defaults.topics_per_run),
+            open_hour_minutes=_open_hour_minutes(env.get("OPEN_HOUR_EVERY_MINUTES")),
         )
 
 
@@ -139,6 +145,16 @@ def _positive(value: str | None, name: str, default: int) -> int:
         return default
     if not value.strip().isdigit() or int(value) < 1:
         raise ValueError(f"{name} is {value!r}; it must be a whole number of at least 1")
+    return int(value)
+
+
+def _open_hour_minutes(value: str | None) -> int | None:
+    if value is None or value.strip() in ("", "off"):
+        return None
+    low, high = OPEN_HOUR_MINUTES
+    if not value.strip().isdigit() or not low <= int(value) <= high:
+        raise ValueError(f"OPEN_HOUR_EVERY_MINUTES is {value!r}; it must be a whole number of minutes from {low} to "
+                         f"{high}, or off")
     return int(value)
 
 

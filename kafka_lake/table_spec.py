@@ -80,6 +80,15 @@ def _start_hour_on_the_hour(value: Any) -> datetime:
     return moment
 
 
+def _one_path_or_a_list(value: Any) -> Any:
+    """`subject_field`: one dotted path as text, or a YAML list of them (as a tuple, for the frozen model)."""
+    if isinstance(value, list):
+        if not value or not all(isinstance(path, str) and path for path in value):
+            raise refused(f"subject_field {shown(value)} must be a dotted field path or a non-empty list of them")
+        return tuple(value)
+    return value
+
+
 def _kafka_topic_name(value: Any) -> Any:
     if isinstance(value, str):
         if not _TOPIC_NAME.match(value):
@@ -102,6 +111,22 @@ class CatalogKeys(BaseModel):
         return {key: value for key, value in data.items() if value is not None} if isinstance(data, dict) else data
 
 
+# How often the open hour may land in increments: `open_hour: {every_minutes: N}` of topic.yaml, `OPEN_HOUR_EVERY_MINUTES`.
+OPEN_HOUR_MINUTES = (1, 30)
+
+
+class OpenHourKeys(CatalogKeys):
+    """`open_hour: {every_minutes: N}`: while a Kafka hour is open, what it holds so far lands every N minutes."""
+
+    every_minutes: int = Field(ge=OPEN_HOUR_MINUTES[0], le=OPEN_HOUR_MINUTES[1],
+                               description=f"a whole number of minutes from {OPEN_HOUR_MINUTES[0]} to {OPEN_HOUR_MINUTES[1]}")
+
+
+def _off(value: Any) -> Any:
+    """`open_hour: off`, which YAML reads as false."""
+    return "off" if value is False else value
+
+
 class TableKeys(CatalogKeys):
     """The keys of `topic.yaml` a table carries as written (defaults filled in); the keys that loading resolves
     against the schema files (versions, route, time field, …) are `topics.topic_yaml.TopicYaml`'s own."""
@@ -111,7 +136,9 @@ class TableKeys(CatalogKeys):
     start_hour: Annotated[datetime, BeforeValidator(_start_hour_on_the_hour)] = Field(
         description="an ISO 8601 time on the hour", examples=["2026-11-01T00:00Z"])
     keep_tombstones: bool = Field(False, description="true or false")
-    subject_field: str | None = Field(None, description="the dotted path of an Avro field")
+    # One path or several (`[after.id, before.id]`: a delete event's subject is in `before`), kept as written.
+    subject_field: Annotated[str | tuple[str, ...], BeforeValidator(_one_path_or_a_list)] | None = Field(
+        None, description="the dotted path of an Avro field, or a list of them")
     retention_days: int | None = Field(None, gt=0, le=CENTURY_DAYS, description=DAYS)
     freshness_minutes: int | None = Field(None, gt=0, le=CENTURY_MINUTES, description=_POSITIVE_MINUTES)
     max_rows_per_task: int = Field(1_000_000, gt=0, description="a positive whole number")
@@ -124,6 +151,20 @@ class TableKeys(CatalogKeys):
     target_file_mb: int = Field(256, gt=0, description="a positive whole number of megabytes")
     dead_letter_retention_days: int = Field(DEFAULT_DEAD_LETTER_RETENTION_DAYS, gt=0, le=CENTURY_DAYS, description=DAYS)
     snapshot_retention_days: int = Field(DEFAULT_SNAPSHOT_RETENTION_DAYS, gt=0, le=CENTURY_DAYS, description=DAYS)
+    # As written: increments every N minutes, `off`, or (absent) the deployment's `OPEN_HOUR_EVERY_MINUTES`.
+    open_hour: Annotated[OpenHourKeys | Literal["off"], BeforeValidator(_off)] | None = Field(
+        None, description="a mapping with every_minutes, or off")
+
+    @property
+    def subject_fields(self) -> tuple[tuple[str, ...], ...]:
+        """The Avro field paths erasure requests match on (`subject_field`: one or several; none without it)."""
+        named = (self.subject_field,) if isinstance(self.subject_field, str) else (self.subject_field or ())
+        return tuple(tuple(path.split(".")) for path in named)
+
+    @property
+    def subject_field_text(self) -> str:
+        """`subject_field` as the docs and audits say it: `after.id` or `after.id, before.id`."""
+        return ", ".join(".".join(path) for path in self.subject_fields)
 
     def keys_by_name(self) -> dict[str, Any]:
         """These keys by name, to build a `TableSpec` from a validated document without copying them one by one."""
@@ -225,6 +266,9 @@ class TableSpec(TableKeys):
     # (version, Avro field path, the column path it lands in) of every field renamed with an Avro alias, and the fields
     # inside it: they land in the column of the field they renamed (`schemas.column_lineage`).
     field_columns: FieldColumns = ()
+    # Minutes between increments of the open hour (`open_hour`, else the deployment's default); None: off, an hour
+    # lands once it is closed.
+    open_hour_minutes: int | None = None
 
     @property
     def placement(self) -> tuple:
@@ -266,9 +310,10 @@ class TableSpec(TableKeys):
         return (self.columns_by_field.get(landed[0], landed[0]), *landed[1:])
 
     @property
-    def subject_column(self) -> tuple[str, ...] | None:
-        """The column path erasure requests match on, or None without a `subject_field`."""
-        return self.column_path(tuple(self.subject_field.split("."))) if self.subject_field else None
+    def subject_columns(self) -> tuple[tuple[str, ...], ...]:
+        """Where each of `subject_fields` landed among the table's columns (`rename` may have given it another)."""
+        return tuple(self.column_path(path) for path in self.subject_fields)
+
 
     def version_for_registry_id(self, registry_id: int) -> SchemaVersion | None:
         for version in self.schema_versions:

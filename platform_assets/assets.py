@@ -14,6 +14,7 @@ from dagster import (
     AssetExecutionContext,
     AssetKey,
     AssetMaterialization,
+    AssetObservation,
     AssetRecordsFilter,
     AssetSpec,
     BackfillPolicy,
@@ -79,10 +80,10 @@ def raw_landing_asset(topic: TableSpec, embedded_metastore: bool = True, togethe
         @multi_asset(
             name=name,
             specs=[spec for table in tables for spec in _landing_specs(table)],
-            partitions_def=hourly_partitions(topic),
+            partitions_def=hourly_partitions(topic, open_hour=True),
             check_specs=[spec for table in tables for spec in raw_check_specs(table)],
             op_tags={"topic": topic.topic, "owner": ", ".join(sorted({t.owner for t in tables}))},
-            pool=landing_pool(topic, together),
+            pool=landing_pool(topic, together, embedded_metastore),
             # A range is one run, its hours landed in order in one Spark application (and the CLI's
             # `--partition-range` needs a single run); each hour commits and is recorded on its own.
             backfill_policy=BackfillPolicy.single_run(),
@@ -120,8 +121,17 @@ def raw_landing_asset(topic: TableSpec, embedded_metastore: bool = True, togethe
                     # each is recorded as it commits: a failure later leaves the hours before it landed and shown.
                     for result in land_hours(landing[0], hours, settings, SlicesOnSpark(pyspark.spark_session, topic.topic),
                                              run_id=context.run.run_id, accept_lost_offsets=config.accept_lost_offsets,
-                                             together=tuple(landing[1:]), table_formats=lambda t: formats[t.name]):
+                                             together=tuple(landing[1:]), table_formats=lambda t: formats[t.name],
+                                             holder_alive=lambda holder: run_going(context.instance, holder)):
                         table = by_name[result.manifest.database, result.manifest.table]
+                        if result.unchanged:
+                            # An increment of the open hour that found nothing new: the hour stands as it was.
+                            landed_tables.add((table.name, result.manifest.hour))
+                            context.log.info(f"{table.topic} {result.manifest.hour}: nothing new since its increment "
+                                             f"{len(result.manifest.increments)}")
+                            yield AssetObservation(raw_key(table), partition=result.manifest.hour,
+                                                   metadata=increment_metadata(result.manifest, nothing_new=True))
+                            continue
                         context.log.info(_summary_line(table, result))
                         if result.manifest.hour not in committed:
                             committed.append(result.manifest.hour)
@@ -162,6 +172,13 @@ def plans_freshness(context: AssetExecutionContext, table: TableSpec) -> bool:
         return False
     checks = context.run.asset_check_selection
     return checks is None or AssetCheckKey(raw_key(table), FRESHNESS) in checks
+
+
+def run_going(instance, run_id: str) -> bool:
+    """Whether the run holding an hour's lease is still going: a run the instance does not know (a landing outside
+    Dagster) counts as going, and its lease expires."""
+    run = instance.get_run_by_id(run_id) if run_id else None
+    return run is None or not run.is_finished
 
 
 def hours_landed_before_failing(hours: list[str], landed: list[str], standing: list[str] = ()) -> str:
@@ -214,10 +231,11 @@ def payloads_of(topic: TableSpec) -> str:
 
 
 def landing_groups(topics: tuple[TableSpec, ...]) -> list[tuple[TableSpec, ...]]:
-    """The tables landed by one asset: those of one Kafka topic sharing their hourly partitions (`start_hour`)."""
+    """The tables landed by one asset: those of one Kafka topic sharing their hourly partitions (`start_hour`, and
+    whether the open hour is one)."""
     groups: dict[tuple, list[TableSpec]] = {}
     for table in topics:
-        groups.setdefault((table.topic, table.start_hour), []).append(table)
+        groups.setdefault((table.topic, table.start_hour, table.open_hour_minutes is not None), []).append(table)
     return [tuple(group) for group in groups.values()]
 
 
@@ -321,6 +339,8 @@ def _summary_line(topic: TableSpec, result: LandingResult) -> str:
         f"{topic.topic} {manifest.hour}: {counts.rows} rows{_kept(counts)}, {counts.dead_letters} dead letters, "
         f"{counts.tombstones} tombstones{_routed(topic, counts)}, {counts.late_events} late, {len(manifest.files)} files from "
         f"{manifest.offsets} offsets in {result.slices} slice(s)"
+        + (f", increment {len(manifest.increments)} of the open hour" if not manifest.final
+           else f", final after {len(manifest.increments) - 1} increment(s)" if manifest.increments else "")
     )
 
 
@@ -351,6 +371,27 @@ def _routed_counts(topic: TableSpec, counts: LandingCounts) -> dict:
         return {"routed_to_other_tables": counts.routed_away, "unrouted": counts.unrouted}
     return {"routed_to_other_tables_or_unrouted": counts.routed_away,
             "unrouted_kept_by": MetadataValue.asset(unrouted_keeper(topic))}
+
+
+def increment_metadata(manifest, nothing_new: bool = False) -> dict:
+    """What an hour landed in increments shows on its partition: whether it is final, and each increment's ends and
+    when it read the log (everything the hour held then is landed)."""
+    if not manifest.increments:
+        return {}
+    rows = ["| increment | read the log at | landed up to (partition: offset) |", "|---|---|---|"]
+    for number, increment in enumerate(manifest.increments, start=1):
+        ends = ", ".join(f"{p}: {end}" for p, end in sorted(increment.ends.items(), key=lambda item: int(item[0])))
+        rows.append(f"| {number} | {increment.read_at[:19]}Z | {ends} |")
+    last = manifest.increments[-1]
+    metadata = {
+        "final": manifest.final,
+        "increments": MetadataValue.md("\n".join(rows)),
+        "landed_through": f"{last.read_at[:19]}Z",
+        "landed_up_to": MetadataValue.json({p: int(end) for p, end in last.ends.items()}),
+    }
+    if nothing_new:
+        metadata["nothing_new"] = f"the log held nothing beyond increment {len(manifest.increments)} of the open hour"
+    return metadata
 
 
 def raw_metadata(lake: LakeStorageResource, result: LandingResult, topic: TableSpec) -> dict:
@@ -390,6 +431,7 @@ def hour_metadata(lake: LakeStorageResource, manifest: HourManifest, manifest_pa
         "duration_s": manifest.duration_s,
         "schema_versions": MetadataValue.json(manifest.schema_versions),
         "decoding_paths": MetadataValue.json(manifest.decoding_paths),  # per version: columnar, or the record path and why
+        **increment_metadata(manifest),
         "partitions": MetadataValue.md("\n".join(rows)),
         "offset_ranges": MetadataValue.json({str(p.partition): [p.start, p.end] for p in manifest.partitions}),
         # Offsets past the hour's end still in an open transaction: committed, they land with the next hour.

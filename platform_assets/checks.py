@@ -6,7 +6,7 @@ A landing check is one entry of `LANDING_CHECKS`: its name, severity, descriptio
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from dagster import (
     AssetCheckEvaluation,
@@ -17,6 +17,7 @@ from dagster import (
     AssetCheckSpec,
     AssetRecordsFilter,
     BetaWarning,
+    DagsterEventType,
     Output,
     PreviewWarning,
     asset_check,
@@ -116,7 +117,7 @@ def raw_check_specs(topic: TableSpec) -> list[AssetCheckSpec]:
     """One partition per hour: a check's result belongs to the hour it judged."""
     with quiet_warnings(PreviewWarning, BetaWarning):
         return [AssetCheckSpec(check.name, asset=raw_key(topic), description=check.description(topic),
-                               partitions_def=hourly_partitions(topic)) for check in checks_of(topic)]
+                               partitions_def=hourly_partitions(topic, open_hour=True)) for check in checks_of(topic)]
 
 
 def hour_check_evaluations(landed: HourLanded, selected: set[str],
@@ -223,12 +224,81 @@ def landed_hours(instance, topic: TableSpec) -> tuple[set[str], KafkaHour | None
     return keys, (KafkaHour.from_partition_key(max(keys)) if keys else None)
 
 
-def landed_in_freshness_window(instance, topic: TableSpec, now: datetime) -> tuple[dict[str, datetime], KafkaHour | None]:
+@dataclass(frozen=True)
+class RecentLandings:
+    """The partitions of raw assets materialized since `since`, each with when it was first materialized then."""
+
+    since: datetime
+    by_key: dict
+
+    def of(self, topic: TableSpec, due: KafkaHour) -> tuple[dict[str, datetime], KafkaHour] | None:
+        """The topic's landed hours from the due hour on and its newest landed hour, when these landings tell them: the
+        due hour cannot land before it ends, so from `since` on every landing of it is here. None when they do not
+        (the due hour missing, or older than `since`): the freshness rule then asks Dagster about the whole window."""
+        landed = self.by_key.get(raw_key(topic), {})
+        if due.end < self.since or due.partition_key not in landed:
+            return None
+        return ({hour: at for hour, at in landed.items() if hour >= due.partition_key},
+                KafkaHour.from_partition_key(max(landed)))
+
+
+# Summary records read a page at a time by `recent_landings`.
+_PAGE = 10_000
+
+
+def recent_landings(instance, keys: set, since: datetime) -> RecentLandings:
+    """Every partition of `keys` materialized since `since`, in one pass over the event log's index of materializations
+    (a few pages, whatever the number of topics): `topic_health` judges thousands of topics a tick with it, instead of a
+    query a topic."""
+    after = _storage_id_before(instance, since)
+    by_key: dict = {}
+    while True:
+        page = instance.get_asset_event_summary_records(DagsterEventType.ASSET_MATERIALIZATION, after_storage_id=after,
+                                                        limit=_PAGE, ascending=True)
+        for record in page:
+            if record.asset_key in keys and record.partition:
+                # In storage order: the first seen of a partition is its first landing since `since`.
+                by_key.setdefault(record.asset_key, {}).setdefault(
+                    record.partition, datetime.fromtimestamp(record.timestamp, timezone.utc))
+        if len(page) < _PAGE:
+            return RecentLandings(since, by_key)
+        after = page[-1].storage_id
+
+
+def _storage_id_before(instance, moment: datetime) -> int:
+    """A storage id after which every materialization is stamped at or after `moment` (less a margin for processes
+    whose events interleave), found by bisecting the event log's ids with one-row reads."""
+    target = (moment - timedelta(minutes=10)).timestamp()
+    [latest] = instance.get_asset_event_summary_records(DagsterEventType.ASSET_MATERIALIZATION, limit=1,
+                                                        ascending=False) or [None]
+    low, high = 0, latest.storage_id if latest else 0
+    while low < high:
+        middle = (low + high) // 2
+        [first] = instance.get_asset_event_summary_records(DagsterEventType.ASSET_MATERIALIZATION,
+                                                           after_storage_id=middle, limit=1, ascending=True)
+        if first.timestamp < target:
+            low = first.storage_id
+        else:
+            high = middle
+    return low
+
+
+def landed_in_freshness_window(instance, topic: TableSpec, now: datetime,
+                               recent: RecentLandings | None = None) -> tuple[dict[str, datetime], KafkaHour | None]:
     """The hours of the freshness window (`automation.freshness_window`) and after it Dagster has seen landed, each with
     when it first landed, and the newest landed hour: the newest of those, else (nothing landed for the whole window)
     the hour of the asset's latest materialization. Asks about the due hour and the few after it first, and about the
-    rest of the window only when the due hour is missing, so a check reads a few events on a topic landed for years.
+    rest of the window only when the due hour is missing, so a check reads a few events on a topic landed for years;
+    where `recent` landings tell the due hour landed, asks nothing.
     The latest materialization is not the newest hour once an older hour is landed again."""
+    if recent is not None and topic.freshness_minutes is None:
+        landed = recent.by_key.get(raw_key(topic))
+        if landed:
+            return {}, KafkaHour.from_partition_key(max(landed))
+    elif recent is not None:
+        known = recent.of(topic, automation.due_hour(topic, now))
+        if known is not None:
+            return known
     window = [hour.partition_key for hour in automation.freshness_window(topic, now)]
     landed = _materialized(instance, topic, [hour.partition_key for hour in automation.hours_after_due(topic, now)]
                            + window[:1])

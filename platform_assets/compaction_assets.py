@@ -30,7 +30,7 @@ from platform_assets.keys import asset_key, layer_attributes, name_the_run, raw_
 from platform_assets.partitions import hourly_partitions, quiet_warnings
 from platform_assets.pools import table_pool
 from platform_assets.tables import column_schema, dagster_metadata, format_kinds, topic_tables
-from resources import LakeStorageResource
+from resources import LakeStorageResource, PiiKeyResource
 from resources.table_catalog import TableCatalogResource
 
 SEVERITIES = {"error": AssetCheckSeverity.ERROR, "warn": AssetCheckSeverity.WARN}
@@ -72,10 +72,12 @@ def compacted_asset(topic: TableSpec, embedded_metastore: bool = True):
             pyspark: LazyPySparkResource,
             lake: LakeStorageResource,
             table_catalog: TableCatalogResource,
+            pii: PiiKeyResource,
         ):
             with failures_explained(context, topic.name):
                 name_the_run(context, "compacted", topic.topic)
-                tables = topic_tables(topic, lake, table_catalog, pyspark)
+                # Compaction leaves out erased subjects, found by their pseudonyms where the subject field has one.
+                tables = topic_tables(topic, lake, table_catalog, pyspark, pii_key=pii.key())
                 not_due: list[str] = []
                 for partition_key in context.partition_keys:
                     hour = KafkaHour.from_partition_key(partition_key).start

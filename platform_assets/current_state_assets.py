@@ -31,7 +31,7 @@ from platform_assets.failures import failures_explained
 from platform_assets.keys import asset_key, layer_attributes, raw_key
 from platform_assets.partitions import hourly_partitions, quiet_warnings
 from platform_assets.tables import topic_tables
-from resources import LakeStorageResource, TableCatalogResource
+from resources import LakeStorageResource, PiiKeyResource, TableCatalogResource
 
 LAYER = "current"
 CURRENT_STATE_MATCHES_LANDING = "current_state_matches_landing"
@@ -80,13 +80,14 @@ def current_state_asset(topic: TableSpec):
             can_subset=True,
         )
         def apply_hours(context: AssetExecutionContext, pyspark: LazyPySparkResource, lake: LakeStorageResource,
-                        table_catalog: TableCatalogResource):
+                        table_catalog: TableCatalogResource, pii: PiiKeyResource):
             with failures_explained(context, topic.name):
                 storage = lake.storage()
                 catalog = open_catalog(table_catalog.iceberg_catalog(storage.root))
                 raw = topic_tables(topic, lake, table_catalog, pyspark)  # reads the raw hours as its table holds them
                 hours = [KafkaHour.from_partition_key(partition) for partition in context.partition_keys]
-                for applied in apply_landed_hours(topic, storage, catalog, raw, hours, run_id=context.run.run_id):
+                for applied in apply_landed_hours(topic, storage, catalog, raw, hours, run_id=context.run.run_id,
+                                                  pii_key=pii.key()):
                     context.log.info(_summary_line(applied))
                     yield AssetMaterialization(key, partition=applied.hour, metadata=_metadata(applied, storage, topic))
                     table = catalog.load_table((topic.database, state.table))

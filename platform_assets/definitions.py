@@ -21,6 +21,7 @@ from platform_assets.checks import freshness_check
 from platform_assets.compaction_assets import compacted_asset
 from platform_assets.current_state_assets import current_state_asset
 from platform_assets.jobs import layer_jobs, retention_job
+from platform_assets.pools import pools_of
 from platform_assets.retention_assets import retention_asset
 from platform_assets.sensors import platform_sensors
 from resources import (
@@ -36,26 +37,26 @@ from resources import (
 
 
 def build_definitions(catalog: TopicCatalog, settings: PlatformSettings) -> Definitions:
+    assets = [
+        raw_landing_asset(group[0], embedded_metastore=settings.embedded_metastore, together=group[1:])
+        for group in landing_groups(catalog.topics)
+    ] + [
+        factory(topic, embedded_metastore=settings.embedded_metastore)
+        for topic in catalog.topics
+        for factory in (compacted_asset, catalog_asset, retention_asset)
+    ] + [current_state_asset(topic) for topic in catalog.topics if topic.current_state is not None]
     return Definitions(
-        assets=[
-            raw_landing_asset(group[0], embedded_metastore=settings.embedded_metastore, together=group[1:])
-            for group in landing_groups(catalog.topics)
-        ] + [
-            factory(topic, embedded_metastore=settings.embedded_metastore)
-            for topic in catalog.topics
-            for factory in (compacted_asset, catalog_asset, retention_asset)
-        ] + [current_state_asset(topic) for topic in catalog.topics if topic.current_state is not None]
-        + [rejected_entry_assets(entry) for entry in entries_shown_as_assets(catalog)],
+        assets=assets + [rejected_entry_assets(entry) for entry in entries_shown_as_assets(catalog)],
         asset_checks=[freshness_check(topic) for topic in catalog.topics if topic.freshness_minutes is not None]
         + [rejected_entry_checks(entry) for entry in entries_shown_as_assets(catalog)],
         jobs=layer_jobs(catalog.topics),
-        sensors=platform_sensors(catalog, running=settings.automation, topics_per_run=settings.topics_per_run),
+        sensors=platform_sensors(catalog, running=settings.automation, topics_per_run=settings.topics_per_run,
+                                 pools=tuple(pools_of(assets))),
         schedules=[retention_schedule(running=settings.automation)],
         resources=platform_resources(settings),
         metadata=rejected_entries_metadata(catalog),
-        # A run is one topic's assets of one layer, one step in all but a few: run in the run's own process, it
-        # spares a second Python process (~3 CPU s to start, a few hundred MB) per run, and keeps one Spark
-        # driver per run even when the UI selects several assets at once.
+        # A run carries many topics, each a step (`kafka_lake.run_plan`): run in the run's own process, one after
+        # another, they share one Python process, one load of the code location and one Spark application.
         executor=in_process_executor,
     )
 

@@ -7,9 +7,11 @@ The rules are `kafka_lake.automation`; these functions only gather what the rule
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
-from datetime import datetime, timezone
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta, timezone
 
 from dagster import (
     AssetCheckEvaluation,
@@ -47,6 +49,7 @@ from platform_assets.checks import (
     freshness_evaluation,
     landed_hours,
     landed_in_freshness_window,
+    recent_landings,
 )
 from platform_assets.jobs import (
     PARTITION_RANGE_END,
@@ -65,17 +68,26 @@ from platform_assets.jobs import (
     registration_run,
 )
 from platform_assets.keys import asset_key, raw_key
+from platform_assets.pools import ensure_pools
 from resources import AlertWebhookResource, KafkaResource, LakeStorageResource, SchemaRegistryResource
 
 # The landing sensor's cursor entry naming the topics the broker did not answer for in the last tick (no Kafka topic
 # name holds parentheses, so it never meets a topic's own entry).
 UNREAD = "(unread last tick)"
+# The landing sensor's cursor entry holding, per topic landed in increments, when its last increment was requested.
+INCREMENTS = "(increments)"
+# The landing sensor's cursor entry saying which set of pools (a digest) is known to exist in the instance.
+POOLS_MADE = "(pools made)"
 # A sensor new to a topic asks the instance for its newest landed hour, a query each: a new sensor over thousands of
 # topics spends this much of a tick on them, and looks up the rest in the next ticks.
 NEW_TOPICS_BUDGET_S = 15.0
 # What `topic_health` does in one tick, well inside Dagster's tick timeout (60 s): each topic's freshness and lag cost a
 # few reads of the instance and the lake, so a catalog of thousands is judged over several ticks, none skipped twice.
 HEALTH_TICK_BUDGET_S = 40.0
+# How far back `topic_health` reads every topic's landings in one pass; a due hour older than this is asked on its own.
+RECENT_LANDINGS = timedelta(hours=30)
+# Manifests read at once by `topic_health`: requests to S3 wait on the network, not the CPU.
+MANIFEST_READERS = 16
 # Follow-up work found in one tick: more waits for the next tick rather than flooding the queue.
 MAX_EVENTS_PER_TICK = 500
 
@@ -92,8 +104,10 @@ def newest_landed_hour(context: SensorEvaluationContext, topic: TableSpec) -> Ka
     return landed_hours(context.instance, topic)[1]
 
 
-def landing_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run: int = DEFAULT_TOPICS_PER_RUN):
+def landing_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run: int = DEFAULT_TOPICS_PER_RUN,
+                   pools: tuple[str, ...] = ()):
     topics = catalog.topics
+    pools_digest = hashlib.sha1("\n".join(sorted(pools)).encode()).hexdigest()[:12]
     shared = {t.topic for t in topics if len(catalog.tables_of(t.topic)) > 1}
 
     def _cursor_key(topic: TableSpec) -> str:
@@ -112,6 +126,15 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run: 
     def land_closed_hours(context: SensorEvaluationContext, kafka: KafkaResource):
         now = _now()
         cursor = json.loads(context.cursor) if context.cursor else {}
+        if cursor.get(POOLS_MADE) != pools_digest:
+            created, left = ensure_pools(context.instance, pools)
+            if created:
+                context.log.info(f"{len(created)} concurrency pool(s) created at the default limit: "
+                                 f"{', '.join(created[:20])}{' …' if len(created) > 20 else ''}")
+            if left:
+                context.log.info(f"{left} concurrency pool(s) left to create next tick")
+            else:
+                cursor[POOLS_MADE] = pools_digest
         # Keyed by table: the tables of one Kafka topic land on their own, each from its newest landed hour.
         closed: dict[str, list[KafkaHour]] = {}
         starts: dict[str, str] = {}
@@ -151,7 +174,21 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run: 
                     closed[name].append(hour)
                     pending[name] = hour.next()
         cursor[UNREAD] = sorted(tails.unread)
-        requests = landing_requests({table: closed.get(_cursor_key(table), []) for table in topics}, topics_per_run)
+        # A topic whose open hour lands in increments (`open_hour`): the hour still open lands what it holds so far,
+        # every `open_hour_minutes`; the hour's landing once closed makes it final.
+        increments, last_increments = {}, cursor.get(INCREMENTS, {})
+        for topic in topics:
+            name = _cursor_key(topic)
+            if topic.open_hour_minutes is None or name not in closed or len(closed[name]) >= automation.MAX_HOURS_PER_TICK:
+                continue
+            due = automation.increment_due(topic, pending[name], now, last_increments.get(name))
+            if due is None:
+                increments[name] = pending[name]
+                last_increments[name] = now.isoformat(timespec="seconds")
+        cursor[INCREMENTS] = {name: at for name, at in last_increments.items() if name in closed}
+        requests = landing_requests({table: closed.get(_cursor_key(table), []) + (
+            [increments[_cursor_key(table)]] if _cursor_key(table) in increments else []) for table in topics},
+            topics_per_run, f":{now:%Y%m%d%H%M}" if increments else "")
         if requests:
             context.log.info(f"{len(requests)} run(s) requested: " + "; ".join(
                 f"{request.tags.get(TOPICS_TAG) or request.tags.get(TOPIC_TAG)} for {_hours_of(request)}"
@@ -173,6 +210,10 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run: 
             line = _landing_judgement(topic, starts[name], hours, pending[name], now,
                                       tails.get(topic.topic) if name in awaiting_records else None, name != topic.topic,
                                       tails.unread.get(topic.topic) if name in awaiting_records else None)
+            if topic.open_hour_minutes is not None:
+                line += "; " + (f"increment of {pending[name]} requested (the hour is open; every "
+                                f"{topic.open_hour_minutes} min)" if name in increments else
+                                automation.increment_due(topic, pending[name], now, last_increments.get(name)) or "")
             context.log.info(line)
             judged.append(line)
         if not requests:
@@ -183,10 +224,11 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run: 
     return land_closed_hours
 
 
-def landing_requests(closed: dict[TableSpec, list[KafkaHour]],
-                     topics_per_run: int = DEFAULT_TOPICS_PER_RUN) -> list[RunRequest]:
+def landing_requests(closed: dict[TableSpec, list[KafkaHour]], topics_per_run: int = DEFAULT_TOPICS_PER_RUN,
+                     run_key_suffix: str = "") -> list[RunRequest]:
     """The runs landing the closed hours of many topics (`run_plan.plan_runs`): a unit of a run is the tables of one
-    landing asset (one Kafka topic) that need an hour, which land it in one step that reads the topic once."""
+    landing asset (one Kafka topic) that need an hour, which land it in one step that reads the topic once. An open
+    hour among them is landed as an increment; its runs recur, so their keys carry `run_key_suffix` (the tick's time)."""
     due: dict[tuple[TableSpec, ...], set[KafkaHour]] = {}
     for group in landing_groups(tuple(closed)):
         by_hour: dict[KafkaHour, list[TableSpec]] = {}
@@ -196,7 +238,8 @@ def landing_requests(closed: dict[TableSpec, list[KafkaHour]],
         for hour, tables in by_hour.items():
             due.setdefault(tuple(tables), set()).add(hour)
     runs = plan_runs(due, name=lambda unit: f"{unit[0].topic} {unit[0].name}", topics_per_run=topics_per_run)
-    return [requested(landing_run(run.units), run, [t.name for unit in run.units for t in unit]) for run in runs]
+    return [requested(landing_run(run.units), run, [t.name for unit in run.units for t in unit], run_key_suffix)
+            for run in runs]
 
 
 def requested(layer_run: LayerRun, run: PlannedRun, names: list[str], run_key_suffix: str = "") -> RunRequest:
@@ -265,6 +308,8 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run
                 topic = by_raw[event.asset_key]
                 manifests = ManifestStore(storage, topic.database, topic.table)
                 manifest = manifests.read(hour)
+                if manifest is not None and not manifest.final:
+                    continue  # an increment of the open hour: compaction follows the hour once final
                 if manifest is not None and manifest.run_id and event.run_id and manifest.run_id != event.run_id:
                     continue  # a run that did not land the hour restated its standing landing: nothing new to follow
                 touched = automation.placement_hours(manifest) if manifest else []
@@ -304,7 +349,7 @@ def current_state_sensor(catalog: TopicCatalog, running: bool = True, topics_per
         jobs=[current_state_job(catalog.topics)] if by_raw else [],
         default_status=_status(running),
     )
-    def apply_to_current_state(context: SensorEvaluationContext):
+    def apply_to_current_state(context: SensorEvaluationContext, lake: LakeStorageResource):
         after = int(context.cursor) if context.cursor else _latest_storage_id(context)
         events, waiting = events_of_ended_runs(context.instance, after)
         if not events:
@@ -312,7 +357,10 @@ def current_state_sensor(catalog: TopicCatalog, running: bool = True, topics_per
         landed: dict[TableSpec, set[KafkaHour]] = {}
         for event in events:
             if event.asset_key in by_raw and event.partition is not None:
-                landed.setdefault(by_raw[event.asset_key], set()).add(KafkaHour.from_partition_key(event.partition))
+                topic, hour = by_raw[event.asset_key], KafkaHour.from_partition_key(event.partition)
+                if topic.open_hour_minutes is not None and not _is_final(lake, topic, hour):
+                    continue  # an increment of the open hour: the hour is applied once final
+                landed.setdefault(topic, set()).add(hour)
         for topic, hours in sorted(landed.items(), key=lambda item: item[0].name):
             context.log.info(f"{topic.topic}: current-state application requested for "
                              f"{', '.join(map(str, sorted(hours)))}")
@@ -329,6 +377,11 @@ def table_requests(layer_run, due: dict[TableSpec, set[KafkaHour]], topics_per_r
     stretch of hours share runs of at most `topics_per_run` tables."""
     runs = plan_runs(due, name=lambda table: table.name, topics_per_run=topics_per_run)
     return [requested(layer_run(run.units), run, [t.name for t in run.units], run_key_suffix) for run in runs]
+
+
+def _is_final(lake: LakeStorageResource, topic: TableSpec, hour: KafkaHour) -> bool:
+    manifest = ManifestStore(lake.storage(), topic.database, topic.table).read(hour)
+    return manifest is not None and manifest.final
 
 
 def events_of_ended_runs(instance, after: int) -> tuple[list, str]:
@@ -381,11 +434,18 @@ def health_sensor(catalog: TopicCatalog, running: bool = True):
         storage = lake.storage()
         cluster = KafkaCluster(kafka.consumer_config())
         on_cluster = cluster.topics()
-        shown = shown_freshness(context.instance, [t for t in topics if t.freshness_minutes is not None])
+        with_sla = [t for t in topics if t.freshness_minutes is not None]
+        shown = shown_freshness(context.instance, with_sla)
+        # Every topic's landings since the earliest due hour ended, in one pass over the event log; a topic whose due
+        # hour is not among them (late, or older than a day) is asked about on its own.
+        since = max([min((automation.due_hour(t, now).end for t in with_sla), default=now), now - RECENT_LANDINGS])
+        recent = recent_landings(context.instance, {raw_key(t) for t in topics}, since)
+        newest_of: dict[str, KafkaHour | None] = {}
 
-        def judge(topic: TableSpec, tails: ClusterTails) -> list:
+        def judge(topic: TableSpec, tails: ClusterTails, manifests: dict) -> list:
             events: list = []
-            landed, newest = landed_in_freshness_window(context.instance, topic, now)
+            landed, newest = newest_of.pop(topic.name, None) or landed_in_freshness_window(context.instance, topic, now,
+                                                                                            recent)
             result = automation.freshness(topic, lambda h: landed.get(h.partition_key), now, newest)
             if result is not None:
                 previous = state.get(topic.topic)
@@ -398,7 +458,7 @@ def health_sensor(catalog: TopicCatalog, running: bool = True):
                     alerts.send(alert, context.log)
                 state[topic.topic] = {"passed": result.passed, "due": str(result.due_hour)}
             if topic.topic in tails:
-                manifest = ManifestStore(storage, topic.database, topic.table).read(newest) if newest else None
+                manifest = manifests.get(topic.name)
                 events.append(lag_observation(topic, automation.landing_lag(manifest, tails[topic.topic]), newest))
                 if manifest is not None and manifest.unknown_schema_ids:
                     state[ALERTED_SCHEMA_IDS] = report_new_schema_versions(
@@ -420,13 +480,21 @@ def health_sensor(catalog: TopicCatalog, running: bool = True):
             tails = (cluster.log_tails({name: numbers for name, numbers in batch.items() if numbers},
                                        budget_s=min(left, TICK_BUDGET_S)) if left > 0 else ClusterTails())
             unjudged.update(tails.unread)
+            # The newest landed hour's manifest of each table of the batch, read at once (on S3, a request each).
+            in_batch = [topic for name in batch for topic in tables[name] if name in tails]
+            for topic in in_batch:
+                newest_of[topic.name] = landed_in_freshness_window(context.instance, topic, now, recent)
+            with ThreadPoolExecutor(max_workers=MANIFEST_READERS) as readers:
+                manifests = dict(zip((t.name for t in in_batch), readers.map(
+                    lambda t: ManifestStore(storage, t.database, t.table).read(newest_of[t.name][1])
+                    if newest_of[t.name][1] else None, in_batch)))
             for name in batch:
                 if time.monotonic() >= deadline:
                     unjudged[name] = f"the tick's {HEALTH_TICK_BUDGET_S:.0f}s went to other topics"
                     context.log.info(f"{name}: not judged this tick, judged first next tick: {unjudged[name]}")
                     continue
                 for topic in tables[name]:
-                    events += judge(topic, tails)
+                    events += judge(topic, tails, manifests)
         state[UNREAD] = sorted(unjudged)
         if unjudged:
             context.log.warning(f"{len(unjudged)} of {len(tables)} topic(s) not judged in full this tick, first next tick")
@@ -627,8 +695,10 @@ def failure_cause(step_failure) -> str | None:
     return error.message if named else f"{error.cls_name}: {error.message}"
 
 
-def platform_sensors(catalog: TopicCatalog, running: bool = True, topics_per_run: int = DEFAULT_TOPICS_PER_RUN) -> list:
-    sensors = [landing_sensor(catalog, running, topics_per_run), follow_up_sensor(catalog, running, topics_per_run)]
+def platform_sensors(catalog: TopicCatalog, running: bool = True, topics_per_run: int = DEFAULT_TOPICS_PER_RUN,
+                     pools: tuple[str, ...] = ()) -> list:
+    """`pools`: every concurrency pool the code location's assets use, made by the landing sensor ahead of their runs."""
+    sensors = [landing_sensor(catalog, running, topics_per_run, pools), follow_up_sensor(catalog, running, topics_per_run)]
     sensors += [factory(catalog, running) for factory in
                 (health_sensor, missing_topics_sensor, failed_runs_sensor, rejected_entries_sensor)]
     if any(topic.current_state is not None for topic in catalog.topics):

@@ -45,9 +45,9 @@ def format_kinds(topic: TableSpec, on_spark: bool = True) -> tuple[str, ...]:
 
 
 def topic_tables(topic: TableSpec, lake: LakeStorageResource, table_catalog: TableCatalogResource,
-                 pyspark=None) -> TableFormat:
+                 pyspark=None, pii_key: bytes | None = None) -> TableFormat:
     """The topic's table format; Spark is started only if an action of the Hive layout needs it (its metastore,
-    compaction tasks), never for an Iceberg table."""
+    compaction tasks), never for an Iceberg table. `pii_key`: where compaction must find erased subjects' pseudonyms."""
     from spark_jobs.compaction_job import run_compactions_on_spark
 
     storage = lake.storage()
@@ -56,6 +56,7 @@ def topic_tables(topic: TableSpec, lake: LakeStorageResource, table_catalog: Tab
         iceberg_catalog=table_catalog.iceberg_catalog(storage.root),
         hive_catalog=lambda: table_catalog.catalog(lambda: pyspark.spark_session),
         run_compactions=lambda tasks, description: run_compactions_on_spark(pyspark.spark_session, tasks, description),
+        pii_key=pii_key,
     ))
 
 

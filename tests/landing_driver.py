@@ -18,6 +18,7 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -160,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--signal-dir", type=Path)
     parser.add_argument("--current", action="store_true",
                         help="apply the landed hours to the topic's current-state table instead of landing them")
+    parser.add_argument("--now", help="the clock the landing reads, ISO 8601 (default: the machine's)")
+    parser.add_argument("--open-hour", type=int, help="land the open hour in increments every N minutes; a Hive-layout "
+                        "table registers them in Glue (AWS_ENDPOINT_URL_GLUE: moto's in the tests)")
     args = parser.parse_args(argv)
     if args.runner == "spark" and any(i and i.point not in SPARK_POINTS for i in (args.kill_at, args.pause_at)):
         parser.error(f"with --runner spark only {', '.join(SPARK_POINTS)} happen in this process")
@@ -174,10 +178,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.current:
         return _apply_current_state(topic, settings, args.hours.split(","))
     run_slices = _slice_runner(args.runner)
+    options: dict = {"now": datetime.fromisoformat(args.now)} if args.now else {}
+    if args.open_hour:
+        from kafka_lake.lake.storage import LakeStorage
+        from kafka_lake.tables.catalogs.glue import GlueCatalog
+        from kafka_lake.tables.formats import table_format
+        from kafka_lake.tables.table_format import TableAccess
+
+        topic = topic.model_copy(update={"open_hour_minutes": args.open_hour})
+        access = TableAccess(LakeStorage(args.lake), settings.iceberg_catalog, hive_catalog=GlueCatalog)
+        options["table_formats"] = lambda table: table_format(table, access)
     landed = {}
     try:
         for key in args.hours.split(","):
-            [result] = land(topic, [KafkaHour.from_partition_key(key)], settings, run_slices, run_id=f"driver-{os.getpid()}")
+            [result] = land(topic, [KafkaHour.from_partition_key(key)], settings, run_slices,
+                            run_id=f"driver-{os.getpid()}", **options)
             landed[key] = dataclasses.asdict(result.manifest.counts)
     except Exception as error:  # the test reads the cause from the last line
         print(json.dumps({"landed": landed, "error": f"{type(error).__name__}: {error}"}))
@@ -227,13 +242,16 @@ class LandingProcess:
 
 def start_landing(topic, lake: str, bootstrap: str, hours: list[str], runner: str = "inline",
                   kill_at: str | None = None, pause_at: str | None = None, signal_dir: Path | None = None,
-                  env: dict | None = None, current: bool = False) -> subprocess.Popen:
+                  env: dict | None = None, current: bool = False, now: datetime | None = None,
+                  open_hour: int | None = None) -> subprocess.Popen:
     """Starts the child in a session of its own, so `finish_landing` can reap everything it started (Spark's JVM)."""
     argv = [sys.executable, "-m", "tests.landing_driver", "--topic-file", topic.source_file, "--lake", lake,
             "--bootstrap", bootstrap, "--hours", ",".join(hours), "--runner", runner]
     argv += ["--kill-at", kill_at] if kill_at else []
     argv += ["--pause-at", pause_at, "--signal-dir", str(signal_dir)] if pause_at else []
     argv += ["--current"] if current else []
+    argv += ["--now", now.isoformat()] if now else []
+    argv += ["--open-hour", str(open_hour)] if open_hour else []
     # A file, not a pipe: Spark's JVM inherits the child's output and may outlive it until reaped.
     output = tempfile.TemporaryFile(mode="w+")
     process = subprocess.Popen(argv, cwd=REPO, env={**os.environ, **(env or {})}, stdout=output,

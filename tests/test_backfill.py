@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, RunsFilter
 
-from deploy.instance import initialize_pools, write_instance
+from deploy.instance import write_instance
 from dev_services.ports import LOOPBACK, free_port
 from kafka_lake.hours import KafkaHour
 from kafka_lake.lake.manifests import ManifestStore
 from kafka_lake.lake.storage import LakeStorage
+from platform_assets.pools import ensure_pools
 from tests.constants import PII_TEST_KEY
 from tests.dagster_servers import VENV_BIN, graphql, loaded_location, log_tail, serving
 from tests.landing_fixtures import RAW_HOURS, rows_as_readers_see_them, topic_with_traffic
@@ -45,11 +46,13 @@ def landed_topic(tmp_path, broker):
 @pytest.fixture
 def dagster_dev(tmp_path, broker, landed_topic, monkeypatch):
     """`dagster dev` (webserver, daemon, code server) on a fresh instance rendered as a deployment renders it:
-    deploy/dagster.yaml, and every pool of the code location created at its limit."""
+    deploy/dagster.yaml, and the topic's pool created at its limit as the landing sensor makes it (automation is off
+    here)."""
     home = tmp_path / "dagster_home"
     monkeypatch.setenv("SCHEMA_CATALOG_DIR", str(tmp_path / "catalog"))
     write_instance(home, environ={})
-    assert "landing/e2e/orders" in initialize_pools(home)
+    with DagsterInstance.from_config(str(home)) as instance:
+        assert ensure_pools(instance, ["landing/e2e/orders"]) == (["landing/e2e/orders"], 0)
     port = free_port()
     env = {
         **os.environ,

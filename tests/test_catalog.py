@@ -44,6 +44,8 @@ def edit_topic(catalog: Path, change) -> Path:
         (lambda text: text.replace("pii_fields: [user_id, client.ip_address]", "pii_fields: [user_id, client.ip]"),
          "'client.ip' is not a field"),
         (lambda text: "topic: [unclosed", "not valid YAML"),
+        (lambda text: text + "open_hour: {every_minutes: 45}\n", "every_minutes"),
+        (lambda text: text + "open_hour: on\n", "open_hour"),
     ],
 )
 def test_a_wrong_entry_fails_at_load_naming_the_file(catalog_copy, change, message):
@@ -140,7 +142,7 @@ def test_a_rename_names_the_columns_and_the_catalogs_keys_keep_naming_avro_field
 
     assert topic.columns_by_field == {"date": "order_date", "hour": "order_hour"}
     assert topic.time_field == ("date", "occurred_at") and topic.pii_fields == (("date", "user"),)
-    assert topic.subject_column == ("order_date", "user")
+    assert topic.subject_columns == (("order_date", "user"),)
     assert topic.column_path(("id",)) == ("id",)
 
 
@@ -263,3 +265,26 @@ def test_the_readmes_example_entry_loads_beside_every_sample_entry(catalog_copy)
     assert catalog.broken == ()
     assert {t.name for t in catalog.topics} == {t.name for t in samples.topics} | {"billing/invoices"}
     assert next(t for t in catalog.topics if t.name == "billing/invoices").source_file == str(added)
+
+
+def test_open_hour_is_the_entrys_own_else_the_deployments_and_off_opts_out(catalog_copy):
+    """`open_hour: {every_minutes: N}` of topic.yaml, else `OPEN_HOUR_EVERY_MINUTES`; `open_hour: off` (which YAML reads
+    as false) keeps a topic's hours landing once closed whatever the deployment says."""
+    from kafka_lake.settings import PlatformSettings
+    from kafka_lake.topics.archive import load_platform_catalog
+
+    page_views = catalog_copy / "shop" / "page_views" / "topic.yaml"
+    page_views.write_text(page_views.read_text() + "open_hour: {every_minutes: 3}\n")
+    orders = catalog_copy / "shop" / "orders" / "topic.yaml"
+    orders.write_text(orders.read_text() + "open_hour: off\n")
+
+    def minutes(environ: dict) -> dict[str, int | None]:
+        settings = PlatformSettings.from_env({"SCHEMA_CATALOG_DIR": str(catalog_copy), **environ})
+        return {t.name: t.open_hour_minutes for t in load_platform_catalog(settings).topics}
+
+    assert minutes({})["shop/page_views"] == 3 and minutes({})["shop/orders"] is None
+    assert set(minutes({}).values()) == {3, None}
+    deployment = minutes({"OPEN_HOUR_EVERY_MINUTES": "10"})
+    assert (deployment["shop/page_views"], deployment["shop/orders"], deployment["crm/customers"]) == (3, None, 10)
+    with pytest.raises(ValueError, match="OPEN_HOUR_EVERY_MINUTES is '0'"):
+        PlatformSettings.from_env({"OPEN_HOUR_EVERY_MINUTES": "0"})

@@ -83,6 +83,10 @@ CLASHING_ROW = {**ROW_V1, "name": "Value", "fields": [*ROW_V1["fields"], {"name"
          "current_state.delete_when.field 'verb' is not a field of any schema version"),
         ({"current_state": {"row": "after", "mode": "upsert"}}, "unknown key 'mode' in current_state"),
         ({"subject_field": "source.db"}, "subject_field 'source.db' is not inside current_state.row 'after'"),
+        ({"subject_field": ["before.id", "source.db"]},
+         "no path of subject_field 'before.id, source.db' is inside current_state.row 'after'"),
+        ({"subject_field": ["after.id", "before.idd"]}, "subject_field 'before.idd' is not a field of any schema version"),
+        ({"subject_field": []}, "subject_field [] must be a dotted field path or a non-empty list of them"),
         ({"key": FLOAT_KEY}, "key field 'id' of key.avsc is double; the key's columns identify"),
     ],
 )
@@ -107,3 +111,21 @@ def test_a_current_state_table_named_like_another_table_of_the_database_is_refus
 
     assert "table inventory.orders" in str(failure.value) and "give current_state.table another name" in str(failure.value)
     assert {b.path for b in tolerant.broken} == {str(first), str(second)}
+
+
+def test_a_subject_field_of_several_paths_loads_as_written_and_matches_on_each_in_the_raw_table(tmp_path):
+    """`subject_field` names one path or several (a Debezium delete event holds its row in `before` alone): written as
+    one, it stays one, the contract; the current-state table matches on the paths inside its row."""
+    from kafka_lake.current.upkeep import erased_in_current_state
+    from kafka_lake.upkeep.subjects import ErasedSubjects, ErasureRequest, erased_subjects
+
+    one = load_topic(change_entry(tmp_path / "one", subject_field="after.id"))
+    several = load_topic(change_entry(tmp_path / "several", subject_field=["after.id", "before.id"]))
+    request = ErasureRequest("r1", ("6",), "", "_erasure_requests/r1.json")
+
+    assert one.subject_field == "after.id" and one.subject_fields == (("after", "id"),)
+    assert several.subject_field == ("after.id", "before.id")
+    assert several.subject_columns == (("after", "id"), ("before", "id"))
+    erased = erased_subjects(several, [request], None)
+    assert erased.by_column == ((("after", "id"), frozenset({"6"})), (("before", "id"), frozenset({"6"})))
+    assert erased_in_current_state(several, erased) == ErasedSubjects(((("id",), frozenset({"6"})),), ("r1",))

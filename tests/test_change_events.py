@@ -80,8 +80,8 @@ def test_given_debezium_logical_types_when_decoded_then_they_land_as_dates_times
     assert_same(columnar, reference)
     [row] = only_rows(columnar)
     assert row["order_date"] == dt.date(2024, 10, 4) and row["legacy_date"] == dt.date(1969, 12, 31)
-    assert row["pickup"] == dt.time(12, 34, 56, 789000) and row["pickup_us"] == dt.time(12, 34, 56, 789123)
-    assert row["pickup_ns"] == dt.time(12, 34, 56, 789123), "nanoseconds below the microsecond are cut"
+    assert row["pickup"] == 45_296_789 and row["pickup_us"] == 45_296_789_123, "times since midnight, as counts"
+    assert row["pickup_ns"] == 45_296_789_123, "microseconds: the nanoseconds below them are cut"
     assert row["created"] == dt.datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=UTC)
     assert row["created_us"] == dt.datetime(2023, 11, 14, 22, 13, 20, 123456, tzinfo=UTC)
     assert row["created_ns"] == dt.datetime(2023, 11, 14, 22, 13, 20, 123456, tzinfo=UTC)
@@ -102,6 +102,76 @@ def test_given_debezium_logical_types_then_the_table_catalog_declares_their_type
         "ratio": "string", "ts_ms": "bigint",
     }
     assert "VariableScaleDecimal as its exact decimal text" in columns["ratio"].comment
+    assert "io.debezium.time.MicroTime: a time since midnight, negative or past a day" in columns["pickup_us"].comment
+
+
+# A MySQL row as Debezium's Avro converter writes it (time.precision.mode adaptive_time_microseconds, the default):
+# TIME as MicroTime, YEAR, SET, BIT(1) and BIT(n), GEOMETRY, JSON, ENUM.
+MYSQL_ROW = {
+    "type": "record", "name": "Value", "namespace": "mysql.inventory.shifts", "fields": [
+        {"name": "id", "type": "int"},
+        {"name": "opens", "type": connect("long", "io.debezium.time.MicroTime")},
+        {"name": "closes", "type": ["null", connect("long", "io.debezium.time.MicroTime")], "default": None},
+        {"name": "built", "type": ["null", connect("int", "io.debezium.time.Year")], "default": None},
+        {"name": "days", "type": ["null", connect("string", "io.debezium.data.EnumSet",
+                                                  **{"connect.parameters": {"allowed": "mon,tue,wed"}})],
+         "default": None},
+        {"name": "open", "type": ["null", "boolean"], "default": None},
+        {"name": "flags", "type": ["null", connect("bytes", "io.debezium.data.Bits",
+                                                   **{"connect.parameters": {"length": "10"}})], "default": None},
+        {"name": "place", "type": ["null", {"type": "record", "name": "Geometry", "namespace": "io.debezium.data.geometry",
+                                            "fields": [{"name": "wkb", "type": "bytes"},
+                                                       {"name": "srid", "type": ["null", "int"], "default": None}],
+                                            "connect.doc": "Geometry", "connect.version": 1,
+                                            "connect.name": "io.debezium.data.geometry.Geometry"}], "default": None},
+        {"name": "extra", "type": ["null", connect("string", "io.debezium.data.Json")], "default": None},
+        {"name": "kind", "type": ["null", connect("string", "io.debezium.data.Enum",
+                                                  **{"connect.parameters": {"allowed": "day,night"}})], "default": None},
+    ],
+}
+POINT = bytes.fromhex("0101000000000000000000f03f0000000000000040")  # WKB of POINT(1 2)
+# MySQL's TIME: -838:59:59.000000 to 838:59:59.000000, in microseconds since midnight.
+MYSQL_TIMES = [27 * 3600_000_000 + 30 * 60_000_000, -3600_000_000, 838 * 3600_000_000 + 59 * 60_000_000 + 59_000_000,
+               -(838 * 3600_000_000 + 59 * 60_000_000 + 59_000_000), 0, 12 * 3600_000_000]
+
+
+def mysql_row(n: int, opens: int) -> dict:
+    return {"id": n, "opens": opens, "closes": None if n % 2 else opens + 1, "built": 1901 + n, "days": "mon,wed",
+            "open": n % 2 == 0, "flags": b"\x05\x02", "place": {"wkb": POINT, "srid": 4326 if n % 2 else None},
+            "extra": '{"a": [1, 2], "b": null}', "kind": "night"}
+
+
+def test_given_mysql_times_outside_one_day_and_the_other_mysql_types_then_they_land_as_the_docs_say(tmp_path):
+    """Given Debezium MySQL rows whose TIME is 27:30:00, -01:00:00, ±838:59:59 (MySQL's range), 00:00 and 12:00, with
+    YEAR, SET, BIT(1), BIT(10), GEOMETRY, JSON and ENUM columns, in Avro and in JSON; when decoded, then every row lands
+    on both paths alike, the TIME as its signed count of microseconds since midnight, the others as docs/QUERYING.md
+    says, and the table catalog declares them so. Before: a TIME outside [00:00, 24:00) was a dead letter ("hour must
+    be in 0..23"), and so was every later change of its row while the value stayed, a delete included."""
+    from tests.test_json_decoding import json_topic
+
+    avro = write_topic(tmp_path / "avro", [MYSQL_ROW], time_partitioning={"source": "kafka_time"})
+    json_table = json_topic(tmp_path / "json", [MYSQL_ROW], {"source": "kafka_time"})
+    rows = [mysql_row(n, opens) for n, opens in enumerate(MYSQL_TIMES)]
+    as_json = [{**row, "flags": "BQI=", "place": {"wkb": "AQEAAAAAAAAAAADwPwAAAAAAAABA", "srid": row["place"]["srid"]}}
+               for row in rows]  # Debezium's JSON converter writes bytes as base64
+
+    for topic, values in ((avro, [framed(avro, row) for row in rows]),
+                          (json_table, [json.dumps(row).encode() for row in as_json])):
+        columnar, reference, _ = decode_both(topic, values)
+
+        assert_same(columnar, reference)
+        assert not columnar.dead_letters, dead_letter_rows(columnar)
+        landed = {row["id"]: row for row in only_rows(columnar)}
+        assert [landed[n]["opens"] for n in range(len(rows))] == MYSQL_TIMES
+        assert landed[0] == {**rows[0], **{key: landed[0][key] for key in landed[0] if key.startswith("_kafka")}}
+        assert landed[1]["built"] == 1902 and landed[1]["days"] == "mon,wed" and landed[1]["open"] is False
+        assert landed[1]["flags"] == b"\x05\x02" and landed[1]["place"] == {"wkb": POINT, "srid": 4326}
+        assert landed[1]["extra"] == '{"a": [1, 2], "b": null}' and landed[1]["kind"] == "night"
+
+    columns = {column.name: column for column in table_columns(avro)}
+    assert {name: columns[name].type.hive() for name in [f["name"] for f in MYSQL_ROW["fields"]]} == {
+        "id": "int", "opens": "bigint", "closes": "bigint", "built": "int", "days": "string", "open": "boolean",
+        "flags": "binary", "place": "struct<wkb:binary,srid:int>", "extra": "string", "kind": "string"}
 
 
 def without(schema: dict, *names: str) -> dict:
@@ -313,3 +383,62 @@ def test_an_avro_decimal_of_more_digits_than_the_lake_lands_fails_at_load(tmp_pa
     with pytest.raises(CatalogError, match=r"v1.avsc: field 'amount' is a decimal of precision 2147483647; the lake holds "
                                            r"decimals of at most 4300 digits"):
         write_topic(tmp_path, [schema], time_partitioning={"source": "kafka_time"})
+
+
+def test_a_mysql_time_outside_one_day_lands_from_the_broker_and_its_rows_later_changes_reach_the_current_state(
+        broker, spark, tmp_path):
+    """Given a MySQL table captured by Debezium on the real broker: a shift opening at 12:00 updated to 27:30:00, then
+    deleted (its `before` holding 27:30:00), another opening at -01:00:00, a third at 838:59:59; when the hour is
+    landed on Spark and applied to the current-state table, then every change is a row (none a dead letter), the
+    deleted shift has no row, and the others hold their TIME as microseconds since midnight. Before: the update and
+    the delete were dead letters, and the current-state row stayed the 12:00 one."""
+    import uuid
+    from datetime import timedelta
+
+    from kafka_lake.current.apply import apply_landed_hours
+    from kafka_lake.current.state_table import current_table_name
+    from kafka_lake.hours import KafkaHour, to_millis
+    from kafka_lake.kafka.framing import encode_confluent
+    from kafka_lake.lake.storage import LakeStorage
+    from kafka_lake.tables.formats import table_format
+    from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig, open_catalog
+    from kafka_lake.tables.table_format import TableAccess
+    from kafka_lake.topics.loader import load_topic
+    from tests.change_topics import envelope
+    from tests.landing_fixtures import Produced, Traffic, land_on_spark, landing_settings, produce
+
+    folder = tmp_path / "catalog" / "mysql" / "shifts"
+    folder.mkdir(parents=True)
+    (folder / "v1.avsc").write_text(json.dumps(envelope({**MYSQL_ROW, "namespace": "dbserver1.inventory.customers"})))
+    (folder / "key.avsc").write_text(json.dumps({"type": "record", "name": "Key", "fields": [{"name": "id", "type": "int"}]}))
+    (folder / "topic.yaml").write_text(json.dumps({
+        "topic": f"mysql.inventory.shifts.{uuid.uuid4().hex[:8]}", "owner": "team-test", "key_schema": "key.avsc",
+        "start_hour": "2026-11-01T00:00Z", "time_partitioning": {"source": "kafka_time"},
+        "schema_versions": [{"version": 1, "file": "v1.avsc", "registry_id": 7101}],
+        "current_state": {"row": "after", "delete_when": {"field": "op", "equals": "d"}}}))
+    topic = load_topic(folder / "topic.yaml")
+    hour = dt.datetime(2026, 11, 1, 10, tzinfo=UTC)
+    key_schema, value_schema = topic.key_schema.parsed, topic.version(1).parsed
+    noon, late, early, last = 12 * 3600_000_000, MYSQL_TIMES[0], MYSQL_TIMES[1], MYSQL_TIMES[2]
+    changes = [(1, "c", None, mysql_row(1, noon)), (1, "u", mysql_row(1, noon), mysql_row(1, late)),
+               (2, "c", None, mysql_row(2, early)), (1, "d", mysql_row(1, late), None), (3, "c", None, mysql_row(3, last)),
+               (4, "c", None, mysql_row(4, 0))]
+    traffic = Traffic(topic)
+    for n, (key, op, before, after) in enumerate(changes):
+        moment = hour + timedelta(minutes=5 * n) if key != 4 else hour + timedelta(hours=1, minutes=1)
+        value = {"before": before, "after": after, "source": {"db": "inventory", "ts_ms": to_millis(moment)}, "op": op,
+                 "ts_ms": to_millis(moment)}
+        traffic.produced.append(Produced(0, to_millis(moment), encode_confluent(7000, key_schema, {"id": key}),
+                                         encode_confluent(7101, value_schema, value), "row", value, 1))
+    broker.create_topic(topic.topic, 1)
+    produce(broker.bootstrap_servers, traffic)
+    lake = str(tmp_path / "lake")
+    storage = LakeStorage(lake)
+
+    [landed] = land_on_spark(topic, landing_settings(lake, broker.bootstrap_servers), spark, [hour])
+    catalog = open_catalog(IcebergCatalogConfig(lake))
+    list(apply_landed_hours(topic, storage, catalog, table_format(topic, TableAccess(storage)), [KafkaHour(hour)]))
+
+    assert (landed.manifest.counts.rows, landed.manifest.counts.dead_letters) == (5, 0)
+    state = catalog.load_table(tuple(current_table_name(topic).split("."))).scan().to_arrow().to_pylist()
+    assert {row["id"]: row["opens"] for row in state} == {2: early, 3: last}

@@ -122,6 +122,44 @@ def test_a_run_finishing_an_interrupted_switch_checks_the_generations_it_switche
                    for m in committed[hour])
 
 
+def test_a_generation_that_does_not_hold_its_sources_rows_is_not_switched_to_and_its_sources_stay(landed, spark):
+    """Given a compaction whose new generation loses a row between its task's report and the switch (a file cut short,
+    as a storage fault leaves it), when the hour compacts, then that generation is not committed nor switched to, its
+    sources stay where readers read them, `row_set_unchanged` fails naming it, and the next run compacts the hour with
+    every row. Before: the check failed, but the sources were deleted all the same and readers lost the row."""
+    topic, _, _, storage = landed
+    before = rows_as_readers_see_them(storage, topic)
+    published, damaged = [], []
+
+    def cut_short(tasks):
+        reports = run_compactions_on_spark(spark, tasks)
+        damaged.append(reports[0])
+        path = storage.full_path(reports[0].files[0].path)
+        rows = pq.read_table(path, filesystem=storage.filesystem)
+        pq.write_table(rows.slice(0, rows.num_rows - 1), path, filesystem=storage.filesystem)
+        return reports
+
+    result = compact_hour(topic, HOURS[0], storage, cut_short, published.extend)
+    outcome = generations_hold_their_sources(storage, topic, result)
+
+    [report] = damaged
+    partition = report.task.partition
+    assert not outcome.passed and outcome.severity == "error"
+    assert f"{partition} generation {report.task.generation}: files hold {report.rows - 1}:" in outcome.description
+    assert "not switched to, its sources kept" in outcome.description
+    assert partition not in {m.partition for m in published}
+    assert read_compaction(storage, topic.database, topic.table, partition) is None
+    assert all(storage.exists(path) for path in report.task.sources)
+    assert not storage.list_files(partition.compacted_directory(topic.database, topic.table, report.task.generation))
+    assert rows_as_readers_see_them(storage, topic) == before
+
+    again = compact_hour(topic, HOURS[0], storage, run_on(spark), published.extend)
+
+    assert generations_hold_their_sources(storage, topic, again).passed
+    assert partition in {m.partition for m in again.manifests}
+    assert rows_as_readers_see_them(storage, topic) == before
+
+
 def landed_manifest(storage: LakeStorage, topic, kafka_hour: KafkaHour, placed: list[tuple[datetime, int]]) -> None:
     """A landed hour whose manifest names a data file of `rows` rows in each placement hour of `placed`."""
     files = tuple(LandedFile(f"{layout.data_directory(topic.database, topic.table, 1, hour)}/{topic.topic}+0+{n:019d}"
@@ -269,3 +307,46 @@ def test_placement_hours_at_the_ends_of_the_years_a_datetime_holds_plan_without_
     assert due_for_compaction(topic, landed, [KafkaHour(last), KafkaHour(first)], lambda hour: hour == landed) == []
     for hour in (first, last):
         assert committed_raw_files(storage, topic, ManifestStore(storage, "e2e", "orders"), hour) == set()
+
+
+def test_files_landed_with_debezium_times_as_times_of_day_compact_with_those_landed_as_counts(tmp_path):
+    """Given a placement hour holding a file landed when Debezium's MicroTime landed as a time of day (Parquet TIME, at
+    the top level and inside the change's row) and one landed since, as a count of microseconds (which also holds
+    MySQL's TIME outside one day), when it compacts, then both files' rows are in the generation, every value a count
+    of microseconds. Before the times became counts, the two files' schemas did not unify."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kafka_lake.lake.storage import LakeStorage
+    from kafka_lake.lake.table_partition import TablePartition
+    from kafka_lake.upkeep.compaction import CompactionTask
+    from tests.test_decoding import write_topic
+
+    row = {"type": "record", "name": "Row", "fields": [
+        {"name": "opens", "type": {"type": "long", "connect.name": "io.debezium.time.MicroTime"}}]}
+    schema = {"type": "record", "name": "Shift", "fields": [
+        {"name": "opens", "type": {"type": "long", "connect.name": "io.debezium.time.MicroTime"}},
+        {"name": "after", "type": ["null", row], "default": None}]}
+    topic = write_topic(tmp_path, [schema], time_partitioning={"source": "kafka_time"})
+    storage = LakeStorage(str(tmp_path / "lake"))
+    partition = TablePartition(1, HOURS[0])
+    kafka = {"_kafka_partition": pa.array([0], pa.int32())}
+    old = pa.table({"opens": pa.array([5], pa.time64("us")),
+                    "after": pa.array([{"opens": 5}], pa.struct([("opens", pa.time64("us"))])),
+                    **kafka, "_kafka_offset": pa.array([0], pa.int64())})
+    late = 27 * 3600_000_000
+    new = pa.table({"opens": pa.array([late], pa.int64()), "after": pa.array([{"opens": late}], pa.struct([("opens", pa.int64())])),
+                    **kafka, "_kafka_offset": pa.array([1], pa.int64())})
+    sources = []
+    for name, table in (("old", old), ("new", new)):
+        path = f"{partition.raw_directory(topic.database, topic.table)}/{name}.parquet"
+        with storage.open_output(path) as stream:
+            pq.write_table(table, stream)
+        sources.append(path)
+
+    report = compact_partition(CompactionTask(topic, partition, 1, tuple(sources), storage.root, 1 << 20))
+
+    [written] = report.files
+    rows = pq.read_table(storage.full_path(written.path), filesystem=storage.filesystem).select(["opens", "after"])
+    assert rows.schema.field("opens").type == pa.int64()
+    assert rows.to_pylist() == [{"opens": 5, "after": {"opens": 5}}, {"opens": late, "after": {"opens": late}}]

@@ -21,6 +21,7 @@ from kafka_lake.current.state_table import current_table_name, data_directory
 from kafka_lake.current.upkeep import retain_current_state
 from kafka_lake.hours import KafkaHour
 from kafka_lake.lake.audit import read_audit
+from kafka_lake.lake.compaction_manifest import read_compaction
 from kafka_lake.lake.manifests import ManifestStore
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.tables.formats import table_format
@@ -28,6 +29,7 @@ from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig, open_catalog
 from kafka_lake.tables.iceberg.duckdb_reader import duckdb_connection
 from kafka_lake.tables.table_format import TableAccess
 from kafka_lake.upkeep.compaction import compact_hour, compact_partition
+from kafka_lake.upkeep.retention import apply_retention
 from tests.change_topics import CLOSING, change_topic_with_traffic
 from tests.landing_fixtures import HOURS, in_this_process, land, landing_settings
 
@@ -211,3 +213,48 @@ def test_hours_applied_again_after_compaction_read_their_rows_from_the_compacted
         assert (applied.rows_read, applied.changes, applied.snapshot_id) == (
             first[applied.hour].rows_read, first[applied.hour].changes, None), applied
     assert_table_is(lake, traffic.state_after(CLOSING))
+
+
+@pytest.mark.parametrize("lake_root", ["local"], indirect=True)
+def test_hours_applied_again_after_compaction_and_an_erasure_rewrote_their_partitions_read_the_last_generation(
+        broker, lake_root, tmp_path, iceberg_catalog, spark):
+    """Given every hour landed (the two before the traffic too) and applied, the due placement hours compacted on
+    Spark, and an erasure request applied by retention, which rewrites the compacted partitions holding its subject a
+    second time; when every hour is applied again, and again once landed again and compacted again, then each run
+    succeeds, nothing changes the table, and it is the final state without the subject (the accepted request holds
+    for the landing, the compaction and the application after it). Before: applying an hour that
+    landed into a partition rewritten twice failed with FileNotFoundError on its landed file, which compaction had
+    consumed and the erasure's generation no longer named (an hour rewritten once, or never, applied again fine)."""
+    from spark_jobs.compaction_job import run_compactions_on_spark
+
+    topic, traffic = change_topic_with_traffic(broker, tmp_path / "catalog", f"e2e.customers.{uuid.uuid4().hex[:8]}",
+                                               subject_field="after.id")
+    lake = Lake(topic, broker, lake_root, iceberg_catalog)
+    early = [KafkaHour(RAW_HOURS[0].start - timedelta(hours=n)) for n in (2, 1)]
+    hours = [*early, *RAW_HOURS]
+    run_tasks = lambda tasks: run_compactions_on_spark(spark, tasks)
+    lake.land(hours)
+    lake.apply(hours)
+    due = [hour.start for hour in [*early, *RAW_HOURS[:2]]]
+    for hour in due:
+        compact_hour(topic, hour, lake.storage, run_tasks, lambda manifests: None)
+    final = traffic.state_after(CLOSING)
+    erased = sorted(final)[0]
+    lake.storage.write_bytes("_erasure_requests/forget.json", json.dumps({"subject_ids": [str(erased)]}).encode())
+    now = datetime(2026, 11, 2, tzinfo=timezone.utc)
+    report = apply_retention(lake.storage, topic, now, None, run_tasks, lambda manifests: None, lambda partitions: None)
+    retain_current_state(topic, lake.storage, lake.catalog, now, None)
+    twice = [p for p in report.erased_partitions
+             if (compaction := read_compaction(lake.storage, topic.database, topic.table, p)) and compaction.generation > 1]
+    assert twice, "the erasure rewrote a compacted partition"
+    expected = {key: row for key, row in final.items() if key != erased}
+
+    again = lake.apply(hours)
+
+    assert all(applied.snapshot_id is None for applied in again), again
+    assert_table_is(lake, expected)
+    lake.land(hours)
+    for hour in due:
+        compact_hour(topic, hour, lake.storage, run_tasks, lambda manifests: None)
+    assert all(applied.snapshot_id is None for applied in lake.apply(hours))
+    assert_table_is(lake, expected)

@@ -187,21 +187,3 @@ query ($location: String!) {
 """
 
 
-def test_the_instance_command_lists_the_pools_it_creates_one_a_line_and_counts_the_rest(tmp_path, capsys, monkeypatch):
-    """A catalog of thousands of topics has thousands of pools: each new one on a line of its own, up to a number, then
-    how many more, never every name on one line."""
-    from deploy import instance
-
-    monkeypatch.setattr(instance, "POOLS_LISTED", 3)
-    monkeypatch.setenv("SCHEMA_CATALOG_DIR", str(REPO / "schema_catalog"))
-    for name in instance.POSTGRES_FIELDS.values():
-        monkeypatch.delenv(name, raising=False)
-
-    assert instance.main([str(tmp_path / "home")]) == 0
-
-    lines = capsys.readouterr().out.splitlines()
-    instance.write_instance(tmp_path / "again", environ={})
-    created = instance.initialize_pools(tmp_path / "again")  # a fresh instance: every pool is new there
-    assert lines[1] == f"Concurrency pools created at the default limit: {len(created)}"
-    assert lines[2:5] == [f"  {pool}" for pool in created[:3]]
-    assert lines[5].startswith(f"  … and {len(created) - 3} more")

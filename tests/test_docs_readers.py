@@ -3,10 +3,11 @@
 Every fenced block of README.md and docs/*.md right after a `<!-- reader: hive -->` or `<!-- reader: iceberg -->` line
 runs by its language (`bash`, `python`) in a folder laid out as the repository root after `make demo` (or
 `make demo TABLE_FORMAT=iceberg`): `.venv` (this one), the sample tables `shop.page_views` and `payments.transactions`
-landed from the real broker into `.lake/warehouse`, and for the Hive layout registered by the Dagster CLI in the
-embedded metastore under `.lake/metastore`, as a user would. A block marked `not run here (why)` needs what this
-machine cannot have (Athena, jars from Maven); the Spark one among them is checked for what made it find no table, the
-catalog name. A block that reads a table without a marker fails the test.
+landed from the real broker into `.lake/warehouse`, their hour compacted, and for the Hive layout registered by the
+Dagster CLI in the embedded metastore under `.lake/metastore`, as a user would. Each Hive reader must count every row
+the tables hold, the compacted hour's included. A block marked `not run here (why)` needs what this machine cannot
+have (Athena, jars from Maven); the Spark one among them is checked for what made it find no table, the catalog name.
+A block that reads a table without a marker fails the test.
 """
 
 from __future__ import annotations
@@ -28,9 +29,13 @@ from confluent_kafka import Producer
 from dev_services.demo_traffic import DeliveryLog, PageViews, Transactions, finish, kafka_timestamps, send
 from kafka_lake.kafka.log import consumer_config
 from kafka_lake.lake.layout import EMBEDDED_ICEBERG_CATALOG_PATH
+from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.landing.landing_settings import LandingSettings
+from kafka_lake.tables import formats
 from kafka_lake.tables.iceberg.catalog import CATALOG_NAME, IcebergCatalogConfig
+from kafka_lake.tables.table_format import TableAccess
 from kafka_lake.topics.loader import load_catalog
+from kafka_lake.upkeep.compaction import compact_hour, compact_partition
 from tests.constants import PII_TEST_KEY, REPO
 from tests.landing_fixtures import in_this_process, land, unique_topic_name
 
@@ -92,10 +97,18 @@ def produce_hour(bootstrap: str, topics: dict) -> None:
     finish(producer, deliveries, bootstrap)
 
 
+@dataclass(frozen=True)
+class DemoRoot:
+    table_format: str
+    root: Path
+    rows: dict[str, int]  # of each sample table, as its landed hours' manifests count them
+
+
 @pytest.fixture(scope="module", params=["hive", "iceberg"])
 def demo_root(request, broker, tmp_path_factory):
-    """A folder laid out as the repository root after the demo of this table format: the samples' hour landed, and
-    (Hive) registered by `dagster asset materialize` run from there, so the embedded metastore is `.lake/metastore`."""
+    """A folder laid out as the repository root after the demo of this table format: the samples' hour landed with the
+    hours that make it due, compacted, and (Hive) every placement hour registered by `dagster asset materialize` run
+    from there, so the embedded metastore is `.lake/metastore`."""
     table_format = request.param
     root = tmp_path_factory.mktemp(f"{table_format}-root")
     (root / ".venv").symlink_to(REPO / ".venv")
@@ -104,42 +117,68 @@ def demo_root(request, broker, tmp_path_factory):
         broker.create_topic(spec.topic, 1)
     produce_hour(broker.bootstrap_servers, topics)
     lake = str(root / ".lake" / "warehouse")
+    storage = LakeStorage(lake)
     settings = LandingSettings(lake_root=lake, kafka_config=consumer_config(broker.bootstrap_servers),
                                pii_key=PII_TEST_KEY.encode(), iceberg_catalog=IcebergCatalogConfig(lake))
-    for spec in topics.values():
-        [landed] = land(spec, [HOUR], settings, in_this_process, now=HOUR + timedelta(hours=3))
-        assert landed.manifest.counts.rows > 0
+    rows, placements = {}, set()
+    for folder, spec in topics.items():
+        hours = [HOUR + timedelta(hours=n) for n in range(spec.allowed_lateness_hours + 1)]  # the hours feeding HOUR
+        landed = land(spec, hours, settings, in_this_process, now=hours[-1] + timedelta(hours=2))
+        rows[folder] = sum(result.manifest.counts.rows for result in landed)
+        placements |= {f.placement_hour for result in landed for f in result.manifest.files if f.kind == "data"}
+        if spec.table_format == "hive":  # the catalog is switched to the generation when the CLI registers the hour
+            compacted = compact_hour(spec, HOUR, storage, lambda tasks: [compact_partition(t) for t in tasks],
+                                     lambda manifests: None)
+            assert compacted.manifests, f"{folder}: hour {HOUR} holds rows to compact"
+        else:
+            iceberg = formats.table_format(spec, TableAccess(storage, IcebergCatalogConfig(lake)))
+            assert iceberg.compact_hour(spec, HOUR).check.passed
     if table_format == "hive":
         env = {**os.environ, "SCHEMA_CATALOG_DIR": str(root / "catalog"), "PII_HMAC_KEY": PII_TEST_KEY,
                "SPARK_MASTER": "local[1]", "DAGSTER_HOME": str(tmp_path_factory.mktemp("dagster-home"))}
         env.pop("LAKE_ROOT", None)  # the default, `.lake/warehouse` under the folder it runs in
-        registered = subprocess.run(  # one run registers every sample: their hours are the same
+        registered = subprocess.run(  # one run registers every sample's placement hours: a range, in one run
             [os.path.join(os.path.dirname(sys.executable), "dagster"), "asset", "materialize", "--select",
-             ",".join(f"catalog/{folder}" for folder in SAMPLES), "--partition", HOUR.strftime("%Y-%m-%d-%H:00"),
-             "-m", "platform_assets.definitions"],
+             ",".join(f"catalog/{folder}" for folder in SAMPLES), "--partition-range",
+             f"{min(placements):%Y-%m-%d-%H:00}...{max(placements):%Y-%m-%d-%H:00}", "-m", "platform_assets.definitions"],
             env=env, cwd=root, capture_output=True, text=True, timeout=300)
         assert registered.returncode == 0, registered.stderr[-3000:]
-    return table_format, root
+    return DemoRoot(table_format, root, rows)
+
+
+def counts_printed(stdout: str) -> dict[str, int]:
+    """The rows a Hive reader snippet counted: a lone number counts the page views; `spark-sql`'s two queries print a
+    line per group, the page views' of five columns (count third from the end), the payments' of four (second)."""
+    lines = [line.split("\t") for line in stdout.strip().splitlines()]
+    if len(lines) == 1 and len(lines[0]) == 1:
+        return {"shop/page_views": int(lines[0][0])}
+    return {"shop/page_views": sum(int(line[3]) for line in lines if len(line) == 5),
+            "payments/transactions": sum(int(line[2]) for line in lines if len(line) == 4)}
 
 
 def test_each_reader_snippet_of_the_docs_runs_as_written_on_the_tables_it_reads(demo_root):
-    table_format, root = demo_root
-    snippets = [s for s in reader_snippets() if s.how == table_format]
+    """Each reader runs as written on tables one of whose hours is compacted. A Hive reader counts every row: before,
+    the folder readers (pyarrow.dataset and DuckDB over the folders, Spark's `read.parquet`) skipped the compacted
+    hour, whose files sit in a hidden generation folder, and counted a few of the rows."""
+    snippets = [s for s in reader_snippets() if s.how == demo_root.table_format]
     assert snippets
     env = {name: value for name, value in os.environ.items() if name not in ("LAKE_ROOT", "ICEBERG_CATALOG_NAME")}
     for snippet in snippets:
-        ran = subprocess.run([*RUNNERS[snippet.language], snippet.code], cwd=root, env=env, capture_output=True,
-                             text=True, timeout=300)
+        ran = subprocess.run([*RUNNERS[snippet.language], snippet.code], cwd=demo_root.root, env=env,
+                             capture_output=True, text=True, timeout=300)
 
         assert ran.returncode == 0, f"{snippet}\n{ran.stderr[-3000:]}"
         assert re.search(r"\b[1-9]\d*\b", ran.stdout), f"{snippet} printed no count of rows:\n{ran.stdout}"
+        if demo_root.table_format == "hive":
+            counted = counts_printed(ran.stdout)
+            assert counted == {table: demo_root.rows[table] for table in counted}, f"{snippet}\n{ran.stdout}"
 
 
 @pytest.mark.parametrize("demo_root", ["iceberg"], indirect=True)  # the SQL catalog holds the Iceberg tables
 def test_the_spark_snippet_names_the_catalog_the_tables_are_registered_under(demo_root):
     """Spark's JDBC catalog lists the tables whose `catalog_name` is its own name: the snippet (which needs jars from
     Maven, not here) must name its catalog as the platform registers them. Before, the README called it `lake`."""
-    _, root = demo_root
+    root = demo_root.root
     [spark] = [s for s in reader_snippets() if s.how.startswith("not run here") and "SparkCatalog" in s.code]
     names = set(re.findall(r"spark\.sql\.catalog\.(\w+)=", spark.code))
     with sqlite3.connect(root / ".lake" / "warehouse" / EMBEDDED_ICEBERG_CATALOG_PATH) as catalog:

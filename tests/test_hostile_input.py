@@ -124,7 +124,8 @@ def as_written(topic: TableSpec) -> dict:
         "schema_versions": [{"version": v.version, "file": v.file, "registry_id": v.registry_id}
                             for v in topic.schema_versions],
         "retention_days": topic.retention_days, "pii_fields": [".".join(path) for path in topic.pii_fields],
-        "subject_field": topic.subject_field, "freshness_minutes": topic.freshness_minutes,
+        "subject_field": list(topic.subject_field) if isinstance(topic.subject_field, tuple) else topic.subject_field,
+        "freshness_minutes": topic.freshness_minutes,
         "max_rows_per_task": topic.max_rows_per_task, "rename": dict(topic.rename), "format": topic.payload_format,
         "route": None if topic.route is None else {"field": topic.route.field_text, **(
             {"equals": topic.route.values[0]} if topic.route.written_as_equals else {"in": list(topic.route.values)})},

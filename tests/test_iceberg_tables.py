@@ -42,6 +42,7 @@ from kafka_lake.tables.iceberg.maintenance import (
 from kafka_lake.tables.iceberg.schema import ensure_table
 from kafka_lake.tables.iceberg.tables import IcebergTables
 from kafka_lake.tables.table_format import HourCommitted, TableAccess
+from kafka_lake.upkeep.subjects import ErasedSubjects
 from tests.constants import PII_TEST_KEY
 from tests.landing_fixtures import RAW_HOURS, in_this_process, land, landing_settings, pseudonym, topic_with_traffic
 from tests.test_log_boundaries import land_in_process
@@ -300,7 +301,7 @@ def test_the_check_fails_when_rows_of_the_hour_vanish_but_not_when_an_erasure_re
     assert landed_hour_matches_table(table, local_lake.storage, manifest).passed
 
     subject = next(u for u in pyiceberg_rows(table).column("user_id").to_pylist() if u)
-    erase_subjects(table, local_lake.storage, "user_id", [subject])
+    erase_subjects(table, local_lake.storage, ErasedSubjects(((("user_id",), frozenset({subject})),)))
 
     explained = landed_hour_matches_table(table.refresh(), local_lake.storage, manifest)
     assert explained.passed and explained.metadata["rows_expired_or_erased"] > 0
@@ -426,7 +427,7 @@ def test_erasing_subjects_deletes_their_rows_reports_them_and_leaves_every_other
     assert theirs.num_rows > 0
     before = table.current_snapshot().snapshot_id
 
-    erasure = erase_subjects(table, lake.storage, "user_id", [stored])
+    erasure = erase_subjects(table, lake.storage, ErasedSubjects(((("user_id",), frozenset({stored})),)))
 
     table = table.refresh()
     assert all(lake.storage.exists(lake_relative_path(lake.storage, uri)) for uri in erasure.files_removed)

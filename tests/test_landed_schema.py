@@ -71,7 +71,7 @@ def test_a_field_renamed_with_an_alias_lands_in_the_column_of_the_field_it_renam
                                      2: [{"ts": KAFKA_MS, "device": hmac_hex("d-2"), "n": 2**40}]}
     assert [c.name for c in table_columns(topic)][:3] == ["ts", "device", "n"]
     assert "device_id" not in [c.name for c in table_columns(topic)]
-    assert topic.subject_column == ("device",) and topic.column_path(("device",)) == ("device",)
+    assert topic.subject_columns == (("device",),) and topic.column_path(("device",)) == ("device",)
     from kafka_lake.tables.iceberg.schema import table_schema
 
     assert [f.name for f in table_schema(topic).fields][:3] == ["ts", "device", "n"]

@@ -391,3 +391,53 @@ def test_given_an_hour_ending_before_records_stamped_in_it_then_boundaries_confi
 
     assert not outcome.passed
     assert "the hour ends at offset 4 by time, but the record at offset 4 is stamped before the hour's end" in outcome.description
+
+
+def test_given_a_transaction_left_open_across_the_hours_end_then_committed_an_hour_landed_again_fails_naming_its_records_until_they_land(
+    broker, tmp_path,
+):
+    """Tansu, the dev broker: a transactional producer leaves a transaction open across 11:00 (records stamped 10:55 to
+    11:04) with committed records of the next two hours behind it. Hours 10 to 12 land while it is open, each at the
+    committed end, each failing `boundaries_confirmed` naming what is held. Then it commits, and hour 11 is landed again,
+    as an operator does with a red hour: its end is hour 12's start, that same committed end, and the records stamped in
+    it now sit readable past it, in no landed hour. Before: hour 11 landed again as [e, e) with `held_back` {} and every
+    check green ("every boundary is fixed by a landed neighbour hour"). Now its check fails naming them, until a landing
+    takes them (hour 12 landed again); then every hour's check passes, and each record is landed once."""
+    topic = write_test_topic(tmp_path / "catalog", unique_topic_name(), allowed_lateness_hours=1)
+    broker.create_topic(topic.topic, 1)
+    bootstrap = broker.bootstrap_servers
+    hour = lambda n: H + timedelta(hours=n)
+    before = rows(topic, spread(H, 20))
+    produce_plain(bootstrap, topic.topic, before)
+    across = rows(topic, [H + timedelta(minutes=55 + m) for m in range(10)], first_id=100)
+    still_open = Transaction(bootstrap, topic.topic).produce(across)
+    behind = [item for n in (1, 2) for item in rows(topic, spread(hour(n), 15), first_id=200 + 100 * n)]
+    produce_plain(bootstrap, topic.topic, behind)
+    lake = str(tmp_path / "lake")
+    settings = landing_settings(lake, bootstrap)
+    manifests = ManifestStore(LakeStorage(lake), topic.database, topic.table)
+    check = lambda n: confirm_boundaries(topic, manifests.read(KafkaHour(hour(n))), manifests, settings.kafka_config)
+    committed_end = across[0].offset
+
+    while_open = land_in_process(topic, settings, [H, hour(1), hour(2)], now=hour(3) + timedelta(minutes=30))
+    assert [r.manifest.partition(0).end for r in while_open] == [committed_end] * 3
+    assert not any(check(n).passed for n in (0, 1, 2))
+
+    still_open.commit()
+    [again] = land_in_process(topic, settings, [hour(1)], now=hour(3) + timedelta(minutes=40))
+
+    assert (again.manifest.partition(0).start, again.manifest.partition(0).end) == (committed_end, committed_end)
+    first_after = min(i.offset for i in behind if i.timestamp_ms >= to_millis(hour(2)))
+    outcome = check(1)
+    assert not outcome.passed, outcome.description
+    assert f"offsets [{committed_end}, {first_after}) past it hold records stamped before the hour's end" in outcome.description
+    assert "in no landed hour" in outcome.description
+
+    [takes_them] = land_in_process(topic, settings, [hour(2)], now=hour(3) + timedelta(minutes=50))
+
+    assert takes_them.manifest.partition(0).start == committed_end
+    assert takes_them.manifest.counts.rows == len(across + behind)
+    for n in (0, 1, 2):
+        assert check(n).passed, (n, check(n).description)
+    assert "landed since" in check(0).description
+    assert_exactly_once(LakeStorage(lake), topic, before + across + behind)

@@ -545,3 +545,38 @@ def test_the_prometheus_alert_rules_name_only_metrics_and_labels_a_scrape_serves
         assert rule["labels"]["severity"] in ("warning", "critical") and rule["annotations"]["summary"]
         problems += check_query(rule["expr"], " ".join(rule["annotations"].values()), served)
     assert problems == []
+
+
+def test_a_scrape_answers_within_its_budget_while_a_first_count_goes_on_and_serves_it_once_done(landed_two_hours,
+                                                                                                monkeypatch):
+    """A first count of thousands of tables on S3 takes minutes, past Prometheus' scrape timeout: a scrape waits for
+    the counting no longer than its budget, leaves out the tables not counted yet (never served as zero, counted in
+    `kafka_lake_tables_counting`), and serves them at a later scrape once counted in the background."""
+    from kafka_lake.lake import landed_totals
+
+    _, traffic, hours, _, settings = landed_two_hours
+    release = threading.Event()
+    slow_read = landed_totals.ManifestStore.read
+
+    def held_read(self, hour):
+        release.wait(30)
+        return slow_read(self, hour)
+
+    monkeypatch.setattr(landed_totals.ManifestStore, "read", held_read)
+    measures = PlatformMeasures(settings, KafkaCluster(consumer_config(settings.kafka_bootstrap_servers)),
+                                count_budget_s=1.0)
+    try:
+        started = time.monotonic()
+        first = measures.measure(NOW)
+        assert time.monotonic() - started < 15, "the scrape waited past its budget"
+        assert (first.tables, first.counting) == ((), 1), "not counted yet: left out, not served as zero"
+        release.set()
+        deadline = time.monotonic() + 30
+        while (later := measures.measure(NOW)).counting:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        [table] = later.tables
+        assert table.totals.rows == produced_in(traffic, hours)["row"] and table.totals.hours == 2
+    finally:
+        release.set()
+        measures.close()

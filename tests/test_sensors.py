@@ -669,3 +669,98 @@ def test_what_a_run_still_going_landed_is_followed_up_once_the_run_has_ended(top
     instance.handle_run_event(going.run_id, DagsterEvent(DagsterEventType.RUN_SUCCESS.value, job_name="landing"))
     after_it = tick(sensor, instance, while_going.cursor, lake=lake)
     assert requested(after_it) == {("compaction", f"compacted/{topic.name}", H.partition_key)}
+
+
+def test_the_landing_sensor_makes_the_code_locations_pools_within_its_budget_and_then_no_more(broker, topic, clock,
+                                                                                              monkeypatch):
+    """A fresh deployment: no pool exists; the sensor makes what its budget allows, says how many are left, makes
+    the rest next tick, and once all exist does not ask the instance again until the catalog's pools change."""
+    from platform_assets import pools
+
+    wanted = tuple(f"landing/db_{n}/t" for n in range(5))
+    sensor = sensors.landing_sensor(TopicCatalog((topic,)), pools=wanted)
+    clock(H.start)  # nothing closed: the tick only makes pools
+    kafka = KafkaResource(bootstrap_servers=broker.bootstrap_servers)
+    with instance_for_test(overrides={"concurrency": {"pools": {"default_limit": 1}}}) as instance:
+        monkeypatch.setattr(sensors, "ensure_pools", lambda inst, made: pools.ensure_pools(inst, made, budget_s=0.0))
+        first = tick(sensor, instance, json.dumps({topic.topic: H.partition_key}), kafka=kafka)
+        assert sensors.POOLS_MADE not in json.loads(first.cursor), "none made within no time: asked again next tick"
+        monkeypatch.setattr(sensors, "ensure_pools", pools.ensure_pools)
+        second = tick(sensor, instance, first.cursor, kafka=kafka)
+        assert set(wanted) <= instance.event_log_storage.get_concurrency_keys()
+        assert {instance.event_log_storage.get_concurrency_info(p).slot_count for p in wanted} == {1}
+        asked = []
+        monkeypatch.setattr(sensors, "ensure_pools", lambda *args: asked.append(args) or ([], 0))
+        tick(sensor, instance, second.cursor, kafka=kafka)
+        assert asked == [], "every pool made: the instance is not asked again"
+
+
+def test_recent_landings_of_many_topics_tell_freshness_what_a_query_a_topic_tells(topic, instance, monkeypatch):
+    """`topic_health` reads every topic's landings since the earliest due hour in one pass over the event log, and the
+    freshness it judges from them is the one asked of Dagster topic by topic; a topic whose due hour is missing is
+    left to its own query (which also counts the hours missing before it)."""
+    from platform_assets.checks import landed_in_freshness_window, recent_landings
+
+    other = topic.model_copy(update=dict(database="others", table="orders", topic=f"{topic.topic}.other"))
+    now = H.end + timedelta(hours=3)
+    for hour in (H.previous(), H, H.next()):
+        instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=hour.partition_key))
+    instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=H.partition_key))  # again
+    instance.report_runless_asset_event(AssetMaterialization(raw_key(other), partition=H.previous().partition_key))
+    for _ in range(30):  # other assets' events around them
+        instance.report_runless_asset_event(AssetMaterialization(asset_key("compacted", topic), partition=H.partition_key))
+
+    since = datetime.now(timezone.utc) - timedelta(minutes=1)
+    recent = recent_landings(instance, {raw_key(topic), raw_key(other)}, since)
+    assert set(recent.by_key[raw_key(topic)]) == {h.partition_key for h in (H.previous(), H, H.next())}
+
+    # Every landing happened just now; the due hour ended long before: freshness asks Dagster about the window.
+    for each in (topic, other):
+        asked = landed_in_freshness_window(instance, each, now)
+        assert landed_in_freshness_window(instance, each, now, recent) == asked
+    # When the due hour (H+1 here) ended after `since`, the landings tell it without a query, as the query would.
+    due_next = H.next().end + timedelta(minutes=70)
+    asked = landed_in_freshness_window(instance, topic, due_next)
+    from platform_assets import checks
+    monkeypatch.setattr(checks, "_materialized", lambda *args: pytest.fail("asked Dagster about a topic"))
+    told = landed_in_freshness_window(instance, topic, due_next, recent_landings(instance, {raw_key(topic)}, H.start))
+    assert told == asked and told[1] == H.next()
+
+
+def test_the_open_hour_of_a_topic_landed_in_increments_is_requested_every_n_minutes(broker, topic, instance, clock, caplog):
+    """`open_hour: {every_minutes: 5}`: while H is open, the sensor asks for it every 5 minutes (the landing lands
+    what it holds so far), saying when the next is due; each request is a run of its own."""
+    topic = topic.model_copy(update={"open_hour_minutes": 5})
+    sensor = sensors.landing_sensor(TopicCatalog((topic,)))
+    kafka = KafkaResource(bootstrap_servers=broker.bootstrap_servers)
+    cursor = json.dumps({topic.topic: H.partition_key})
+
+    clock(H.start + timedelta(minutes=7))
+    first = tick(sensor, instance, cursor, kafka=kafka)
+    [request] = first.run_requests
+    assert (request.job_name, request.partition_key) == ("landing", H.partition_key)
+    assert json.loads(first.cursor)[topic.topic] == H.partition_key, "the open hour is not passed over"
+
+    clock(H.start + timedelta(minutes=9))
+    context = build_sensor_context(instance=instance, cursor=first.cursor, resources={"kafka": kafka})
+    context.log.addHandler(caplog.handler)
+    with caplog.at_level("INFO"):
+        waiting = sensor(context)
+    assert not waiting.run_requests
+    assert any(f"next increment of {H} due at {H.start + timedelta(minutes=12):%H:%M}Z (every 5 min)" in r.getMessage()
+               for r in caplog.records)
+
+    clock(H.start + timedelta(minutes=12, seconds=30))
+    [again] = tick(sensor, instance, waiting.cursor, kafka=kafka).run_requests
+    assert again.partition_key == H.partition_key and again.run_key != request.run_key
+
+
+def test_a_closed_hour_and_the_open_one_after_it_land_in_one_run(broker, topic, instance, clock):
+    topic = topic.model_copy(update={"open_hour_minutes": 5})
+    sensor = sensors.landing_sensor(TopicCatalog((topic,)))
+    clock(H.end + timedelta(minutes=12))  # H closed by the clock, H+1 open
+
+    [request] = tick(sensor, instance, json.dumps({topic.topic: H.partition_key}),
+                     kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers)).run_requests
+
+    assert partition_keys(request) == [H.partition_key, H.next().partition_key]

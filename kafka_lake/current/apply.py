@@ -25,6 +25,7 @@ from kafka_lake.tables.iceberg.catalog import lake_relative_path
 from kafka_lake.tables.iceberg.commits import ACTION, KAFKA_HOUR, LANDED_AT, RUN_ID, TOPIC
 from kafka_lake.tables.iceberg.files import rows_schema
 from kafka_lake.tables.table_format import TableFormat
+from kafka_lake.upkeep.subjects import accepted_erasures
 
 # The check looks this far back for landed hours not applied: the hours a day of catch-up or backfill can leave.
 CHECK_WINDOW_HOURS = 24
@@ -35,9 +36,10 @@ CHECK_WINDOW_HOURS = 24
 # between two steps leaves work that applying the hour again finishes; every step keeps what is newer, so any order of
 # hours, applied any number of times, ends as if each had been applied once, in order.
 def apply_landed_hours(topic: TableSpec, storage: LakeStorage, catalog: Catalog, raw: TableFormat,
-                       hours: Iterable[KafkaHour], run_id: str = "") -> Iterator[AppliedHour]:
+                       hours: Iterable[KafkaHour], run_id: str = "", pii_key: bytes | None = None) -> Iterator[AppliedHour]:
     """Applies each hour's landing, in the order given; `raw`: the topic's table format, which reads the hour's rows
-    as its table holds them now. Yields each hour once it is recorded as applied."""
+    as its table holds them now; `pii_key`: to find erased subjects by their pseudonyms. Yields each hour once it is
+    recorded as applied."""
     table = ensure_current_table(catalog, storage, topic)
     manifests = ManifestStore(storage, topic.database, topic.table)
     ledger = CurrentStateLedger(storage, topic)
@@ -46,15 +48,19 @@ def apply_landed_hours(topic: TableSpec, storage: LakeStorage, catalog: Catalog,
         if manifest is None:
             raise HourNotLanded(f"{topic.topic} hour {hour}: raw/{topic.name} has not landed it, so there is nothing to "
                                 f"apply to {current_table_name(topic)}; land the hour first")
-        yield apply_hour(topic, storage, table.refresh(), raw, ledger, manifest, run_id)
+        yield apply_hour(topic, storage, table.refresh(), raw, ledger, manifest, run_id, pii_key)
 
 
 def apply_hour(topic: TableSpec, storage: LakeStorage, table: Table, raw: TableFormat, ledger: CurrentStateLedger,
-               manifest: HourManifest, run_id: str = "") -> AppliedHour:
+               manifest: HourManifest, run_id: str = "", pii_key: bytes | None = None) -> AppliedHour:
     started = time.monotonic()
     hour = manifest.kafka_hour
     schema = rows_schema(table)
-    changes = hour_changes(topic, hour, raw.landed_hour_rows(topic, manifest), schema)
+    # An accepted erasure request holds for every application after it: the subjects' changes (a delete event's
+    # `before` included) are left out, even of an hour landed before it and not erased yet.
+    erased = accepted_erasures(storage, topic, pii_key)
+    rows = [erased.without(held)[0] for held in raw.landed_hour_rows(topic, manifest)]
+    changes = hour_changes(topic, hour, rows, schema)
     # Before the table changes: an earlier hour applied meanwhile, or after a kill, must not bring these keys back.
     ledger.record_deletions(hour, changes.deletions)
     effective = with_later_deletions(changes, ledger.deletions_after(hour), key_names(topic), schema)

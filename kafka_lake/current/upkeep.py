@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from pyiceberg.catalog import Catalog
-from pyiceberg.expressions import In, IsNull, Not, Or
 
 from kafka_lake.current.key_ranges import rewrite_keeping
 from kafka_lake.current.state_table import current_state_of, current_table_name, data_directory, ensure_current_table
@@ -17,8 +16,13 @@ from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.tables.iceberg.catalog import lake_relative_path
 from kafka_lake.tables.iceberg.commits import ACTION
-from kafka_lake.tables.iceberg.maintenance import SUBJECT_FIELD, expire_snapshots, remove_unheld_files_in
-from kafka_lake.upkeep.erasure import read_erasure_requests, subjects_to_match
+from kafka_lake.tables.iceberg.maintenance import (
+    SUBJECT_FIELD,
+    erased_rows_filter,
+    expire_snapshots,
+    remove_unheld_files_in,
+)
+from kafka_lake.upkeep.subjects import ErasedSubjects, erased_subjects, read_erasure_requests
 
 # Files no snapshot holds are deleted once older than this: younger ones may be an application's still being written.
 ORPHAN_MIN_AGE = timedelta(days=1)
@@ -40,14 +44,11 @@ class CurrentStateRetention:
                 "current_state_files_deleted": self.files_deleted_with_snapshots + self.orphan_files_removed}
 
 
-def subject_column(topic: TableSpec) -> tuple[str, ...] | None:
-    """Where `subject_field` lands in the current-state table: inside the row (the loader requires it there)."""
+def erased_in_current_state(topic: TableSpec, erased: ErasedSubjects) -> ErasedSubjects:
+    """The subjects as the current-state table holds them: the paths of `subject_field` inside the row, relative to it
+    (the loader requires one there; a path outside it, a delete event's `before.id`, matches in the raw table only)."""
     row = current_state_of(topic).row
-    if topic.subject_field is None:
-        return None
-    if row is None:
-        return topic.subject_column
-    return tuple(topic.subject_field.split("."))[len(row):]
+    return erased if row is None else erased.relative_to(topic.column_path(row))
 
 
 # Retention of a current-state table, run with its topic's: erasure requests remove their subjects' rows, snapshots
@@ -60,21 +61,20 @@ def retain_current_state(topic: TableSpec, storage: LakeStorage, catalog: Catalo
     table = ensure_current_table(catalog, storage, topic)
     stamp = now.isoformat(timespec="seconds")
     audits: list[str] = []
-    column = subject_column(topic)
-    requests = read_erasure_requests(storage) if column is not None else []
+    requests = read_erasure_requests(storage) if topic.subject_fields else []
     erased_rows, erase_snapshot = 0, None
-    if column is not None and requests:
-        path = ".".join(column)
-        erased = In(path, sorted(subjects_to_match(topic, requests, pii_key)))
-        done = rewrite_keeping(table, storage, topic, erased, Or(Not(erased), IsNull(path)),
-                               {ACTION: "erase", SUBJECT_FIELD: topic.subject_field or ""})
+    erased = erased_in_current_state(topic, erased_subjects(topic, requests, pii_key)) if requests else ErasedSubjects()
+    if erased:
+        subjects, kept = erased_rows_filter(erased)
+        done = rewrite_keeping(table, storage, topic, subjects, kept,
+                               {ACTION: "erase", SUBJECT_FIELD: topic.subject_field_text})
         if done.snapshot_id is not None:
             erased_rows, erase_snapshot = done.deletes, done.snapshot_id
             audits.append(write_audit(storage, topic, AuditEntry(
                 "erase", topic.topic, stamp, done.deletes, (current_table_name(topic),),
                 _lake_paths(storage, done.files_removed), _lake_paths(storage, done.files_added),
                 tuple(r.request_id for r in requests),
-                detail=f"rows of the current-state table {current_table_name(topic)} whose {topic.subject_field} "
+                detail=f"rows of the current-state table {current_table_name(topic)} whose {topic.subject_field_text} "
                        f"matched; overwrite snapshot {done.snapshot_id}; the rows stay readable by time travel until "
                        f"that snapshot's parents expire ({topic.snapshot_retention_days} days)")))
     kept_from = now - timedelta(days=topic.snapshot_retention_days)

@@ -269,15 +269,26 @@ class KafkaLog:
         past the committed end). They are offsets of the hour by Kafka's rule that a read_committed consumer cannot
         read yet: a transaction still open, or a broker whose committed end lags. Found by reading the log as it is
         written (read_uncommitted), for offsets and timestamps only: no value read this way is landed."""
+        written = self._as_written().log_bounds(partition)
+        return self.stamped_before_end_past(partition, hour, committed.end, written), max(written.end, committed.high_watermark)
+
+    def stamped_before_end_past(self, partition: int, hour: KafkaHour, offset: int,
+                                written: LogBounds | None = None) -> tuple[int, int] | None:
+        """[offset, first offset at or after it stamped at or after the hour's end) in the log as written, or None if
+        that is empty: by Kafka's rule the hour's offsets, had they been readable where the hour ended at `offset`.
+        Read for offsets and timestamps only (read_uncommitted: an open transaction's records and those behind it)."""
+        as_written = self._as_written()
+        written = written or as_written.log_bounds(partition)
+        if written.end <= offset:
+            return None
+        first_after = as_written.first_offset_at_or_after(partition, hour.end_ms, offset, written.end)
+        stop = written.end if first_after is None else first_after
+        return (offset, stop) if stop > offset else None
+
+    def _as_written(self) -> KafkaLog:
         if self._uncommitted is None:
             self._uncommitted = KafkaLog({**self._config, "isolation.level": "read_uncommitted"}, self.topic)
-        written = self._uncommitted.log_bounds(partition)
-        end = max(written.end, committed.high_watermark)
-        if written.end <= committed.end:
-            return None, end
-        first_after = self._uncommitted.first_offset_at_or_after(partition, hour.end_ms, committed.end, written.end)
-        stop = written.end if first_after is None else first_after
-        return ((committed.end, stop) if stop > committed.end else None), end
+        return self._uncommitted
 
     def first_offset_at_or_after(self, partition: int, timestamp_ms: int, log_start: int, log_end: int) -> int | None:
         """The first offset whose record is stamped at or after `timestamp_ms`, or None if no record is yet.

@@ -34,6 +34,9 @@ class CompactionManifest:
     rows: int
     offsets_checksum: str  # over the (partition, offset) set, to prove the row set unchanged
     compacted_at: str
+    # The landed files whose rows it holds, those the generations before it held included: an hour's manifest names its
+    # files, and a file consumed two generations ago is in none of this one's sources. None: written before it was kept.
+    landed_files: tuple[str, ...] | None = None
 
     @property
     def partition(self) -> TablePartition:
@@ -52,8 +55,13 @@ def _hour_as_its_key(document: dict) -> dict:
     return {**document, "hour": f"{document['hour']}:00"}
 
 
-COMPACTION_MANIFEST = DocumentCodec(CompactionManifest, "compaction manifest", version=2, unnumbered=1,
-                                    upgrades={1: _hour_as_its_key})
+def _lineage_unknown(document: dict) -> dict:
+    """Format 3 keeps `landed_files`; before, only the sources, which a second generation's are the first's files."""
+    return {**document, "landed_files": None}
+
+
+COMPACTION_MANIFEST = DocumentCodec(CompactionManifest, "compaction manifest", version=3, unnumbered=1,
+                                    upgrades={1: _hour_as_its_key, 2: _lineage_unknown})
 
 
 def read_compaction(storage: LakeStorage, database: str, table: str, partition: TablePartition) -> CompactionManifest | None:

@@ -33,6 +33,14 @@ class LandedTotals:
     def newest_hour(self) -> KafkaHour | None:
         return self.newest.kafka_hour if self.newest is not None else None
 
+    def with_newest(self, manifest: HourManifest) -> LandedTotals:
+        """The totals with the newest hour's manifest replaced by `manifest`, a later landing of that hour (an increment
+        of the open hour): its counts instead of the earlier one's."""
+        assert self.newest is not None and manifest.kafka_hour == self.newest.kafka_hour
+        before, after = self.newest.counts, manifest.counts
+        return LandedTotals(self.rows - before.rows + after.rows,
+                            self.dead_letters - before.dead_letters + after.dead_letters, self.hours, manifest)
+
 
 class ManifestTally:
     """The running `LandedTotals` of one table. `refresh` lists only the manifest names after the newest one read and
@@ -53,6 +61,16 @@ class ManifestTally:
         with self._lock:
             self._totals = _added(self._totals, self._manifests.landed_after(self._totals.newest_hour), self._manifests,
                                   read_many)
+            return self._totals
+
+    def reread_newest(self) -> LandedTotals:
+        """The newest hour read again (landed again since: the open hour's next increment), and what comes after it."""
+        with self._lock:
+            newest = self._totals.newest
+            if newest is not None and (manifest := self._manifests.read(newest.kafka_hour)) is not None:
+                self._totals = self._totals.with_newest(manifest)
+            self._totals = _added(self._totals, self._manifests.landed_after(self._totals.newest_hour), self._manifests,
+                                  map)
             return self._totals
 
     def recount(self, read_many: ReadMany = map) -> LandedTotals:

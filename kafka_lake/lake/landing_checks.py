@@ -5,9 +5,14 @@ Asset checks in the Dagster layer and the tests call these; they can fail.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kafka_lake.lake.manifests import HourManifest
+from kafka_lake.hours import KafkaHour
+from kafka_lake.lake.manifests import BoundaryOrigin, HourManifest
+
+# How many landed hours after an hour `held_past` follows, each empty at its end, before it judges no further.
+HELD_WALK_HOURS = 48
 
 
 @dataclass(frozen=True)
@@ -24,7 +29,7 @@ def slices_contiguous(manifest: HourManifest, previous: HourManifest | None, fol
     Two differences are reported but pass: a gap that a run accepted as lost (expired offsets, recorded
     in the later hour's manifest and audited) and a partition added since the previous hour.
     """
-    problems, accepted, added = [], [], []
+    problems, accepted, added, still_open = [], [], [], []
     for neighbour, mine, theirs, label in (
         (previous, "start", "end", "previous"),
         (following, "end", "start", "next"),
@@ -45,6 +50,10 @@ def slices_contiguous(manifest: HourManifest, previous: HourManifest | None, fol
                 continue
             if later.accepted_loss(landed.partition) == gap:
                 accepted.append(f"partition {landed.partition}: offsets [{gap[0]}, {gap[1]}) accepted as lost in {later.hour}")
+            elif gap[0] < gap[1] and not (neighbour.final if label == "previous" else manifest.final):
+                # The earlier hour is open, landed in increments so far: the offsets between land when it closes.
+                still_open.append(f"partition {landed.partition}: offsets [{gap[0]}, {gap[1]}) land when hour "
+                                  f"{(neighbour if label == 'previous' else manifest).hour} closes")
             else:
                 problems.append(
                     f"partition {landed.partition}: {mine} {getattr(landed, mine)} ≠ {label} hour "
@@ -63,20 +72,25 @@ def slices_contiguous(manifest: HourManifest, previous: HourManifest | None, fol
         described += f"; ACCEPTED LOSS (audited): {'; '.join(accepted)}"
     if added:
         described += f"; new partitions: {'; '.join(added)}"
+    if still_open:
+        described += f"; an hour still open: {'; '.join(still_open)}"
     return CheckOutcome(True, described, metadata)
 
 
 def counts_balance(manifest: HourManifest) -> CheckOutcome:
-    """rows + dead letters + tombstones = records read, and no more records than offsets, per partition."""
+    """rows + dead letters + tombstones (+ routed away, unrouted, erased) = records read, and no more records than
+    offsets, per partition."""
     problems, gaps = [], 0
     for landed in manifest.partitions:
         counts = landed.counts
         if counts.accounted != counts.records:
             routed = (f" + {counts.routed_away} routed away + {counts.unrouted} unrouted"
                       if counts.routed_away or counts.unrouted else "")
+            erased = f" + {counts.erased} erased" if counts.erased else ""
             problems.append(
                 f"partition {landed.partition} [{landed.start}, {landed.end}): {counts.rows} rows + "
-                f"{counts.dead_letters} dead letters + {counts.tombstones} tombstones{routed} ≠ {counts.records} records read"
+                f"{counts.dead_letters} dead letters + {counts.tombstones} tombstones{routed}{erased} ≠ "
+                f"{counts.records} records read"
             )
         if counts.records > landed.offsets:
             problems.append(f"partition {landed.partition}: {counts.records} records read from {landed.offsets} offsets")
@@ -86,11 +100,14 @@ def counts_balance(manifest: HourManifest) -> CheckOutcome:
                 "dead_letters": counts.dead_letters, "tombstones": counts.tombstones}
     if counts.routed_away or counts.unrouted:  # a routed table of a shared topic
         metadata.update(routed_away=counts.routed_away, unrouted=counts.unrouted)
+    if counts.erased:
+        metadata["erased"] = counts.erased
     metadata["offset_gaps"] = gaps  # transaction markers or compacted-away offsets, not records
     if problems:
         return CheckOutcome(False, "; ".join(problems), metadata)
     routed = " + routed away + unrouted" if counts.routed_away or counts.unrouted else ""
-    return CheckOutcome(True, f"{counts.records} records = rows + dead letters + tombstones{routed}", metadata)
+    erased = " + erased" if counts.erased else ""
+    return CheckOutcome(True, f"{counts.records} records = rows + dead letters + tombstones{routed}{erased}", metadata)
 
 
 def dead_letter_rate(manifest: HourManifest, threshold: float) -> CheckOutcome:
@@ -114,25 +131,76 @@ class BoundaryRecords:
     before_end: tuple[tuple[int, int], ...] | None  # the window of records before the end
     at_end: tuple[int, int] | None = None  # the first record at or after the end, where the end was a time boundary
     end_by_time: bool = False  # the end was decided by record timestamps, not by the end of the log
+    # [a, b) past `held_past`'s offset, as the log is written now: records stamped before the hour's end in no landed hour
+    held: tuple[int, int] | None = None
+    held_past_hour: str = ""  # the landed hour whose end, the committed end when it landed, they sit past
+
+
+@dataclass(frozen=True)
+class HeldPast:
+    """Where records stamped before an hour's end would sit in no landed hour: past `offset`, the end of the hour and of
+    the landed hours after it that are empty there, the last of which (`hour`) ended at the log's end."""
+
+    offset: int
+    hour: str
+
+
+def held_past(manifest: HourManifest, partition: int,
+              read: Callable[[KafkaHour], HourManifest | None]) -> HeldPast | None:
+    """Past which offset of `partition` records stamped before `manifest`'s hour's end are in no landed hour, if any
+    can be: the hour's end where it ended at the log's end (closed by the wall clock at the committed end) and no hour
+    after it is landed; or, through the landed hours after it that are empty at that offset (an hour landed again
+    after them ends where they start), the end of the last of them, where it ended at the log's end. None where one
+    of them ended by time or landed records from that offset: past it, records stamped earlier are stragglers of the
+    later hours' offsets, landed by them (or judged by their own check)."""
+    current = manifest
+    landed = current.partition(partition)
+    if landed is None:
+        return None
+    offset = landed.end
+    for _ in range(HELD_WALK_HOURS):
+        origin = current.boundaries.get(str(partition), {}).get("end_origin")
+        if origin == BoundaryOrigin.TIME_LOOKUP:
+            return None
+        following = read(current.kafka_hour.next())
+        after = following.partition(partition) if following is not None else None
+        if after is None:
+            return HeldPast(offset, current.hour) if origin == BoundaryOrigin.LOG_END else None
+        if following is None or after.start != offset or after.end != offset:
+            return None  # a landing took records from here on (or a gap, which slices_contiguous names)
+        current = following
+    return None
 
 
 def boundaries_confirmed(manifest: HourManifest, around: list[BoundaryRecords]) -> CheckOutcome:
     """Each boundary of the hour that no landed neighbour fixes is where Kafka's rule puts it, as the records at it
     show: no record before the start is stamped in the hour or later (it would belong to no landed hour), none before
-    the end is stamped at or after the hour's end, and the record at a time boundary is stamped at or after it."""
+    the end is stamped at or after the hour's end, and the record at a time boundary is stamped at or after it. And no
+    record stamped before the hour's end sits past an end the committed log's end decided, in no landed hour (`held`,
+    read now: it fails until a landing takes them, whatever the hour's manifest recorded when it landed)."""
     hour = manifest.kafka_hour
     problems, confirmed = [], []
-    for partition, (first, last) in sorted(manifest.held_back.items(), key=lambda item: int(item[0])):
-        problems.append(
-            f"partition {partition}: the hour ends at {first}, where the committed log ended when it landed, but "
-            f"offsets [{first}, {last}) past it hold records stamped before the hour's end, held back (a transaction "
-            f"still open, or the broker's committed end lags): they land with the first hour landed once readable"
-        )
+    landed_since = []
     for records in around:
         landed = manifest.partition(records.partition)
         if landed is None:
             continue
         checked = []
+        if records.held is not None:
+            first, last = records.held
+            where = ("where the committed log ended when it landed" if records.held_past_hour == manifest.hour else
+                     f"where hour {records.held_past_hour} after it starts and ends too, at the committed end when it "
+                     f"landed")
+            problems.append(
+                f"partition {records.partition}: the hour ends at {first}, {where}, but offsets [{first}, {last}) past it "
+                f"hold records stamped before the hour's end that are in no landed hour (held back by a transaction "
+                f"still open or a committed end that lags, or readable since): they land with the first hour landed "
+                f"once readable"
+            )
+        elif str(records.partition) in manifest.held_back:
+            first, last = manifest.held_back[str(records.partition)]
+            landed_since.append(f"partition {records.partition}: offsets [{first}, {last}) held back when it landed "
+                                f"have landed since")
         if records.before_start is not None:
             checked.append("start")
             stamped_in = [(offset, ts) for offset, ts in records.before_start if ts >= hour.start_ms]
@@ -157,10 +225,18 @@ def boundaries_confirmed(manifest: HourManifest, around: list[BoundaryRecords]) 
         if checked:
             confirmed.append(f"{records.partition} ({' and '.join(checked)})")
     metadata: dict = {"partitions_read": len(confirmed)}
+    held = {str(r.partition): list(r.held) for r in around if r.held is not None}
+    if held:
+        metadata["held_back"] = held
     if manifest.held_back:
-        metadata["held_back"] = dict(manifest.held_back)
+        metadata["held_back_when_landed"] = dict(manifest.held_back)
     if problems:
         return CheckOutcome(False, "; ".join(problems), metadata)
+    since = f"; {'; '.join(landed_since)}" if landed_since else ""
+    if not manifest.final:
+        since += (f"; the hour is open: landed in {len(manifest.increments)} increment(s) so far, each end where the "
+                  f"log ended when it read")
     if not confirmed:
-        return CheckOutcome(True, "every boundary is fixed by a landed neighbour hour", metadata)
-    return CheckOutcome(True, f"the records at the boundaries confirm them: partition(s) {', '.join(confirmed)}", metadata)
+        return CheckOutcome(True, f"every boundary is fixed by a landed neighbour hour{since}", metadata)
+    return CheckOutcome(True, f"the records at the boundaries confirm them: partition(s) {', '.join(confirmed)}{since}",
+                        metadata)

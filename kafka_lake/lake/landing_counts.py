@@ -10,11 +10,12 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class LandingCounts:
-    """rows + dead letters + tombstones + routed away + unrouted = records read; a table routed from a shared topic
+    """rows + dead letters + tombstones + routed away + unrouted + erased = records read; a table routed from a shared topic
     leaves the records other tables take (`routed_away`), and its topic's first routed table writes those no table
     takes to the unrouted dead letters (`unrouted`; the other tables count them routed away); late events are rows placed in an hour before the Kafka hour
     landed; a table that keeps its tombstones counts them as rows (`kept_tombstones` says how many), not as
-    tombstones; the timestamps span the records' Kafka timestamps that name a time."""
+    tombstones; erased records are those of subjects of accepted erasure requests, decoded and left out; the
+    timestamps span the records' Kafka timestamps that name a time."""
 
     records: int = 0
     rows: int = 0
@@ -26,6 +27,7 @@ class LandingCounts:
     routed_away: int = 0
     unrouted: int = 0
     kept_tombstones: int = 0  # rows that are tombstones, of a table that keeps them (part of `rows`)
+    erased: int = 0  # records of subjects of accepted erasure requests: decoded, and not landed
 
     def __add__(self, other: LandingCounts) -> LandingCounts:
         return LandingCounts(
@@ -37,6 +39,7 @@ class LandingCounts:
             routed_away=self.routed_away + other.routed_away,
             unrouted=self.unrouted + other.unrouted,
             kept_tombstones=self.kept_tombstones + other.kept_tombstones,
+            erased=self.erased + other.erased,
             min_timestamp_ms=_either(min, self.min_timestamp_ms, other.min_timestamp_ms),
             max_timestamp_ms=_either(max, self.max_timestamp_ms, other.max_timestamp_ms),
         )
@@ -48,8 +51,8 @@ class LandingCounts:
     @property
     def accounted(self) -> int:
         """The records this landing put somewhere: as rows, dead letters or tombstones, or left to other tables, or
-        unrouted."""
-        return self.rows + self.dead_letters + self.tombstones + self.routed_away + self.unrouted
+        unrouted, or left out as an erased subject's."""
+        return self.rows + self.dead_letters + self.tombstones + self.routed_away + self.unrouted + self.erased
 
 
 def _either(pick, a: int | None, b: int | None) -> int | None:

@@ -212,6 +212,11 @@ def attempt_journal_directory(database: str, table: str, hour: KafkaHour) -> str
     return f"{manifest_prefix(database, table)}/_attempts/{hour_name(hour)}"
 
 
+def hour_lease_path(database: str, table: str, hour: KafkaHour) -> str:
+    """Where a landing of an open hour, or of one landed in increments, holds the hour while it runs."""
+    return f"{manifest_prefix(database, table)}/_leases/{hour_name(hour)}.json"
+
+
 def placement_index_directory(database: str, table: str, folder: str) -> str:
     """Where the Kafka hours whose landings wrote files into `folder` are recorded, one empty object each."""
     return f"{manifest_prefix(database, table)}/_placed/{folder_as_name(folder)}"
@@ -256,3 +261,8 @@ def parse_data_file_name(path: str) -> DataFileName | None:
     if not match:
         return None
     return DataFileName(match["topic"], int(match["partition"]), int(match["offset"]), match["attempt"] or "")
+
+
+def is_landed_file(path: str) -> bool:
+    """Whether `path` is a file a landing wrote (named by topic, partition and first offset), not a generation's."""
+    return parse_data_file_name(path) is not None

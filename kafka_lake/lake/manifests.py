@@ -61,6 +61,16 @@ class BoundaryOrigin(str, Enum):
 
 
 @dataclass(frozen=True)
+class Increment:
+    """One landing of an hour while it was open (or the one that closed it after increments): each partition's end
+    it landed up to, when it read the log, and when it committed."""
+
+    ends: dict  # partition (as text) → the offset landed up to
+    read_at: str  # when the log's ends were read: every committed record of the hour before then is landed
+    landed_at: str
+
+
+@dataclass(frozen=True)
 class HourManifest:
     """Per Kafka partition the offset range [start, end) read and its counts, plus every file written."""
 
@@ -95,6 +105,13 @@ class HourManifest:
     # schema version → how its records were decoded: "columnar", or the record path's name and why not columnar
     # (`BatchDecoder.decoding_paths`), as every slice of the hour reported it.
     decoding_paths: dict = field(default_factory=dict)
+    # False while the hour is open: its landings so far (`increments`) hold what it held then, and a later landing adds
+    # what it holds beyond; the landing after it closed makes it final. Compaction and retention act on final hours.
+    final: bool = True
+    increments: tuple[Increment, ...] = ()  # the hour's landings in increments, in order; none when landed once
+    # partition (as text) → offsets where a slice of the hour starts besides its start: where its increments started.
+    # A landing again slices there too, so it writes the files they wrote, of the same names and rows.
+    cuts: dict = field(default_factory=dict)
 
     @property
     def kafka_hour(self) -> KafkaHour:
@@ -102,6 +119,13 @@ class HourManifest:
 
     def partition(self, number: int) -> PartitionLanding | None:
         return next((p for p in self.partitions if p.partition == number), None)
+
+    @property
+    def landed_through(self) -> datetime:
+        """Up to when the hour's records are landed: its end once final, else when its last increment read the log."""
+        if self.final or not self.increments:
+            return self.kafka_hour.end
+        return min(datetime.fromisoformat(self.increments[-1].read_at), self.kafka_hour.end)
 
     def accepted_loss(self, partition: int) -> tuple[int, int] | None:
         loss = self.accepted_losses.get(str(partition))

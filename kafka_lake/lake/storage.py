@@ -139,6 +139,28 @@ class LakeStorage:
         # multipart upload for every stream.
         return s3_filesystem_from_env(allow_delayed_open=True)
 
+    def create_exclusive(self, relative: str, data: bytes) -> bool:
+        """Writes the object only if none of that name exists, in one step no other writer can interleave with (a
+        local file opened to be created, an S3 PUT with `If-None-Match: *`); False when one exists."""
+        if not self.is_s3:
+            target = self.full_path(relative)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            try:
+                descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                return False
+            with os.fdopen(descriptor, "wb") as stream:
+                stream.write(data)
+            return True
+        bucket, _, key = self.full_path(relative).partition("/")
+        try:
+            self._s3_client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
+                return False
+            raise OSError(f"When creating s3://{bucket}/{key}: {error}") from None
+        return True
+
     def read_bytes(self, relative: str) -> bytes | None:
         try:
             with self._fs.open_input_stream(self.full_path(relative)) as stream:

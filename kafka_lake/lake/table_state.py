@@ -1,5 +1,5 @@
-"""The table as readers see it: its partitions (schema_version, date, hour) and where each one's current files live:
-the raw folder, or the generation compaction last published; and the rows a landed Kafka hour holds in them now.
+"""The table as readers see it: its partitions (schema_version, date, hour), where each one's current files live (the
+raw folder, or the generation compaction last published) and those files; the rows a landed Kafka hour holds now.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kafka_lake.lake import layout
-from kafka_lake.lake.compaction_manifest import read_compaction
+from kafka_lake.lake.compaction_manifest import CompactionManifest, read_compaction
 from kafka_lake.lake.manifests import HourManifest
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.lake.table_partition import TablePartition, partition_of_data_file, partition_of_path
@@ -34,6 +34,17 @@ def storage_partitions(storage: LakeStorage, database: str, table: str,
         if partition is not None and stored.path.endswith(".parquet"):
             found.add(partition)
     return {partition: partition_location(storage, database, table, partition) for partition in sorted(found)}
+
+
+def table_files(lake_root: str, database: str, table: str) -> list[str]:
+    """The Parquet files a reader of the table reads, for readers of files (pyarrow, DuckDB) that cannot ask the table
+    catalog: each partition's files where the catalog points it (`partition_location`: its current generation, or
+    its raw folder), paths on a local lake and `s3://` URIs on S3. A plain scan of the table's folders is no such
+    reader: it skips the generation folders (`_compacted_…`, hidden) and reads files they replaced until they go."""
+    storage = LakeStorage(lake_root)
+    return [storage.uri(f"{location}/{name}")
+            for location in storage_partitions(storage, database, table).values()
+            for name in storage.list_names(location) if name.endswith(".parquet") and not name.startswith(("_", "."))]
 
 
 def partition_location(storage: LakeStorage, database: str, table: str, partition: TablePartition) -> str:
@@ -65,13 +76,24 @@ def landed_hour_rows(storage: LakeStorage, database: str, table: str, manifest: 
 def _placement_rows(storage: LakeStorage, database: str, table: str, placement: TablePartition, paths: list[str],
                     manifest: HourManifest) -> pa.Table | None:
     compaction = read_compaction(storage, database, table, placement)
-    consumed = set(compaction.sources) if compaction is not None else set()
+    consumed = _consumed(storage, compaction, paths)
     parts = [_read(storage, path) for path in paths if path not in consumed]
     if compaction is not None and any(path in consumed for path in paths):
         for generation_file in compaction.files:
             rows = _read(storage, generation_file.path)
             parts.append(rows.filter(_in_hour_offsets(rows, manifest)))
     return pa.concat_tables(parts, promote_options="permissive") if parts else None  # None: every row erased
+
+
+def _consumed(storage: LakeStorage, compaction: CompactionManifest | None, paths: list[str]) -> set[str]:
+    """Which of the hour's files the current generation holds the rows of: its lineage (every generation compaction or
+    an erasure wrote since the hour landed); for a generation written before lineages were kept, its sources and the
+    files gone since."""
+    if compaction is None:
+        return set()
+    if compaction.landed_files is not None:
+        return set(compaction.landed_files)
+    return set(compaction.sources) | {path for path in paths if not storage.exists(path)}
 
 
 def _read(storage: LakeStorage, path: str) -> pa.Table:

@@ -31,6 +31,7 @@ from kafka_lake.landing.landing_settings import LandingSettings
 from kafka_lake.landing.slices import OffsetSlice
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.tables.formats import table_format_type
+from kafka_lake.upkeep.subjects import ErasedSubjects
 
 ROW_GROUP_ROWS = 128 * 1024  # rows of a landing file's row group, unless the buffer below fills first
 BUFFER_BYTES = 64 * 2**20  # Arrow bytes a task holds for its open files before writing the fullest out
@@ -48,6 +49,8 @@ class SliceTask:
     attempt: str = ""  # in the data files' names when the table format wants files of its own per landing
     # The topic's other tables landing the same offsets of the hour: each batch read once, decoded for every table.
     sharing: tuple[TableSpec, ...] = ()
+    # Table name → the subjects of accepted erasure requests as it stores them: their rows are left out.
+    erasures: dict[str, ErasedSubjects] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -207,13 +210,18 @@ class _TableLanding:
         self.files = PlacementFiles(storage, topic, task.slice.partition, settings.max_open_files, attempt=task.attempt,
                                     journal=AttemptJournal(storage, topic.database, topic.table, task.hour))
         self.as_table_holds = _rows_as_table_holds(topic)
+        self.erased = task.erasures.get(topic.name, ErasedSubjects())
         self.totals = _Totals()
 
     def add(self, records) -> None:
         topic, files = self.topic, self.files
         batch = self.decoder.decode(records)
-        self.totals.add(batch, records.timestamps_ms, self.hour)
-        for placement, table in batch.rows.items():
+        rows, erased = batch.rows, 0
+        if self.erased:
+            kept = {placement: self.erased.without(table) for placement, table in batch.rows.items()}
+            rows, erased = {placement: table for placement, (table, _) in kept.items()}, sum(n for _, n in kept.values())
+        self.totals.add(batch, rows, erased, records.timestamps_ms, self.hour)
+        for placement, table in rows.items():
             directory = layout.data_directory(topic.database, topic.table, placement.schema_version, placement.hour)
             files.write(("data", placement), directory, self.as_table_holds(table), placement.schema_version,
                         placement.hour)
@@ -247,11 +255,12 @@ class _Totals:
     dead_letter_causes: Counter = field(default_factory=Counter)
     unknown_schema_ids: Counter = field(default_factory=Counter)
 
-    def add(self, batch: DecodedBatch, timestamps_ms: Sequence[int], hour: KafkaHour) -> None:
+    def add(self, batch: DecodedBatch, landed: dict, erased: int, timestamps_ms: Sequence[int], hour: KafkaHour) -> None:
+        """`landed`: the batch's rows by placement, those of erased subjects left out (`erased` of them)."""
         self.dead_letter_causes.update(batch.dead_letter_causes)
         self.unknown_schema_ids.update(batch.unknown_schema_ids)
         rows = late = kept_tombstones = 0
-        for placement, table in batch.rows.items():
+        for placement, table in landed.items():
             rows += table.num_rows
             if TOMBSTONE_COLUMN.name in table.column_names:
                 kept_tombstones += pc.sum(table.column(TOMBSTONE_COLUMN.name)).as_py() or 0
@@ -265,6 +274,6 @@ class _Totals:
             records=batch.records, rows=rows, tombstones=batch.tombstones, late_events=late,
             dead_letters=sum(table.num_rows for table in batch.dead_letters.values()),
             routed_away=batch.routed_away, unrouted=sum(table.num_rows for table in batch.unrouted.values()),
-            kept_tombstones=kept_tombstones,
+            kept_tombstones=kept_tombstones, erased=erased,
             min_timestamp_ms=low, max_timestamp_ms=high,
         )

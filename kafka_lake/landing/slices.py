@@ -29,6 +29,9 @@ class PartitionBounds:
     # Of those, the offsets holding records stamped before the hour's end: the hour is incomplete by them, and its
     # checks fail naming them; they land with the first hour landed once they are readable.
     held_back: tuple[int, int] | None = None
+    # The hour is still open on this partition (no record at or after its end, the clock short of closing it): an
+    # increment lands it up to the log's end as read, and a later landing lands the rest.
+    still_open: bool = False
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,7 @@ def plan_hour(
     now: datetime,
     grace: timedelta,
     accept_lost_offsets: bool = False,
+    increment: bool = False,
 ) -> list[PartitionBounds]:
     """The offset range of every partition for `hour`, bound by the nearest landed hours around it.
 
@@ -84,6 +88,9 @@ def plan_hour(
 
     Offsets that expired before they were landed raise `OffsetsLost`, unless `accept_lost_offsets`:
     then the partition starts at its log start and its bounds carry the loss, for the manifest.
+
+    An hour not closed raises `HourNotClosed`, unless `increment` (a topic whose open hour lands in increments): then
+    each partition still open ends at its log's end as read, `still_open`.
     """
     closes_at = hour.end + grace
     closed_by_clock = now >= closes_at
@@ -95,6 +102,9 @@ def plan_hour(
     for log in sorted(logs, key=lambda item: item.partition):
         start, start_origin, start_from = _start(hour, log, before)
         end, end_origin, end_from = _end(hour, log, after, closed_by_clock)
+        still_open = end is None and increment
+        if still_open:
+            end, end_origin, end_from = log.log_end, BoundaryOrigin.LOG_END, "log end as read (the hour is still open)"
         if end is None:
             open_partitions.append(log.partition)
             continue
@@ -111,8 +121,8 @@ def plan_hour(
             if accept_lost_offsets:
                 start, start_origin, start_from = loss[1], BoundaryOrigin.LOG_START, f"log start (offsets [{loss[0]}, {loss[1]}) expired; loss accepted)"
         new = before is not None and before.partition(log.partition) is None
-        held_open = log.undecided if end == log.log_end else None
-        held_back = log.held_back if end == log.log_end else None
+        held_open = log.undecided if end == log.log_end and not still_open else None
+        held_back = log.held_back if end == log.log_end and not still_open else None
         if held_back:
             end_from += (f"; offsets [{held_back[0]}, {held_back[1]}) past it hold records stamped before the hour's "
                          f"end that are not readable yet (a transaction still open, or the broker's committed end "
@@ -121,7 +131,8 @@ def plan_hour(
             end_from += (f"; offsets [{held_open[0]}, {held_open[1]}) are in a transaction still open: "
                          f"committed, they land with hour {hour.next()}")
         bounds.append(PartitionBounds(log.partition, start, end, start_from, end_from, start_origin, end_origin,
-                                      loss if accept_lost_offsets else None, new, held_open or held_back, held_back))
+                                      loss if accept_lost_offsets else None, new, held_open or held_back, held_back,
+                                      still_open))
     if open_partitions:
         raise HourNotClosed(topic, hour, open_partitions, closes_at)
     if expired and not accept_lost_offsets:
@@ -147,6 +158,13 @@ def _start(hour: KafkaHour, log: PartitionLog, before: HourManifest | None) -> t
     if before is None:
         return _start_by_time(log)
     landed = before.partition(log.partition)
+    if landed is not None and before.kafka_hour == hour.previous() and not before.final:
+        # The hour before is open, landed in increments so far: its end is where its last one read, not where Kafka's
+        # rule puts it. This hour starts at its first record stamped in it, which its increments never landed.
+        by_time = _start_by_time(log)
+        if by_time[0] >= landed.end:
+            return by_time[0], by_time[1], f"{by_time[2]} (hour {before.hour} before it still open)"
+        return landed.end, BoundaryOrigin.NEIGHBOUR, f"manifest {before.hour} (still open)"
     if landed is not None and before.kafka_hour == hour.previous():
         return landed.end, BoundaryOrigin.NEIGHBOUR, f"manifest {before.hour}"
     if landed is None:
@@ -196,15 +214,24 @@ def _check_partitions_still_exist(topic, hour, logs, before, after) -> None:
 
 def fixed_by_neighbours(hour: KafkaHour, before: HourManifest | None, after: HourManifest | None) -> tuple[set[int], set[int]]:
     """Partitions whose start (end) the adjacent landed hour already fixes: no broker lookup needed."""
-    starts = {p.partition for p in before.partitions} if before and before.kafka_hour == hour.previous() else set()
+    starts = ({p.partition for p in before.partitions} if before and before.kafka_hour == hour.previous() and before.final
+              else set())
     ends = {p.partition for p in after.partitions} if after and after.kafka_hour == hour.next() else set()
     return starts, ends
 
 
-def split_slices(bounds: list[PartitionBounds], max_rows_per_task: int) -> list[OffsetSlice]:
-    """Cuts each partition's range into slices of at most `max_rows_per_task` offsets; empty ranges need no task."""
+def split_slices(bounds: list[PartitionBounds], max_rows_per_task: int, landed: dict[int, int] | None = None,
+                 cuts: dict[int, set[int]] | None = None) -> list[OffsetSlice]:
+    """Cuts each partition's range into slices of at most `max_rows_per_task` offsets; empty ranges need no task.
+
+    `landed`: per partition, where the hour's earlier increments ended: only the offsets after it are sliced.
+    `cuts`: per partition, offsets a slice must start at (where increments of an earlier landing started): a landing
+    again of an hour landed in increments writes the files they wrote, of the same names and rows, in place."""
     slices = []
     for bound in bounds:
-        for start in range(bound.start, bound.end, max_rows_per_task):
-            slices.append(OffsetSlice(bound.partition, start, min(start + max_rows_per_task, bound.end)))
+        start = max(bound.start, (landed or {}).get(bound.partition, bound.start))
+        edges = sorted({start, *(c for c in (cuts or {}).get(bound.partition, ()) if start < c < bound.end), bound.end})
+        for first, last in zip(edges, edges[1:]):
+            for offset in range(first, last, max_rows_per_task):
+                slices.append(OffsetSlice(bound.partition, offset, min(offset + max_rows_per_task, last)))
     return slices

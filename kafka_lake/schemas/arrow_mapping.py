@@ -29,6 +29,8 @@ from kafka_lake.schemas.avro_types import (
     type_name,
 )
 from kafka_lake.schemas.connect_types import (
+    DEBEZIUM_TIME,
+    MICRO_TIME,
     MICRO_TIMESTAMP,
     NANO_TIME,
     NANO_TIMESTAMP,
@@ -369,12 +371,17 @@ def _jsonable(value: Any, depth: int) -> Any:
     return str(value)  # a uuid
 
 
+_TIME_COUNT = "a time since midnight, negative or past a day as the database's TIME holds, in"
 # Kafka Connect and Debezium types without an Avro twin (see `connect_types`), by (Avro type, connect.name).
 _CONNECT_COLUMNS: dict[tuple[str, str | None], _Mapped] = {
     ("long", TIMESTAMP): _Mapped(pa.timestamp("ms", tz="UTC"), debezium_timestamp("ms")),
     ("long", MICRO_TIMESTAMP): _Mapped(pa.timestamp("us", tz="UTC"), debezium_timestamp("us")),
     ("long", NANO_TIMESTAMP): _Mapped(pa.timestamp("us", tz="UTC"), debezium_timestamp("ns")),
-    ("long", NANO_TIME): _Mapped(pa.time64("us"), lambda nanos: nanos // 1000),
+    # A database's TIME as a signed count since midnight: negative, or past a day (see `connect_types`).
+    ("int", DEBEZIUM_TIME): _Mapped(pa.int32(), None, (("", f"{DEBEZIUM_TIME}: {_TIME_COUNT} milliseconds"),)),
+    ("long", MICRO_TIME): _Mapped(pa.int64(), None, (("", f"{MICRO_TIME}: {_TIME_COUNT} microseconds"),)),
+    ("long", NANO_TIME): _Mapped(pa.int64(), lambda nanos: nanos // 1000, (
+        ("", f"{NANO_TIME}: {_TIME_COUNT} microseconds (the nanoseconds below them cut)"),)),
     # RFC 3339 text with an offset, to UTC; the digits past the microsecond are cut.
     ("string", ZONED_TIMESTAMP): _Mapped(pa.timestamp("us", tz="UTC"), zoned_timestamp),
     ("record", VARIABLE_SCALE_DECIMAL): _Mapped(pa.string(), variable_scale_decimal_text, (

@@ -20,7 +20,10 @@ from kafka_lake.schemas.avro_types import MAX_DECIMAL_DIGITS, rewritten
 #     `infinity` and `-infinity` come as Long.MAX and Long.MIN: they land at the column's last and first instant of
 #     the years 0001..9999 (`9999-12-31T23:59:59.999999Z`, `0001-01-01T00:00:00Z`), where a query comparing times
 #     still finds them after and before every other; any other value beyond those years is a dead letter saying so.
-#   - `NanoTime` lands as a time of day in microseconds.
+#   - Debezium's `Time`, `MicroTime` and `NanoTime` land as signed counts since midnight (int milliseconds, bigint
+#     microseconds, bigint microseconds with the nanoseconds below them cut), not as a time of day: a database's TIME
+#     is a duration, MySQL's from -838:59:59 to 838:59:59, PostgreSQL's up to 24:00:00, and no Parquet, Hive or
+#     Iceberg time of day holds those. Kafka Connect's own `Time` is a time of day and lands as one.
 #   - `ZonedTimestamp` (ISO 8601 text with an offset) lands as a UTC timestamp in microseconds; `infinity` and
 #     `-infinity` as the bounds above; other text that is no such time is a dead letter.
 #   - `VariableScaleDecimal` (a record of `scale` and the unscaled `value` bytes, Debezium's NUMERIC without a
@@ -30,6 +33,8 @@ TIMESTAMP = "io.debezium.time.Timestamp"
 MICRO_TIMESTAMP = "io.debezium.time.MicroTimestamp"
 NANO_TIMESTAMP = "io.debezium.time.NanoTimestamp"
 NANO_TIME = "io.debezium.time.NanoTime"
+MICRO_TIME = "io.debezium.time.MicroTime"
+DEBEZIUM_TIME = "io.debezium.time.Time"
 ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"
 VARIABLE_SCALE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
 CONNECT_DECIMAL = "org.apache.kafka.connect.data.Decimal"
@@ -40,9 +45,7 @@ CONNECT_DEFAULT_PRECISION = 64
 _AS_AVRO_LOGICAL: dict[tuple[str, str | None], str] = {
     ("int", "io.debezium.time.Date"): "date",
     ("int", "org.apache.kafka.connect.data.Date"): "date",
-    ("int", "io.debezium.time.Time"): "time-millis",
     ("int", "org.apache.kafka.connect.data.Time"): "time-millis",
-    ("long", "io.debezium.time.MicroTime"): "time-micros",
     ("long", "org.apache.kafka.connect.data.Timestamp"): "timestamp-millis",
 }
 # Debezium's timestamps (longs) by connect.name: the unit they count, which is also what a plain long event time

@@ -90,9 +90,19 @@ class HiveTables:
 
     def commit_hour(self, topic: TableSpec, manifest: HourManifest, previous: HourManifest | None,
                     attempt: str) -> HourCommitted:
+        """The manifest is the commit; then the files it replaced and those of crashed attempts go. A topic whose open
+        hour lands in increments is read through the table catalog within minutes: the placement hours each landing
+        wrote into are registered at once (their raw folders, or their generation), not after compaction."""
         replaced = remove_replaced_files(self.storage, previous, manifest)
         prefixes = (layout.table_prefix(topic.database, topic.table), *letter_prefixes(topic))
-        return HourCommitted(tuple(replaced), tuple(remove_orphans(self.storage, topic, manifest, prefixes)))
+        orphans = remove_orphans(self.storage, topic, manifest, prefixes)
+        metadata = {}
+        if topic.open_hour_minutes is not None:
+            hours = sorted({f.placement_hour for f in manifest.files if f.kind == "data"})
+            if hours:
+                registered = self.register(topic, hours)
+                metadata = {"registered": registered.summary}
+        return HourCommitted(tuple(replaced), tuple(orphans), metadata)
 
     def landed_hour_check(self, topic: TableSpec, manifest: HourManifest) -> CheckOutcome | None:
         return None
@@ -105,7 +115,8 @@ class HiveTables:
     def compact_hour(self, topic: TableSpec, hour: datetime) -> TableOutcome:
         result = compact_hour(topic, hour, self.storage,
                               lambda tasks: self._run_compactions(tasks, f"compact {topic.topic} {hour:%Y-%m-%d %H}:00"),
-                              lambda manifests: self._switch_to_generations(topic, manifests))
+                              lambda manifests: self._switch_to_generations(topic, manifests),
+                              pii_key=self.access.pii_key)
         summary = (f"{topic.topic} {hour:%Y-%m-%d %H}:00: {len(result.manifests)} partition(s) rewritten, "
                    f"{len(result.switched)} switched to the generation an interrupted run committed, "
                    f"{len(result.kept)} already compact, {len(result.deleted_sources)} source files deleted")

@@ -128,3 +128,5 @@ class TableAccess:
     iceberg_catalog: IcebergCatalogConfig | None = None  # None: the embedded catalog beside the lake
     hive_catalog: Callable[[], TableCatalog] | None = None
     run_compactions: RunCompactions | None = None
+    # `PII_HMAC_KEY`: compaction finds the pseudonyms of erased subjects with it where a subject field is pseudonymized.
+    pii_key: bytes | None = field(default=None, repr=False)

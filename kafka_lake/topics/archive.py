@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -76,5 +77,15 @@ def load_platform_catalog(settings: PlatformSettings) -> TopicCatalog:
             archived = ArchivedTopics(LakeStorage(settings.lake_root)).names()
         except (OSError, ValueError) as error:  # the lake away: every catalogued table still loads
             log.error("the archived topics could not be read, so their tables are not loaded this time: %s", error)
-    return load_catalog(settings.schema_catalog_dir, tolerant=True, table_format=settings.table_format,
-                        archived_topics=archived, databases=settings.schema_catalog_databases)
+    catalog = load_catalog(settings.schema_catalog_dir, tolerant=True, table_format=settings.table_format,
+                           archived_topics=archived, databases=settings.schema_catalog_databases)
+    return with_open_hour(catalog, settings.open_hour_minutes)
+
+
+def with_open_hour(catalog: TopicCatalog, minutes: int | None) -> TopicCatalog:
+    """The catalog with the deployment's `OPEN_HOUR_EVERY_MINUTES` for the tables whose entry does not say (an entry's
+    own `open_hour`, or `open_hour: off`, wins)."""
+    if minutes is None:
+        return catalog
+    return replace(catalog, topics=tuple(t.model_copy(update={"open_hour_minutes": minutes}) if t.open_hour is None else t
+                                         for t in catalog.topics))

@@ -37,6 +37,7 @@ from kafka_lake.table_spec import (
     RECORD_NAME,
     CurrentState,
     FieldColumns,
+    OpenHourKeys,
     Route,
     RoutedSibling,
     SchemaFileError,
@@ -457,11 +458,11 @@ def _topic_spec(entry: TopicYaml, database: str, table: str, folder: Path, where
     for pii in pii_fields:
         _check_field_path(versions, pii, f"pii_fields entry {'.'.join(pii)!r}", where, json_allowed=True)
     pii_fields = _in_every_name(pii_fields, field_columns)
-    if entry.subject_field is not None:
-        _check_field_path(versions, tuple(entry.subject_field.split(".")), f"subject_field {entry.subject_field!r}", where)
+    for subject in entry.subject_fields:
+        _check_field_path(versions, subject, f"subject_field {'.'.join(subject)!r}", where)
     route = _check_route(entry.route, versions, where) if entry.route is not None else None
     key_schema = _load_key_schema(payloads, entry.key_schema, folder, where) if entry.key_schema is not None else None
-    current_state = (_check_current_state(entry.current_state, table, versions, entry.subject_field, where)
+    current_state = (_check_current_state(entry.current_state, table, versions, entry.subject_fields, where)
                      if entry.current_state is not None else None)
 
     spec = TableSpec.model_construct(
@@ -478,6 +479,7 @@ def _topic_spec(entry: TopicYaml, database: str, table: str, folder: Path, where
         schema_versions=tuple(versions),
         pii_fields=pii_fields,
         allowed_lateness_hours=entry.lateness_hours,
+        open_hour_minutes=entry.open_hour.every_minutes if isinstance(entry.open_hour, OpenHourKeys) else None,
         rename=tuple(sorted(rename.items())),
         route=route,
         key_schema=key_schema,
@@ -607,10 +609,11 @@ def _matched_field(field: str, values: tuple, versions: list[SchemaVersion], whe
     return path
 
 
-def _check_current_state(block: CurrentStateYaml, table: str, versions: list[SchemaVersion], subject_field: str | None,
-                         where: str) -> CurrentState:
+def _check_current_state(block: CurrentStateYaml, table: str, versions: list[SchemaVersion],
+                         subject_fields: tuple[tuple[str, ...], ...], where: str) -> CurrentState:
     """`current_state` against the schema files: a table name of its own, a `row` that is a record in every version,
-    a `delete_when` field that can hold its value, and a `subject_field` inside the row (erasure must reach it)."""
+    a `delete_when` field that can hold its value, and a `subject_field` with a path inside the row (erasure must reach
+    it; others, like a delete event's `before.id`, match in the raw table)."""
     name = block.table if block.table is not None else f"{table}_current"
     if not is_table_name(name) or name == table:
         problem = "is the topic's own table" if name == table else "must be lowercase letters, digits and underscores, starting with a letter"
@@ -629,9 +632,12 @@ def _check_current_state(block: CurrentStateYaml, table: str, versions: list[Sch
                 raise CatalogError(f"{where}: field {taken[0]!r} of current_state.row {block.row!r} (version "
                                    f"{version.version}, {version.file}) takes a name of the table's own "
                                    f"{KAFKA_COLUMN_PREFIX}… columns")
-    if subject_field is not None and row is not None and tuple(subject_field.split("."))[:len(row)] != row:
-        raise CatalogError(f"{where}: subject_field {subject_field!r} is not inside current_state.row {block.row!r}, so "
-                           f"erasure requests could not remove a subject's row from the current-state table")
+    if subject_fields and row is not None and not any(path[:len(row)] == row for path in subject_fields):
+        named = ", ".join(".".join(path) for path in subject_fields)
+        said = (f"subject_field {named!r} is not" if len(subject_fields) == 1
+                else f"no path of subject_field {named!r} is")
+        raise CatalogError(f"{where}: {said} inside current_state.row {block.row!r}, so erasure requests could not "
+                           f"remove a subject's row from the current-state table")
     delete_when = None
     if block.delete_when is not None:
         path = _matched_field(block.delete_when.field, (block.delete_when.equals,), versions, where,

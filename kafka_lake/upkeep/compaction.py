@@ -24,10 +24,10 @@ from kafka_lake.lake.manifests import ManifestStore, PlacementIndex
 from kafka_lake.lake.parquet_output import ParquetOutput
 from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.lake.table_partition import TablePartition, partition_of_path
-from kafka_lake.schemas.arrow_mapping import column_at
 from kafka_lake.schemas.landed_schema import LandedSchema
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.upkeep.expiry import is_expired, retention_cutoff
+from kafka_lake.upkeep.subjects import ErasedSubjects, accepted_erasures
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +48,10 @@ class CompactionTask:
     sources: tuple[str, ...]  # committed raw files and the previous generation's files
     lake_root: str
     target_bytes: int
-    # GDPR erasure: rows whose subject field (a dotted path) holds one of these values are left out.
-    erase_subjects: frozenset = frozenset()
-    subject_path: tuple[str, ...] = ()
+    # The subjects of accepted erasure requests: their rows are left out (by compaction too, once a request is accepted).
+    erased: ErasedSubjects = ErasedSubjects()
+    # The landed files whose rows the generation holds, those of the generations before it included (`landed_lineage`).
+    lineage: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class CompactionResult:
     # Generations a run that died between their commit and the switch had committed: this run switched readers to them.
     switched: tuple[CompactionManifest, ...] = ()
     kept: tuple[CompactionManifest, ...] = ()  # the generations of partitions already compact, left as they were
+    refused: tuple[str, ...] = ()  # generations written that did not hold their sources' rows: not committed, sources kept
 
     @property
     def generations(self) -> tuple[CompactionManifest, ...]:
@@ -98,11 +100,15 @@ def check_due(topic: TableSpec, hour: datetime, manifests: ManifestStore) -> Non
     """Raises `CompactionNotDue` naming the raw hours that can still add rows to placement hour `hour` (one listing of
     the manifests of the hours that feed it, not of the table's)."""
     feeding = raw_hours_that_feed(topic, hour)
-    missing = missing_raw_hours(topic, hour, manifests.landed_in(feeding[0], feeding[-1]))
+    landed = manifests.landed_in(feeding[0], feeding[-1])
+    if topic.open_hour_minutes is not None:  # an hour landed in increments so far is still open: it can add rows
+        landed = [h for h in landed if (manifest := manifests.read(h)) is not None and manifest.final]
+    missing = missing_raw_hours(topic, hour, landed)
     if missing:
         raise CompactionNotDue(
             f"{topic.topic} hour {hour:%Y-%m-%d %H:00}: raw hours {', '.join(map(str, missing))} can still add "
-            f"rows (allowed lateness {topic.allowed_lateness_hours} h) and have not landed yet"
+            f"rows (allowed lateness {topic.allowed_lateness_hours} h) and have not landed yet, or not all of them "
+            f"(an open hour landed in increments so far)"
         )
 
 
@@ -118,10 +124,13 @@ def offsets_checksum(keys: pa.Table) -> str:
 
 def plan_compaction(
     topic: TableSpec, hour: datetime, storage: LakeStorage, target_bytes: int | None = None,
+    pii_key: bytes | None = None,
 ) -> tuple[list[CompactionTask], list[TablePartition]]:
-    """Tasks for every partition of `hour` whose committed raw files are not yet in its current generation."""
+    """Tasks for every partition of `hour` whose committed raw files are not yet in its current generation; each
+    leaves out the subjects of every accepted erasure request (`pii_key`: to find pseudonymized ones)."""
     manifests = ManifestStore(storage, topic.database, topic.table)
     check_due(topic, hour, manifests)
+    erased = accepted_erasures(storage, topic, pii_key)
     committed = committed_raw_files(storage, topic, manifests, hour)
     tasks, up_to_date = [], []
     for partition in sorted({p for p in (partition_of_path(path) for path in committed) if p is not None}
@@ -136,10 +145,16 @@ def plan_compaction(
         previous = [f.path for f in current.files] if current else []
         tasks.append(CompactionTask(
             topic, partition, (current.generation if current else 0) + 1, tuple(previous + raw),
-            storage.root, target_bytes or topic.target_file_mb * 1024 * 1024,
+            storage.root, target_bytes or topic.target_file_mb * 1024 * 1024, erased, landed_lineage(current, raw),
         ))
     return tasks, up_to_date
 
+
+def landed_lineage(current: CompactionManifest | None, sources: Iterable[str]) -> tuple[str, ...]:
+    """The landed files whose rows a new generation holds: those among its sources and those the generation before it
+    held (a file compaction or an erasure consumed is gone, and the hour that landed it still names it)."""
+    before = set(current.landed_files if current.landed_files is not None else current.sources) if current else set()
+    return tuple(sorted({path for path in (*before, *sources) if layout.is_landed_file(path)}))
 
 def committed_raw_files(storage: LakeStorage, topic: TableSpec, manifests: ManifestStore, hour: datetime) -> set[str]:
     """The raw files in `hour`'s folders that a landed manifest owns; in-flight and crashed attempts are not
@@ -234,11 +249,8 @@ def compact_partition(task: CompactionTask) -> CompactionReport:
             table = _conformed(landed.rows(pq.read_table(storage.full_path(path), filesystem=storage.filesystem)), schema)
             source_bytes += storage.filesystem.get_file_info(storage.full_path(path)).size
             rows_read += table.num_rows
-            table = _without_seen(table, seen_keys)
-            if task.erase_subjects:
-                kept = _without_subjects(table, task.subject_path, task.erase_subjects)
-                rows_erased += table.num_rows - kept.num_rows
-                table = kept
+            table, erased = task.erased.without(_without_seen(table, seen_keys))
+            rows_erased += erased
             key_tables.append(table.select(KEY_COLUMNS))
             writer.write(table)
         files = writer.close()
@@ -248,16 +260,6 @@ def compact_partition(task: CompactionTask) -> CompactionReport:
     keys = _concat_keys(key_tables)
     return CompactionReport(task, tuple(files), keys.num_rows, rows_read, rows_erased, source_bytes,
                             offsets_checksum(keys), time.monotonic() - started)
-
-
-def subject_values(table: pa.Table, path: tuple[str, ...]) -> pa.ChunkedArray:
-    """The column at a dotted path through struct columns, as text (subjects are matched as text)."""
-    return column_at(table, path).cast(pa.string())
-
-
-def _without_subjects(table: pa.Table, path: tuple[str, ...], subjects: frozenset) -> pa.Table:
-    matches = pc.is_in(subject_values(table, path), value_set=pa.array(sorted(subjects), pa.string()))
-    return table.filter(pc.invert(pc.fill_null(matches, False)))
 
 
 def _without_seen(table: pa.Table, seen: set[int]) -> pa.Table:
@@ -304,11 +306,32 @@ class _LandedAs:
 def _sources_schema(storage: LakeStorage, sources: Iterable[str], landed: _LandedAs) -> pa.Schema | None:
     """One schema holding every source file's rows, led by the table's columns now: files landed by an older release
     may lack a column (the Kafka headers) or declare fields non-nullable, or hold a version's own columns, or the
-    table's of an earlier catalog; a column any file has is kept, in the widest type, nullable where any file's is."""
+    table's of an earlier catalog; a column any file has is kept, in the widest type, nullable where any file's is.
+    A time of day where the table's column is now a count (Debezium's times, landed as times of day before) is read
+    as that count."""
     schemas = [landed.schema(pq.read_schema(storage.full_path(path), filesystem=storage.filesystem)) for path in sources]
     if not schemas:
         return None
+    if landed.columns:
+        now = landed.columns[0]
+        schemas = [pa.schema([f.with_type(_times_as_counts(f.type, now.field(f.name).type)) if f.name in now.names else f
+                              for f in schema], metadata=schema.metadata) for schema in schemas]
     return pa.unify_schemas([*landed.columns, *schemas], promote_options="permissive").with_metadata(schemas[0].metadata)
+
+
+def _times_as_counts(written: pa.DataType, now: pa.DataType) -> pa.DataType:
+    """`written`, with each time of day that is an integer in `now` (at the same place) as that integer."""
+    if pa.types.is_time(written) and pa.types.is_integer(now):
+        return now
+    if pa.types.is_struct(written) and pa.types.is_struct(now):
+        names = {now.field(i).name: now.field(i).type for i in range(now.num_fields)}
+        return pa.struct([field.with_type(_times_as_counts(field.type, names[field.name])) if field.name in names
+                          else field for field in written])
+    if pa.types.is_list(written) and pa.types.is_list(now):
+        return pa.list_(written.value_field.with_type(_times_as_counts(written.value_type, now.value_type)))
+    if pa.types.is_map(written) and pa.types.is_map(now):
+        return pa.map_(written.key_field, written.item_field.with_type(_times_as_counts(written.item_type, now.item_type)))
+    return written
 
 
 def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -364,6 +387,7 @@ def commit_compaction(storage: LakeStorage, report: CompactionReport) -> Compact
         location=task.partition.compacted_directory(task.topic.database, task.topic.table, task.generation),
         files=report.files,
         sources=task.sources,
+        landed_files=task.lineage,
         rows=report.rows,
         offsets_checksum=report.offsets_checksum,
         compacted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -392,17 +416,30 @@ def compact_hour(
     run_tasks: Callable[[list[CompactionTask]], list[CompactionReport]],
     publish: Publish,
     target_bytes: int | None = None,
+    pii_key: bytes | None = None,
 ) -> CompactionResult:
     """Plans, rewrites, commits, publishes (switches readers) and deletes the sources, in that order."""
     unfinished, finished_deletions = _finish_interrupted_swaps(topic, hour, storage, publish)
-    tasks, up_to_date = plan_compaction(topic, hour, storage, target_bytes=target_bytes)
-    reports, manifests, deleted = rewrite_generations(storage, tasks, run_tasks, publish)
-    rewritten = {m.partition for m in manifests}
-    switched = tuple(m for m in unfinished if m.partition not in rewritten)
+    tasks, up_to_date = plan_compaction(topic, hour, storage, target_bytes=target_bytes, pii_key=pii_key)
+    rewritten = rewrite_generations(storage, tasks, run_tasks, publish)
+    written = {m.partition for m in rewritten.manifests}
+    switched = tuple(m for m in unfinished if m.partition not in written)
     kept = tuple(m for m in (read_compaction(storage, topic.database, topic.table, p) for p in up_to_date
                              if p not in {s.partition for s in switched}) if m is not None)
-    return CompactionResult(hour, tuple(manifests), tuple(reports), tuple(finished_deletions + deleted), tuple(up_to_date),
-                            switched, kept)
+    return CompactionResult(hour, tuple(rewritten.manifests), tuple(rewritten.reports),
+                            tuple(finished_deletions + rewritten.deleted), tuple(up_to_date), switched, kept,
+                            tuple(rewritten.refused))
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    """What `rewrite_generations` did: the generations it committed and switched to (with their reports), the sources
+    it deleted, and the generations it refused (why, for each), whose sources stay where readers read them."""
+
+    reports: list[CompactionReport]
+    manifests: list[CompactionManifest]
+    deleted: list[str]
+    refused: list[str]
 
 
 def rewrite_generations(
@@ -410,18 +447,35 @@ def rewrite_generations(
     tasks: list[CompactionTask],
     run_tasks: Callable[[list[CompactionTask]], list[CompactionReport]],
     publish: Publish,
-) -> tuple[list[CompactionReport], list[CompactionManifest], list[str]]:
-    """Writes the new generations, commits them, switches readers to them, then deletes what they replaced.
+) -> Rewritten:
+    """Writes the new generations, verifies them, commits them, switches readers to them, then deletes what they
+    replaced.
 
-    A new generation is written to a hidden folder, committed by its manifest, published by switching the catalog
-    partition to it, and only then are its sources deleted: at every moment a catalog reader sees each row exactly
-    once, and a crash leaves old or new files."""
+    A new generation is written to a hidden folder, verified (its files, read back, hold exactly the offsets its task
+    read from the sources, less duplicates and erased rows), committed by its manifest, published by switching the
+    catalog partition to it, and only then are its sources deleted: at every moment a catalog reader sees each row
+    exactly once, and a crash leaves old or new files. A generation that does not hold them is neither committed nor
+    switched to: its files are deleted and its sources stay."""
     reports = run_tasks(tasks) if tasks else []
-    manifests = [commit_compaction(storage, report) for report in reports]
+    held, refused = [], []
+    for report in reports:
+        found = files_checksum(storage, report.files)
+        if found == report.offsets_checksum:
+            held.append(report)
+            continue
+        task = report.task
+        refused.append(f"{task.partition} generation {task.generation}: files hold {found}, sources held "
+                       f"{report.offsets_checksum}; not switched to, its sources kept")
+        log.error("%s %s: the new generation %d does not hold its sources' rows (files hold %s, sources held %s): not "
+                  "committed, the sources stay", task.topic.topic, task.partition, task.generation, found,
+                  report.offsets_checksum)
+        for written in report.files:
+            storage.delete(written.path)
+    manifests = [commit_compaction(storage, report) for report in held]
     if manifests:
         publish(manifests)
     deleted = [path for manifest in manifests for path in delete_sources(storage, manifest)]
-    return reports, manifests, deleted
+    return Rewritten(held, manifests, deleted, refused)
 
 
 def _finish_interrupted_swaps(topic: TableSpec, hour: datetime, storage: LakeStorage,
@@ -442,18 +496,19 @@ def _finish_interrupted_swaps(topic: TableSpec, hour: datetime, storage: LakeSto
 def generations_hold_their_sources(storage: LakeStorage, topic: TableSpec, result: CompactionResult) -> CheckOutcome:
     """`row_set_unchanged` of a compaction run: every generation the hour's readers are switched to holds exactly the
     offsets recorded from its sources, recomputed from its files: those the run wrote, those it switched to after a
-    run that died between their commit and the switch, and those already current. A run that found no generation to
-    examine checks the landed manifests instead (`nothing_to_compact`)."""
+    run that died between their commit and the switch, and those already current; and the run wrote none it had to
+    refuse (verified before its switch, its sources kept). A run that found no generation to examine checks the landed
+    manifests instead (`nothing_to_compact`)."""
     kinds = ((result.manifests, "written now"), (result.switched, "switched to now (committed by an interrupted run)"),
              (result.kept, "already current"))
-    problems = []
+    problems = list(result.refused)
     for manifest in result.generations:
         found = generation_checksum(storage, manifest)
         if found != manifest.offsets_checksum:
             problems.append(f"{manifest.partition} generation {manifest.generation}: files hold {found}, "
                             f"sources held {manifest.offsets_checksum}")
     metadata = {"generations": len(result.generations), "written": len(result.manifests),
-                "switched": len(result.switched), "already_current": len(result.kept)}
+                "switched": len(result.switched), "already_current": len(result.kept), "refused": len(result.refused)}
     if problems:
         return CheckOutcome(False, "; ".join(problems), metadata)
     if not result.generations:
@@ -465,10 +520,13 @@ def generations_hold_their_sources(storage: LakeStorage, topic: TableSpec, resul
 
 def generation_checksum(storage: LakeStorage, manifest: CompactionManifest) -> str:
     """Recomputes the offsets checksum from the generation's files, for the asset check."""
-    tables = [
-        pq.read_table(storage.full_path(f.path), filesystem=storage.filesystem, columns=KEY_COLUMNS)
-        for f in manifest.files
-    ]
+    return files_checksum(storage, manifest.files)
+
+
+def files_checksum(storage: LakeStorage, files: Iterable[CompactedFile]) -> str:
+    """The offsets checksum of what `files` hold, read back from storage."""
+    tables = [pq.read_table(storage.full_path(f.path), filesystem=storage.filesystem, columns=KEY_COLUMNS)
+              for f in files]
     return offsets_checksum(_concat_keys(tables))
 
 

@@ -16,8 +16,13 @@ from kafka_lake.lake.storage import LakeStorage
 from kafka_lake.lake.table_partition import TablePartition
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.upkeep.compaction import CompactionReport, CompactionTask
-from kafka_lake.upkeep.erasure import erase, read_erasure_requests, subjects_to_match
+from kafka_lake.upkeep.erasure import erase
 from kafka_lake.upkeep.expiry import expire, expiry_detail
+from kafka_lake.upkeep.subjects import erased_subjects, read_erasure_requests
+
+
+class ErasureNotApplied(RuntimeError):
+    """A partition's generation written without the subjects' rows did not verify: the partition is unchanged."""
 
 
 @dataclass
@@ -52,15 +57,19 @@ def apply_retention(
             "expire", topic.topic, stamp, rows, tuple(map(str, expired)), tuple(deleted),
             detail=expiry_detail(topic, now),
         )))
-    requests = read_erasure_requests(storage) if topic.subject_field else []
+    requests = read_erasure_requests(storage) if topic.subject_fields else []
     if requests:
-        reports, manifests, deleted = erase(storage, topic, subjects_to_match(topic, requests, pii_key), run_tasks, publish)
+        rewritten = erase(storage, topic, erased_subjects(topic, requests, pii_key), run_tasks, publish)
+        reports, manifests, deleted = rewritten.reports, rewritten.manifests, rewritten.deleted
         if reports:
             report.erased_partitions = [r.task.partition for r in reports]
             report.erased_rows = sum(r.rows_erased for r in reports)
             report.audit_paths.append(write_audit(storage, topic, AuditEntry(
                 "erase", topic.topic, stamp, report.erased_rows, tuple(map(str, report.erased_partitions)),
                 tuple(deleted), tuple(f.path for m in manifests for f in m.files),
-                tuple(r.request_id for r in requests), detail=f"rows whose {topic.subject_field} matched",
+                tuple(r.request_id for r in requests), detail=f"rows whose {topic.subject_field_text} matched",
             )))
+        if rewritten.refused:
+            raise ErasureNotApplied(f"{topic.topic}: erasure rewrote partitions whose new generation does not hold "
+                                    f"their rows, left as they were (run retention again): {'; '.join(rewritten.refused)}")
     return report

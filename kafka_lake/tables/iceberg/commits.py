@@ -122,6 +122,15 @@ def _commit_once(table: Table, storage: LakeStorage, manifest: HourManifest, pre
     added = landed_data_files(table, storage, landed)
     if not shared and _same_files(whole, added) and _latest_commit_is(table, manifest):
         return HourCommit(manifest.hour, None, "unchanged", (), (), (), 0, 0, round(time.monotonic() - started, 3))
+    held = {(f.file_path, f.file_size_in_bytes, f.record_count) for f in whole}
+    if not shared and whole and len(added) > len(held) and held <= {
+            (f.file_path, f.file_size_in_bytes, f.record_count) for f in added}:
+        # The open hour's next increment: the table holds its earlier ones as they are, and gains the new files.
+        new = [f for f in added if (f.file_path, f.file_size_in_bytes, f.record_count) not in held]
+        committed = commit_files(table, Operation.APPEND, (), new, _summary(manifest), conflicts=scope)
+        return HourCommit(manifest.hour, committed.current_snapshot().snapshot_id, Operation.APPEND.value,
+                          tuple(f.file_path for f in new), (), (), sum(f.record_count for f in new), 0,
+                          round(time.monotonic() - started, 3))
     remainders = write_rows(table, storage, read_rows(table, shared, Not(offsets_filter(ranges)))) if shared else []
     earlier = {f.file_path: (f.file_size_in_bytes, f.record_count) for f in whole}
     in_place = sorted(f.file_path for f in added
@@ -241,7 +250,11 @@ def landed_hour_matches_table(table: Table, storage: LakeStorage, manifest: Hour
         if _landing_of(latest) != (manifest.landed_at, manifest.run_id):
             problems.append(f"the latest commit of the hour (snapshot {latest.snapshot_id}) is of the landing at "
                             f"{_landing_of(latest)[0]}, not of the manifest's at {manifest.landed_at}")
-        added = live_files_by_path(table, storage, _added_by(table, latest))
+        # An hour landed in increments was committed by each increment's append: together they added its files.
+        lineage = {increment.landed_at for increment in manifest.increments} or {manifest.landed_at}
+        ours = [commit for commit in commits if _landing_of(commit)[0] in lineage] or [latest]
+        added = {path: f for commit in ours for path, f in live_files_by_path(table, storage,
+                                                                               _added_by(table, commit)).items()}
         if {path: f.record_count for path, f in added.items()} != expected:
             missing, extra = sorted(set(expected) - set(added)), sorted(set(added) - set(expected))
             problems.append(f"snapshot {latest.snapshot_id} added {len(added)} file(s), the manifest lists "

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import reduce
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -33,6 +34,7 @@ from kafka_lake.tables.iceberg.files import (
     write_rows,
 )
 from kafka_lake.upkeep.compaction import KEY_COLUMNS, offsets_checksum
+from kafka_lake.upkeep.subjects import ErasedSubjects
 
 PLACEMENT = "kafka-lake.placement"
 OFFSETS_CHECKSUM = "kafka-lake.offsets-checksum"
@@ -129,17 +131,15 @@ def expired_placements_filter(cutoff: datetime) -> BooleanExpression:
                                                         LessThanOrEqual(PARTITION_COLUMNS[2], hour)))
 
 
-def erase_subjects(table: Table, storage: LakeStorage, subject_field: str, subjects: Iterable[str]) -> TableChange:
-    """Deletes the rows whose `subject_field` (a dotted path) holds one of `subjects`, copy-on-write, in one overwrite
+def erase_subjects(table: Table, storage: LakeStorage, erased: ErasedSubjects) -> TableChange:
+    """Deletes the rows of the subjects (a row any of whose subject paths holds one), copy-on-write, in one overwrite
     snapshot: files holding none stay, files holding only such rows are dropped, the others rewritten without them
     by the platform's writer (`iceberg_files.write_rows`)."""
-    subjects = sorted(set(subjects))
-    if table.current_snapshot() is None or not subjects:
+    if table.current_snapshot() is None or not erased:
         return TableChange((), (), 0, (), ())
-    erased = In(subject_field, subjects)
-    kept_rows = Or(Not(erased), IsNull(subject_field))  # a row without a subject is nobody's to erase
+    subjects, kept_rows = erased_rows_filter(erased)
     removed, added, rows = [], [], 0
-    for data_file in files_matching(table, erased):  # pruned by the column's bounds: some may hold none
+    for data_file in files_matching(table, subjects):  # pruned by the columns' bounds: some may hold none
         kept = read_rows(table, [data_file], kept_rows)
         if kept.num_rows == data_file.record_count:
             continue
@@ -149,10 +149,20 @@ def erase_subjects(table: Table, storage: LakeStorage, subject_field: str, subje
     if not removed:
         return TableChange((), (), 0, (), ())
     with removed_unless_committed(storage, added):
-        committed = commit_files(table, Operation.OVERWRITE, removed, added, {ACTION: "erase", SUBJECT_FIELD: subject_field},
-                                 conflicts=erased)
+        paths = ", ".join(".".join(path) for path, _ in erased.by_column)
+        committed = commit_files(table, Operation.OVERWRITE, removed, added, {ACTION: "erase", SUBJECT_FIELD: paths},
+                                 conflicts=subjects)
     return TableChange((committed.current_snapshot().snapshot_id,), tuple(sorted({placement_of(f) for f in removed})),
                        rows, tuple(f.file_path for f in removed), tuple(f.file_path for f in added))
+
+
+def erased_rows_filter(erased: ErasedSubjects) -> tuple[BooleanExpression, BooleanExpression]:
+    """(the subjects' rows, the rows kept) as Iceberg filters: a row is a subject's if any path holds one of its values;
+    a row without a subject (null there) is nobody's to erase."""
+    held = [(".".join(path), sorted(values)) for path, values in erased.by_column if values]
+    subjects = reduce(Or, [In(path, values) for path, values in held])
+    kept = reduce(And, [Or(Not(In(path, values)), IsNull(path)) for path, values in held])
+    return subjects, kept
 
 
 def expire_snapshots(table: Table, storage: LakeStorage, older_than: datetime) -> SnapshotExpiry:

@@ -63,8 +63,8 @@ from kafka_lake.tables.table_format import (
     TableOutcome,
 )
 from kafka_lake.upkeep.compaction import check_due, nothing_to_compact, raw_hours_that_feed
-from kafka_lake.upkeep.erasure import read_erasure_requests, subjects_to_match
 from kafka_lake.upkeep.expiry import expire_dead_letters, expiry_detail, retention_cutoff
+from kafka_lake.upkeep.subjects import erased_subjects, read_erasure_requests
 
 # Files no snapshot holds are deleted once older than this: younger ones may be a landing's still being written.
 # Longer than any landing of an hour runs.
@@ -313,18 +313,16 @@ class IcebergTables:
                 tuple(dead_letters) + tuple(self._lake_paths(expiry.files_removed if expiry else ())),
                 detail=expiry_detail(topic, now) + snapshots + self._leaves_storage(topic, now))))
         erased_rows, erased_partitions = 0, tuple[TablePartition, ...]()
-        subject_column = topic.subject_column
-        requests = read_erasure_requests(self.storage) if subject_column is not None else []
-        if subject_column is not None and requests:
-            subjects = subjects_to_match(topic, requests, pii_key)
-            erasure = erase_subjects(table.refresh(), self.storage, ".".join(subject_column), subjects)
+        requests = read_erasure_requests(self.storage) if topic.subject_fields else []
+        if requests:
+            erasure = erase_subjects(table.refresh(), self.storage, erased_subjects(topic, requests, pii_key))
             if erasure.snapshot_ids:
                 erased_rows, erased_partitions = erasure.rows, erasure.partitions
                 audits.append(write_audit(self.storage, topic, AuditEntry(
                     "erase", topic.topic, stamp, erasure.rows, tuple(map(str, erasure.partitions)),
                     self._lake_paths(erasure.files_removed), self._lake_paths(erasure.files_added),
                     tuple(r.request_id for r in requests),
-                    detail=f"rows whose {topic.subject_field} matched; overwrite snapshot {erasure.snapshot_ids[0]}"
+                    detail=f"rows whose {topic.subject_field_text} matched; overwrite snapshot {erasure.snapshot_ids[0]}"
                            + self._leaves_storage(topic, now))))
         kept_from = now - timedelta(days=topic.snapshot_retention_days)
         swept = expire_snapshots(table.refresh(), self.storage, kept_from)
