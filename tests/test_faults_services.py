@@ -130,12 +130,15 @@ def test_given_transient_s3_errors_then_every_write_is_retried_and_the_hour_land
     assert all(proxy.log.forwarded[key] >= 1 for key in proxy.log.failed), "a failed write was never retried"
     # Every data file and the manifest, each written to a hidden temporary key and copied to its name: both
     # writes failed once. (Folder markers that pyarrow puts behind a deleted temporary are left out.)
-    # The attempt journal's and the placement index's markers are empty objects written in one request, and retried too.
+    # The attempt journal's, the placement index's and the change log's markers are empty objects written in one
+    # request, and retried too.
     named = {path for path in written if not path.endswith("/") and not path.rsplit("/", 1)[-1].startswith(".")}
     root = f"/{lake[len('s3://'):]}"
     storage = LakeStorage(lake)
     markers = {f"{root}/{stored.path}" for folder in ("_attempts", "_placed")
                for stored in storage.list_files(f"{layout.manifest_prefix(topic.database, topic.table)}/{folder}")}
+    # The manifest change log's marker too (one per manifest written): the metrics server learns of the hour from it.
+    markers |= {f"{root}/{stored.path}" for stored in storage.list_files(layout.MANIFEST_CHANGES_PREFIX)}
     assert markers and named == {f"{root}/{f.path}" for f in result.manifest.files} | {f"{root}/{result.manifest_path}"} | markers
     assert len([path for path in written if path.rsplit("/", 1)[-1].startswith(".")]) == len(named - markers)
     assert_exactly_once(LakeStorage(lake), topic, traffic.in_hours([HOURS[1]]).produced)
