@@ -4,6 +4,7 @@ partition's log, for many topics at once in batched requests bounded in size and
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -70,6 +71,17 @@ class KafkaCluster:
         # One fetch brings every partition's tail: let the broker fill it rather than answer
         # partition by partition (the landing's 2 ms suits single-record probes, not thousands of partitions).
         self._config = {**config, "enable.partition.eof": True, "auto.offset.reset": "latest", "fetch.wait.max.ms": 500}
+        self._admin: AdminClient | None = None
+        self._admin_lock = threading.Lock()
+
+    def _admin_client(self) -> AdminClient:
+        """One admin client for the cluster's life, shared by the threads asking (librdkafka's handles are
+        thread-safe): a client made and dropped per question (a metrics scrape's, a tick's) opens its connections each
+        time, and a metrics server making one a scrape has died of a segmentation fault in librdkafka's ListOffsets."""
+        with self._admin_lock:
+            if self._admin is None:
+                self._admin = AdminClient(self._config)
+            return self._admin
 
     def topics(self, timeout_s: float = _TIMEOUT_S) -> dict[str, list[int]]:
         """Every topic on the cluster and its partitions, from one metadata request."""
@@ -113,7 +125,7 @@ class KafkaCluster:
                  admin: AdminClient | None = None) -> tuple[dict[tuple[str, int], int], dict[str, str]]:
         """Each partition's high watermark, from ListOffsets requests of at most a thousand partitions; and, per topic
         whose answer failed or did not come within `timeout_s`, why."""
-        admin = admin or AdminClient(self._config)
+        admin = admin or self._admin_client()
         wanted = [TopicPartition(topic, p) for topic, numbers in partitions.items() for p in numbers]
         futures = {}
         # The client's cost grows faster than the partitions of one call: 16,000 partitions take two to four times as
@@ -162,7 +174,7 @@ class KafkaCluster:
         budget_s = TICK_BUDGET_S if budget_s is None else budget_s
         deadline = time.monotonic() + budget_s
         asked = 0
-        admin, consumer = AdminClient(self._config), Consumer(self._config)
+        admin, consumer = self._admin_client(), Consumer(self._config)
         try:
             for batch in batches(partitions, batch_partitions or PARTITIONS_PER_BATCH):
                 left = deadline - time.monotonic()
