@@ -292,6 +292,9 @@ def measure(topics: int, partitions: int, records: int, topics_per_run: int | No
                         after_split = cpu.by_kind()
                         result.phases.append(Phase(f"{title}: {phase}", cpu.seconds() - before, time.perf_counter() - begun,
                                                    {k: after_split.get(k, 0) - before_split.get(k, 0) for k in after_split}))
+                        done = result.phases[-1]  # said as it ends: a long size stopped midway keeps what it measured
+                        print(f"  {topics} topics, {done.name}: {done.cpu_s:.1f} CPU s ({done.cpu_s / topics:.3f} a "
+                              f"topic-hour), {done.wall_s:.0f} s wall", flush=True)
 
                 # The first hour, as the UI backfills it: every topic's raw asset for the hour.
                 start_sensor(SENSORS[1])
