@@ -335,8 +335,8 @@ def build_manifest(
     starts: dict[int, set[int]] = {p: set(offsets) for p, offsets in (cuts or {}).items()}
     for earlier in landed_so_far.partitions if landed_so_far is not None else ():
         starts.setdefault(earlier.partition, set()).add(earlier.end)
-    starts = {p: {o for o in offsets if o > next(b.start for b in bounds if b.partition == p)}
-              for p, offsets in starts.items() if any(b.partition == p for b in bounds)}
+    start_of = {b.partition: b.start for b in bounds}
+    starts = {p: {o for o in offsets if o > start_of[p]} for p, offsets in starts.items() if p in start_of}
     increments = (*(landed_so_far.increments if landed_so_far is not None else ()),
                   *((Increment({str(b.partition): b.end for b in bounds}, increment, landed_at),) if increment else ()))
     return HourManifest(
