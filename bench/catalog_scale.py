@@ -136,7 +136,8 @@ def measure_ticks(catalog_dir: Path, work: Path, partitions: int, result: SizeRe
         with instance_for_test() as instance:
             def tick(sensor, cursor=None, **resources):
                 started = time.perf_counter()
-                outcome = sensor(build_sensor_context(instance=instance, cursor=cursor, resources=resources))
+                outcome = sensor(build_sensor_context(instance=instance, cursor=cursor,
+                                                    resources={"alerts": AlertWebhookResource(), **resources}))
                 return outcome, time.perf_counter() - started
 
             landing_sensor = sensors.landing_sensor(catalog)

@@ -189,10 +189,11 @@ def sensor_tick(topic_catalog, lake_root: str, instance, cursor: int) -> object:
     from dagster import build_sensor_context
 
     from platform_assets import sensors
-    from resources import LakeStorageResource
+    from resources import AlertWebhookResource, LakeStorageResource
 
     sensor = sensors.follow_up_sensor(topic_catalog)
-    context = build_sensor_context(instance=instance, cursor=str(cursor), resources={"lake": LakeStorageResource(root=lake_root)})
+    context = build_sensor_context(instance=instance, cursor=str(cursor), resources={"lake": LakeStorageResource(root=lake_root),
+                                                                                     "alerts": AlertWebhookResource()})
     return sensor(context)
 
 

@@ -104,7 +104,8 @@ def main() -> int:
         cursor = json.dumps({name: hour.partition_key for name in names})
         with instance_for_test() as instance:
             def tick(sensor, cursor=None, **resources):
-                return sensor(build_sensor_context(instance=instance, cursor=cursor, resources=resources))
+                return sensor(build_sensor_context(instance=instance, cursor=cursor,
+                                                    resources={"alerts": AlertWebhookResource(), **resources}))
 
             landing, health, missing = (sensors.landing_sensor(catalog), sensors.health_sensor(catalog),
                                         sensors.missing_topics_sensor(catalog))

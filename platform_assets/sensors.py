@@ -31,6 +31,7 @@ from dagster import (
 from dagster._core.storage.dagster_run import NOT_FINISHED_STATUSES
 
 from kafka_lake import automation
+from kafka_lake.asks import Ask
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka.cluster import TICK_BUDGET_S, ClusterTails, KafkaCluster, batches
 from kafka_lake.kafka.schema_resolution import SchemaRegistryUnavailable, new_schema_versions
@@ -40,6 +41,7 @@ from kafka_lake.settings import DEFAULT_TOPICS_PER_RUN
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.topics.archive import ArchivedTopics, topics_to_archive
 from kafka_lake.topics.loader import TopicCatalog
+from platform_assets.asks import ask_of_request, follow_asks, read_asks, write_asks
 from platform_assets.assets import landing_groups
 from platform_assets.catalog_health import rejected_entries_sensor
 from platform_assets.checks import (
@@ -52,6 +54,7 @@ from platform_assets.checks import (
     recent_landings,
 )
 from platform_assets.jobs import (
+    COMPACTION_JOB,
     PARTITION_RANGE_END,
     PARTITION_RANGE_START,
     PARTITION_TAG,
@@ -110,6 +113,17 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run: 
     pools_digest = hashlib.sha1("\n".join(sorted(pools)).encode()).hexdigest()[:12]
     shared = {t.topic for t in topics if len(catalog.tables_of(t.topic)) > 1}
 
+    by_name = {t.name: t for t in topics}
+    by_raw_key = {raw_key(t): t.name for t in topics}
+
+    def tables_of_subject(subject: str) -> list[str]:
+        """A landing step's failure names its Kafka topic: every table landed from it."""
+        return [t.name for t in catalog.tables_of(subject)] if subject not in by_name else [subject]
+
+    def landing_request_of_ask(ask: Ask) -> RunRequest:
+        tables = tuple(by_name[name] for name in ask.units if name in by_name)
+        return landing_run(landing_groups(tables)).request(ask.key, ask.first, ask.last)
+
     def _cursor_key(topic: TableSpec) -> str:
         """A table's key in the cursor: its Kafka topic, or `topic database/table` where several tables land it."""
         return f"{topic.topic} {topic.name}" if topic.topic in shared else topic.topic
@@ -123,7 +137,7 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run: 
         jobs=[landing_job(topics)],
         default_status=_status(running),
     )
-    def land_closed_hours(context: SensorEvaluationContext, kafka: KafkaResource):
+    def land_closed_hours(context: SensorEvaluationContext, kafka: KafkaResource, alerts: AlertWebhookResource):
         now = _now()
         cursor = json.loads(context.cursor) if context.cursor else {}
         if cursor.get(POOLS_MADE) != pools_digest:
@@ -189,6 +203,8 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run: 
         requests = landing_requests({table: closed.get(_cursor_key(table), []) + (
             [increments[_cursor_key(table)]] if _cursor_key(table) in increments else []) for table in topics},
             topics_per_run, f":{now:%Y%m%d%H%M}" if increments else "")
+        requests += follow_asks(context, "land_closed_hours", cursor, requests, landing_request_of_ask, by_raw_key,
+                                tables_of_subject, alerts, now)
         if requests:
             context.log.info(f"{len(requests)} run(s) requested: " + "; ".join(
                 f"{request.tags.get(TOPICS_TAG) or request.tags.get(TOPIC_TAG)} for {_hours_of(request)}"
@@ -281,6 +297,14 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run
     the hour it completes the allowed lateness of; after a compaction: registration of that hour."""
     by_raw = {raw_key(t): t for t in catalog.topics}
     by_compacted = {asset_key("compacted", t): t for t in catalog.topics}
+    unit_of_key = {**{key: t.name for key, t in by_compacted.items()},
+                   **{asset_key("catalog", t): t.name for t in catalog.topics}}
+    by_name = {t.name: t for t in catalog.topics}
+
+    def request_of_ask(ask: Ask) -> RunRequest:
+        layer_run = compaction_run if ask.key.startswith(f"{COMPACTION_JOB}:") else registration_run
+        return layer_run(tuple(by_name[name] for name in ask.units if name in by_name)).request(
+            ask.key, ask.first, ask.last)
 
     @sensor(
         name="compact_and_register_landed_hours",
@@ -290,12 +314,17 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run
         jobs=[compaction_job(catalog.topics), registration_job(catalog.topics)],
         default_status=_status(running),
     )
-    def compact_and_register(context: SensorEvaluationContext, lake: LakeStorageResource):
-        after = int(context.cursor) if context.cursor else _latest_storage_id(context)
+    def compact_and_register(context: SensorEvaluationContext, lake: LakeStorageResource,
+                             alerts: AlertWebhookResource):
+        now = _now()
+        cursor = follow_up_cursor(context)
+        after = cursor[AFTER]
         events, waiting = events_of_ended_runs(context.instance, after)
+        again = follow_asks(context, "compact_and_register_landed_hours", cursor, [], request_of_ask, unit_of_key,
+                            lambda subject: [subject], alerts, now)
         if not events:
-            return SensorResult(skip_reason=SkipReason(waiting or "no landing or compaction since the last tick"),
-                                cursor=str(after))
+            return SensorResult(run_requests=again, skip_reason=None if again else SkipReason(
+                waiting or "no landing or compaction since the last tick"), cursor=json.dumps(cursor))
         storage = lake.storage()
         to_compact: dict[TableSpec, set[KafkaHour]] = {}
         to_register: dict[TableSpec, set[KafkaHour]] = {}
@@ -325,14 +354,16 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run
                 to_register.setdefault(by_compacted[event.asset_key], set()).add(hour)
         requests = []
         for layer_run, wanted in ((compaction_run, to_compact), (registration_run, to_register)):
-            for table, hours in sorted(wanted.items(), key=lambda item: item[0].name):
+            for table, hours in sorted(((t, h) for t, h in wanted.items() if h), key=lambda item: item[0].name):
                 context.log.info(f"{table.topic}: {layer_run((table,)).job_name} of {table.name} requested for "
                                  f"{', '.join(map(str, sorted(hours)))}")
             # The event's id in the run key: late data may ask for the same hour again later.
             requests += table_requests(layer_run, wanted, topics_per_run, f":{events[-1].storage_id}")
         if not requests:
             context.log.info(f"{len(events)} new materialization(s), none made an hour due")
-        return SensorResult(run_requests=requests, cursor=str(events[-1].storage_id))
+        cursor[AFTER] = events[-1].storage_id
+        write_asks(cursor, read_asks(cursor) + [ask_of_request(request, unit_of_key, now) for request in requests])
+        return SensorResult(run_requests=requests + again, cursor=json.dumps(cursor))
 
     return compact_and_register
 
@@ -340,6 +371,12 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run
 def current_state_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run: int = DEFAULT_TOPICS_PER_RUN):
     """After raw hour H of a change topic lands, or lands again: H applied to the topic's current-state table."""
     by_raw = {raw_key(t): t for t in catalog.topics if t.current_state is not None}
+    unit_of_key = {asset_key("current", t): t.name for t in by_raw.values()}
+    by_name = {t.name: t for t in by_raw.values()}
+
+    def request_of_ask(ask: Ask) -> RunRequest:
+        return current_state_run(tuple(by_name[name] for name in ask.units if name in by_name)).request(
+            ask.key, ask.first, ask.last)
 
     @sensor(
         name="apply_landed_hours_to_current_state",
@@ -349,11 +386,17 @@ def current_state_sensor(catalog: TopicCatalog, running: bool = True, topics_per
         jobs=[current_state_job(catalog.topics)] if by_raw else [],
         default_status=_status(running),
     )
-    def apply_to_current_state(context: SensorEvaluationContext, lake: LakeStorageResource):
-        after = int(context.cursor) if context.cursor else _latest_storage_id(context)
+    def apply_to_current_state(context: SensorEvaluationContext, lake: LakeStorageResource,
+                               alerts: AlertWebhookResource):
+        now = _now()
+        cursor = follow_up_cursor(context)
+        after = cursor[AFTER]
         events, waiting = events_of_ended_runs(context.instance, after)
+        again = follow_asks(context, "apply_landed_hours_to_current_state", cursor, [], request_of_ask, unit_of_key,
+                            lambda subject: [subject], alerts, now)
         if not events:
-            return SensorResult(skip_reason=SkipReason(waiting or "no landing since the last tick"), cursor=str(after))
+            return SensorResult(run_requests=again, skip_reason=None if again else SkipReason(
+                waiting or "no landing since the last tick"), cursor=json.dumps(cursor))
         landed: dict[TableSpec, set[KafkaHour]] = {}
         for event in events:
             if event.asset_key in by_raw and event.partition is not None:
@@ -366,7 +409,9 @@ def current_state_sensor(catalog: TopicCatalog, running: bool = True, topics_per
                              f"{', '.join(map(str, sorted(hours)))}")
         # The event's id in the run key: a landing again of the same hour asks for its application again.
         requests = table_requests(current_state_run, landed, topics_per_run, f":{events[-1].storage_id}")
-        return SensorResult(run_requests=requests, cursor=str(events[-1].storage_id))
+        cursor[AFTER] = events[-1].storage_id
+        write_asks(cursor, read_asks(cursor) + [ask_of_request(request, unit_of_key, now) for request in requests])
+        return SensorResult(run_requests=requests + again, cursor=json.dumps(cursor))
 
     return apply_to_current_state
 
@@ -402,6 +447,19 @@ def events_of_ended_runs(instance, after: int) -> tuple[list, str]:
                                     f"{', ' + run.tags[TOPICS_TAG].split(':')[0] + ' topics' if TOPICS_TAG in run.tags else ''})"
                                     f" to end before following up what it materialized")
     return events, ""
+
+
+# The follow-up sensors' cursor entry: the storage id of the last materialization followed up.
+AFTER = "after"
+
+
+def follow_up_cursor(context: SensorEvaluationContext) -> dict:
+    """A follow-up sensor's cursor: where it left off in the event log, and its open asks. A cursor of earlier
+    versions held the storage id alone."""
+    if not context.cursor:
+        return {AFTER: _latest_storage_id(context)}
+    cursor = json.loads(context.cursor)
+    return cursor if isinstance(cursor, dict) else {AFTER: int(cursor)}
 
 
 def _latest_storage_id(context: SensorEvaluationContext) -> int:

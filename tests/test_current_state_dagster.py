@@ -25,7 +25,7 @@ from kafka_lake.tables.iceberg.catalog import IcebergCatalogConfig, open_catalog
 from kafka_lake.topics.loader import TopicCatalog
 from platform_assets import sensors
 from platform_assets.keys import raw_key
-from resources import LakeStorageResource
+from resources import AlertWebhookResource, LakeStorageResource
 from tests.change_topics import change_topic_with_traffic, write_change_topic
 from tests.conftest import PII_TEST_KEY, REPO
 from tests.landing_fixtures import HOURS, unique_topic_name
@@ -82,14 +82,14 @@ def test_each_landing_of_a_change_topic_asks_for_the_hour_to_be_applied(tmp_path
     hours = [KafkaHour(datetime(2026, 11, 20, h, tzinfo=timezone.utc)) for h in (10, 11, 12)]
     with instance_for_test() as instance:
         lake = LakeStorageResource(root=str(tmp_path / "lake"))
-        start = sensor(build_sensor_context(instance=instance, resources={"lake": lake}))
+        start = sensor(build_sensor_context(instance=instance, resources={"lake": lake, "alerts": AlertWebhookResource()}))
         assert not start.run_requests
 
         for hour in hours:
             instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=hour.partition_key))
-        landed = sensor(build_sensor_context(instance=instance, cursor=start.cursor, resources={"lake": lake}))
+        landed = sensor(build_sensor_context(instance=instance, cursor=start.cursor, resources={"lake": lake, "alerts": AlertWebhookResource()}))
         instance.report_runless_asset_event(AssetMaterialization(raw_key(topic), partition=hours[0].partition_key))
-        relanded = sensor(build_sensor_context(instance=instance, cursor=landed.cursor, resources={"lake": lake}))
+        relanded = sensor(build_sensor_context(instance=instance, cursor=landed.cursor, resources={"lake": lake, "alerts": AlertWebhookResource()}))
 
     [run] = landed.run_requests
     assert (run.job_name, run.tags[sensors.PARTITION_RANGE_START], run.tags[sensors.PARTITION_RANGE_END]) == (

@@ -101,7 +101,7 @@ def produce_at(broker, topic_name: str, partition: int, moment: datetime) -> Non
 
 
 def tick(sensor, instance, cursor=None, **resources) -> SensorResult:
-    context = build_sensor_context(instance=instance, cursor=cursor, resources=resources)
+    context = build_sensor_context(instance=instance, cursor=cursor, resources={"alerts": AlertWebhookResource(), **resources})
     return sensor(context)
 
 
@@ -110,7 +110,8 @@ def test_each_tick_logs_per_topic_what_it_requested_and_why_the_next_hour_waits(
     sensor = sensors.landing_sensor(TopicCatalog((topic,)))
     clock(H.end + timedelta(minutes=12))  # H closed by the clock, H+1 not even by records yet
     context = build_sensor_context(instance=instance, cursor=json.dumps({topic.topic: H.partition_key}),
-                                   resources={"kafka": KafkaResource(bootstrap_servers=broker.bootstrap_servers)})
+                                   resources={"kafka": KafkaResource(bootstrap_servers=broker.bootstrap_servers),
+                                              "alerts": AlertWebhookResource()})
     context.log.addHandler(caplog.handler)  # the tick's own log, which the UI shows under *View logs*
     with caplog.at_level("INFO"):
         result = sensor(context)
@@ -742,7 +743,8 @@ def test_the_open_hour_of_a_topic_landed_in_increments_is_requested_every_n_minu
     assert json.loads(first.cursor)[topic.topic] == H.partition_key, "the open hour is not passed over"
 
     clock(H.start + timedelta(minutes=9))
-    context = build_sensor_context(instance=instance, cursor=first.cursor, resources={"kafka": kafka})
+    context = build_sensor_context(instance=instance, cursor=first.cursor,
+                                   resources={"kafka": kafka, "alerts": AlertWebhookResource()})
     context.log.addHandler(caplog.handler)
     with caplog.at_level("INFO"):
         waiting = sensor(context)
@@ -764,3 +766,111 @@ def test_a_closed_hour_and_the_open_one_after_it_land_in_one_run(broker, topic, 
                      kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers)).run_requests
 
     assert partition_keys(request) == [H.partition_key, H.next().partition_key]
+
+
+def _run_of_request(instance, request, status):
+    """The run the daemon creates for `request` (its run key tag), left in `status`."""
+    from dagster._core.storage.tags import RUN_KEY_TAG
+    from dagster._core.test_utils import create_run_for_test
+
+    return create_run_for_test(instance, job_name=request.job_name, status=status,
+                               tags={**request.tags, RUN_KEY_TAG: request.run_key})
+
+
+def _landed_in(instance, run, topic, hour) -> None:
+    from dagster import DagsterEvent, DagsterEventType
+    from dagster._core.events import StepMaterializationData
+
+    instance.report_dagster_event(DagsterEvent(
+        DagsterEventType.ASSET_MATERIALIZATION.value, job_name=run.job_name,
+        event_specific_data=StepMaterializationData(AssetMaterialization(raw_key(topic), partition=hour.partition_key)),
+    ), run_id=run.run_id)
+
+
+def test_an_hour_whose_run_failed_before_it_started_is_asked_again_with_backoff_and_alerted(
+        broker, topic, instance, clock, webhook):
+    """Given H requested, and its run failed while queued (run monitoring's start timeout); when the sensor ticks on,
+    then H is asked again once the back-off has passed, under a run key of its own, and the alert says so; once that
+    run succeeds nothing more is asked."""
+    from dagster import DagsterRunStatus
+    from dagster._core.storage.tags import RUN_FAILURE_REASON_TAG
+
+    kafka = KafkaResource(bootstrap_servers=broker.bootstrap_servers)
+    sensor = sensors.landing_sensor(TopicCatalog((topic,)))
+    at = H.end + timedelta(minutes=12)
+    clock(at)
+    first = tick(sensor, instance, json.dumps({topic.topic: H.partition_key}), kafka=kafka, alerts=alerts_resource())
+    [request] = first.run_requests
+    run = _run_of_request(instance, request, DagsterRunStatus.NOT_STARTED)
+    instance.add_run_tags(run.run_id, {RUN_FAILURE_REASON_TAG: "START_TIMEOUT"})
+    instance.report_run_failed(instance.get_run_by_id(run.run_id), "not started within 900 s")
+
+    clock(at + timedelta(minutes=1))
+    failed_seen = tick(sensor, instance, first.cursor, kafka=kafka, alerts=alerts_resource())
+    assert failed_seen.run_requests == [], "asked again after its back-off, not at once"
+    [alert] = webhook
+    assert alert["text"].startswith("[ASKED AGAIN] land_closed_hours asks again for 1 table-hour(s)")
+    assert f"{topic.name} for {H.partition_key}: run {run.run_id[:8]} failed (START_TIMEOUT); attempt 2" in alert["text"]
+
+    clock(at + timedelta(minutes=2, seconds=1))
+    again = tick(sensor, instance, failed_seen.cursor, kafka=kafka, alerts=alerts_resource())
+    [asked_again] = again.run_requests
+    assert asked_again.run_key == f"{request.run_key}:again2"
+    assert (asked_again.job_name, asked_again.tags["dagster/partition"]) == ("landing", H.partition_key)
+    assert set(asked_again.asset_selection) == set(request.asset_selection)
+
+    _run_of_request(instance, asked_again, DagsterRunStatus.SUCCESS)
+    clock(at + timedelta(minutes=3))
+    done = tick(sensor, instance, again.cursor, kafka=kafka, alerts=alerts_resource())
+    assert done.run_requests == [] and json.loads(done.cursor)["(asked)"] == []
+    assert len(webhook) == 1
+
+
+def test_a_cancelled_run_is_asked_again_for_the_tables_it_did_not_land_only(broker, topic, instance, clock, webhook):
+    """Given one run landing H for two tables of one topic, cancelled after it landed one: the other alone is asked
+    again. A table whose step failed for a lasting cause is not: the failed-run alert named it for a person."""
+    from dagster import DagsterRunStatus
+
+    copy = topic.model_copy(update=dict(database="copies", table="orders", time_source="kafka_time", time_field=None))
+    kafka = KafkaResource(bootstrap_servers=broker.bootstrap_servers)
+    sensor = sensors.landing_sensor(TopicCatalog((topic, copy)))
+    at = H.end + timedelta(minutes=12)
+    clock(at)
+    cursor = json.dumps({f"{topic.topic} {topic.name}": H.partition_key, f"{copy.topic} {copy.name}": H.partition_key})
+    first = tick(sensor, instance, cursor, kafka=kafka)
+    [request] = first.run_requests
+    run = _run_of_request(instance, request, DagsterRunStatus.STARTED)
+    _landed_in(instance, run, copy, H)
+    instance.report_run_canceled(instance.get_run_by_id(run.run_id), "cancelled from the UI")
+
+    clock(at + timedelta(minutes=5))
+    seen = tick(sensor, instance, first.cursor, kafka=kafka, alerts=alerts_resource())
+    clock(at + timedelta(minutes=6, seconds=1))
+    [asked_again] = tick(sensor, instance, seen.cursor, kafka=kafka).run_requests
+    assert set(asked_again.asset_selection) == {raw_key(topic), asset_key("dead_letters", topic)}
+    assert "cancelled" in webhook[0]["text"]
+
+
+def test_a_follow_up_whose_run_never_appeared_is_asked_again(topic, instance, tmp_path, webhook, monkeypatch):
+    """Given a compaction requested by the follow-up sensor whose run was never created (the daemon's submission lost);
+    when the sensor ticks after `LOST_AFTER`, then the compaction is asked again."""
+    from kafka_lake import asks
+
+    storage = LakeStorage(str(tmp_path / "lake"))
+    lake = LakeStorageResource(root=str(tmp_path / "lake"))
+    sensor = sensors.follow_up_sensor(TopicCatalog((topic,)))
+    start = tick(sensor, instance, lake=lake)
+    land(instance, storage, topic, H)
+    land(instance, storage, topic, H.next())
+    asked = tick(sensor, instance, start.cursor, lake=lake)
+    [compaction] = asked.run_requests
+    assert compaction.job_name == "compaction"
+
+    real_now = datetime.now(timezone.utc)
+    monkeypatch.setattr(sensors, "_now", lambda: real_now + asks.LOST_AFTER + timedelta(minutes=1))
+    lost = tick(sensor, instance, asked.cursor, lake=lake, alerts=alerts_resource())
+    assert "no run was created within 15 min" in webhook[0]["text"]
+    monkeypatch.setattr(sensors, "_now", lambda: real_now + asks.LOST_AFTER + timedelta(minutes=3))
+    [again] = tick(sensor, instance, lost.cursor, lake=lake).run_requests
+    assert (again.job_name, again.run_key) == ("compaction", f"{compaction.run_key}:again2")
+    assert set(again.asset_selection) == set(compaction.asset_selection)
