@@ -71,7 +71,17 @@ def _runs_of_ask(instance, records: list, unit_of_key, units_of_subject, now: da
     how = "cancelled" if newest_run.status == DagsterRunStatus.CANCELED else (
         f"failed ({newest_run.tags[RUN_FAILURE_REASON_TAG]})" if RUN_FAILURE_REASON_TAG in newest_run.tags else "failed")
     runs_named = ", ".join(run.run_id[:8] for run in runs)
-    return RunsOfAsk(RunsOutcome.ENDED_SHORT, frozenset(landed), frozenset(lasting), f"run {runs_named} {how}")
+    said = _ending_message(instance, newest_run.run_id)
+    return RunsOfAsk(RunsOutcome.ENDED_SHORT, frozenset(landed), frozenset(lasting),
+                     f"run {runs_named} {how}{': ' + said if said else ''}")
+
+
+def _ending_message(instance, run_id: str) -> str:
+    """The first line of what ended the run (run monitoring's verdict, the cancellation), shortened."""
+    entries = instance.all_logs(run_id, of_type={DagsterEventType.RUN_FAILURE, DagsterEventType.RUN_CANCELED})
+    message = next((entry.message for entry in reversed(entries) if entry.message), "")
+    line = message.strip().splitlines()[0] if message.strip() else ""
+    return line if len(line) <= 300 else line[:297] + "..."
 
 
 def _landed_by(instance, run_id: str, unit_of_key: Mapping[AssetKey, str]) -> set[tuple[str, str]]:

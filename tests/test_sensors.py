@@ -810,7 +810,7 @@ def test_an_hour_whose_run_failed_before_it_started_is_asked_again_with_backoff_
     assert failed_seen.run_requests == [], "asked again after its back-off, not at once"
     [alert] = webhook
     assert alert["text"].startswith("[ASKED AGAIN] land_closed_hours asks again for 1 table-hour(s)")
-    assert f"{topic.name} for {H.partition_key}: run {run.run_id[:8]} failed (START_TIMEOUT); attempt 2" in alert["text"]
+    assert f"{topic.name} for {H.partition_key}: run {run.run_id[:8]} failed (START_TIMEOUT): not started within 900 s; attempt 2" in alert["text"]
 
     clock(at + timedelta(minutes=2, seconds=1))
     again = tick(sensor, instance, failed_seen.cursor, kafka=kafka, alerts=alerts_resource())
