@@ -15,7 +15,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 PORT ?= 3000
 BROKER_PORT ?= 9092
 
-.PHONY: setup check-java instance check-test-tools check-catalog demo lint test test-fast test-faults ui broker produce stop clean bench bench-sensors bench-catalog bench-lineage bench-table-formats bench-history bench-compaction bench-json bench-metrics bench-current-state bench-runs bench-freshness
+.PHONY: setup check-java instance check-test-tools check-catalog demo lint test test-fast test-faults ui broker produce stop clean bench bench-sensors bench-catalog bench-lineage bench-table-formats bench-history bench-compaction bench-json bench-metrics bench-current-state bench-runs bench-run-creation bench-freshness
 
 setup: $(STAMP) check-java instance
 
@@ -122,6 +122,12 @@ bench-catalog: setup check-test-tools
 RUN_TOPICS ?= 60 500 2000
 bench-runs: setup
 	$(PY) -m bench.runs --topics $(RUN_TOPICS) $(RUN_ARGS)
+
+# What creating the runs of one hour of N topics costs (the daemon's and the code server's part), every layer, with the
+# platform's instance against Dagster's default; in SQLite, and in a PostgreSQL server of its own with `--postgres`.
+CREATION_TOPICS ?= 2000
+bench-run-creation: setup
+	$(PY) -m bench.run_creation --topics $(CREATION_TOPICS) $(CREATION_ARGS)
 
 # How soon a record is readable through the table when the open hour lands in increments every N minutes (N = 1 and
 # 5), under `dagster dev` with continuous traffic: p50 and p95 of readable - produced, and each increment's CPU.

@@ -34,7 +34,8 @@ def postgres_variables_set(environ) -> list[str]:
 
 
 def postgres_storage(environ) -> dict | None:
-    """Dagster's `storage: postgres:` section when DAGSTER_PG_* is set, None when none of it is."""
+    """The storage sections for Postgres when DAGSTER_PG_* is set, None when none of it is: Dagster's run and schedule
+    storage, and its event log storing a batch of events in one transaction (deploy/event_batches.py)."""
     present = postgres_variables_set(environ)
     if not present:
         return None
@@ -51,12 +52,19 @@ def postgres_storage(environ) -> dict | None:
     connection = {field: {"env": variable} for field, variable in POSTGRES_FIELDS.items() if environ.get(variable)}
     # SQLAlchemy 2.1 reads a bare `postgresql://` as psycopg 3; dagster-postgres ships and uses psycopg2.
     connection["scheme"] = "postgresql+psycopg2"
-    return {"postgres": {"postgres_db": connection}}
+    config = {"postgres_db": connection}
+    return {"run_storage": {"module": "dagster_postgres.run_storage", "class": "PostgresRunStorage", "config": config},
+            "event_log_storage": {"module": "deploy.event_batches", "class": "BatchingPostgresEventLogStorage",
+                                  "config": config},
+            "schedule_storage": {"module": "dagster_postgres.schedule_storage", "class": "PostgresScheduleStorage",
+                                 "config": config}}
 
 
-def render_instance(template_text: str, environ, template_name: str = "dagster.yaml") -> str:
+def render_instance(template_text: str, environ, template_name: str = "dagster.yaml",
+                    dagster_home: str | Path | None = None) -> str:
     """The template as it is, plus the Postgres storage section when DAGSTER_PG_* asks for it (a deployment; a laptop,
-    the demo and the tests keep SQLite): every other setting is the same in both.
+    the demo and the tests keep SQLite): every other setting is the same in both. For SQLite, given the home, its event
+    log section (`sqlite_event_log`).
 
     Appending text rather than dumping parsed YAML keeps the template's comments, which say why
     each limit is what it is, in the file an operator finds on the server.
@@ -69,20 +77,34 @@ def render_instance(template_text: str, environ, template_name: str = "dagster.y
         raise InstanceConfigError(f"{template_name} must be a mapping of Dagster instance settings")
     storage = postgres_storage(environ)
     if storage is None:
-        return template_text
-    if any(key in settings for key in ("storage", "run_storage", "event_log_storage", "schedule_storage")):
+        return template_text if dagster_home is None or _configures_storage(settings) else (
+            template_text.rstrip("\n") + "\n" + sqlite_event_log(dagster_home))
+    if _configures_storage(settings):
         raise InstanceConfigError(
             f"{template_name} configures storage itself, so DAGSTER_PG_* cannot choose Postgres: "
             "remove its storage sections or unset DAGSTER_PG_*")
-    section = yaml.safe_dump({"storage": storage}, default_flow_style=False, sort_keys=False)
+    section = yaml.safe_dump(storage, default_flow_style=False, sort_keys=False)
     header = "# Runs, event logs and schedules in Postgres: rendered because DAGSTER_PG_* is set.\n"
     return template_text.rstrip("\n") + "\n" + header + section
+
+
+def _configures_storage(settings: dict) -> bool:
+    return any(key in settings for key in ("storage", "run_storage", "event_log_storage", "schedule_storage"))
+
+
+def sqlite_event_log(dagster_home: str | Path) -> str:
+    """The event log in SQLite where Dagster keeps it by default ($DAGSTER_HOME/history/runs), storing a batch of events
+    (a new run's planned events) in one transaction (deploy/event_batches.py)."""
+    section = {"event_log_storage": {"module": "deploy.event_batches", "class": "BatchingSqliteEventLogStorage",
+                                     "config": {"base_dir": str(Path(dagster_home).resolve() / "history" / "runs")}}}
+    header = "# The event log in SQLite under $DAGSTER_HOME, a batch of events a transaction: rendered for this home.\n"
+    return header + yaml.safe_dump(section, default_flow_style=False, sort_keys=False)
 
 
 def write_instance(dagster_home: str | Path, environ=None, template: Path = REPOSITORY_INSTANCE_FILE) -> Path:
     """Writes $DAGSTER_HOME/dagster.yaml (creating the directory) and returns its path."""
     env = os.environ if environ is None else environ
-    rendered = render_instance(template.read_text(), env, str(template))
+    rendered = render_instance(template.read_text(), env, str(template), dagster_home)
     home = Path(dagster_home)
     home.mkdir(parents=True, exist_ok=True)
     target = home / INSTANCE_FILE_NAME

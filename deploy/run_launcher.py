@@ -1,10 +1,6 @@
-"""Dagster's default run launcher, with run workers that run monitoring can check: a run whose worker died with its
-code server (the whole deployment killed, a container lost) is failed within a monitoring interval, its run slot and
-pools released and its hours asked again by the sensors, instead of holding them as STARTED forever.
+"""Dagster's default run launcher, with run workers that run monitoring can check: a run whose worker died with its code
+server (the deployment killed) is failed within a poll, its pools released and its hours asked again."""
 
-A code server that is alive fails the runs of its own dead workers itself; Dagster's default launcher cannot tell the
-daemon about the workers of a code server that is gone, so run monitoring never looks at started runs.
-"""
 
 from __future__ import annotations
 
@@ -20,6 +16,10 @@ from dagster._serdes import deserialize_value
 from dev_services.processes import command_line, is_alive
 
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", ""}
+
+
+# A code server that is alive fails the runs of its own dead workers itself; Dagster's default launcher cannot tell the
+# daemon about the workers of a code server that is gone, so run monitoring never looks at started runs.
 
 
 class WatchedRunLauncher(DefaultRunLauncher):

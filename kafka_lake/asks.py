@@ -1,9 +1,6 @@
-"""What a sensor asked for and whether it was done: every run a layer's sensor requests is an `Ask` (its tables and
-hours) kept until a run of it succeeds; an ask whose runs all ended without landing some of its table-hours is asked
-again for those, with back-off, so no due hour depends on a run that failed before it started or whose worker died.
+"""What a sensor asked for and whether it was done: each requested run is an `Ask`, kept until a run of it succeeds;
+what its runs did not land is asked again with back-off (`settle`), so no due hour hangs on a run that ended short."""
 
-Plain data: the Dagster layer (`platform_assets.asks`) says how each ask's runs ended; these rules say what follows.
-"""
 
 from __future__ import annotations
 

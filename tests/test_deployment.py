@@ -13,7 +13,7 @@ from contextlib import ExitStack
 
 import psycopg2
 import pytest
-from dagster import AssetKey, DagsterInstance, DagsterRunStatus, asset, materialize
+from dagster import AssetCheckKey, AssetKey, AssetMaterialization, DagsterInstance, DagsterRunStatus, asset, materialize
 
 from deploy.instance import InstanceConfigError, render_instance, write_instance
 from dev_services.ports import LOOPBACK, free_port
@@ -73,6 +73,50 @@ def test_without_dagster_pg_the_instance_keeps_runs_in_sqlite_with_the_limits_of
     assert instance.code_server_process_startup_timeout >= 600, "a large catalog's code server has minutes to load"
 
 
+def _planned_events(instance, run_id: str) -> int:
+    from dagster import DagsterEventType
+
+    return len(instance.get_records_for_run(run_id, of_type={DagsterEventType.ASSET_MATERIALIZATION_PLANNED,
+                                                             DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED}).records)
+
+
+def _assets_with_checks(count: int) -> list:
+    from dagster import AssetCheckResult, AssetCheckSpec, AssetSpec, multi_asset
+
+    @multi_asset(specs=[AssetSpec(f"probe_{n}") for n in range(count)],
+                 check_specs=[AssetCheckSpec("holds", asset=f"probe_{n}") for n in range(count)])
+    def probes():
+        for n in range(count):
+            yield AssetCheckResult(asset_key=f"probe_{n}", check_name="holds", passed=True)
+            yield AssetMaterialization(f"probe_{n}")
+
+    return [probes]
+
+
+def test_the_sqlite_instance_stores_a_new_runs_planned_events_as_one_batch_and_watches_its_run_workers(tmp_path):
+    """Creating a run stores a planned event per asset and check it selects; the rendered SQLite instance stores them in
+    one transaction (deploy/event_batches.py), every one of them there and the run's own events after them; run
+    monitoring checks started runs' workers (deploy/run_launcher.py)."""
+    from deploy.event_batches import BatchingInstance, BatchingSqliteEventLogStorage
+    from deploy.run_launcher import WatchedRunLauncher
+
+    write_instance(tmp_path, environ={})
+    with DagsterInstance.from_config(str(tmp_path)) as instance:
+        assert isinstance(instance, BatchingInstance) and instance._is_batch_writing_enabled()
+        assert isinstance(instance.event_log_storage, BatchingSqliteEventLogStorage)
+        assert isinstance(instance.run_launcher, WatchedRunLauncher)
+        assert instance.run_monitoring_enabled and instance.run_monitoring_settings["max_resume_run_attempts"] == 0
+        result = materialize(_assets_with_checks(30), instance=instance)
+        assert result.success
+        assert _planned_events(instance, result.run_id) == 60
+        checks = instance.event_log_storage.get_asset_check_execution_history(
+            AssetCheckKey(AssetKey("probe_7"), "holds"), limit=5)
+        assert [record.status.value for record in checks] == ["SUCCEEDED"], "planned, then evaluated"
+
+    with DagsterInstance.from_config(str(tmp_path)) as another:
+        assert another.get_latest_materialization_event(AssetKey("probe_29")) is not None
+
+
 def test_a_partly_set_dagster_pg_is_refused_naming_the_missing_variables():
     with pytest.raises(InstanceConfigError) as refused:
         render_instance("telemetry:\n  enabled: false\n", {"DAGSTER_PG_HOST": "db", "DAGSTER_PG_USER": "dagster"})
@@ -93,8 +137,11 @@ def test_the_rendered_instance_records_runs_and_pools_in_postgres(postgres_env, 
 
     with DagsterInstance.from_config(str(path.parent)) as instance:
         assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+        assert type(instance).__name__ == "BatchingInstance" and instance._is_batch_writing_enabled()
         result = materialize([deployment_probe], instance=instance)
         assert result.success
+        batched = materialize(_assets_with_checks(20), instance=instance)
+        assert batched.success and _planned_events(instance, batched.run_id) == 40
         instance.event_log_storage.initialize_concurrency_limit_to_default(LANDING_POOL)
 
     with DagsterInstance.from_config(str(path.parent)) as another:
