@@ -66,7 +66,10 @@ def why_open(topic: TableSpec, hour: KafkaHour, now: datetime, tails: Iterable[L
 
 def moment(at: datetime, now: datetime) -> str:
     """A time in a line read at `now`: `13:10Z` on the same (UTC) day, with its date on another (a day's idle timeout
-    closes an hour tomorrow, not at a time of today that has passed)."""
+    closes an hour tomorrow, not at a time of today that has passed). Rounded up to the minute: a moment within the minute
+    of the tick is never shown as a minute that has begun before it."""
+    if at.second or at.microsecond:
+        at = at.replace(second=0, microsecond=0) + timedelta(minutes=1)
     return f"{at:%H:%M}Z" if at.date() == now.date() else f"{at:%Y-%m-%d %H:%M}Z"
 
 

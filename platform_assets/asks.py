@@ -122,12 +122,11 @@ def asked_again_alert(sensor_name: str, again: list[Ask], given_up: list[tuple[s
             + "\n".join(lines))
 
 
-def follow_asks(context, sensor_name: str, cursor: dict, new_requests: list[RunRequest], request_of: Callable[[Ask], RunRequest],
+def follow_asks(context, sensor_name: str, cursor: dict, request_of: Callable[[Ask], RunRequest],
                 unit_of_key: Mapping[AssetKey, str], units_of_subject: Callable[[str], Iterable[str]], alerts,
                 now: datetime) -> list[RunRequest]:
-    """A tick's bookkeeping of its sensor's asks, kept in `cursor`: reads how the open asks' runs stand, asks again
-    (alerting) for what ended short, requests the asks whose back-off has passed (returned) and records this tick's
-    `new_requests` as asks."""
+    """A tick's reading of its sensor's asks, kept in `cursor`: how the open asks' runs stand, what ended short asked
+    again (with an alert), and the runs of the asks whose back-off has passed (returned, to request this tick)."""
     open_asks = read_asks(cursor)
     settled = asks.settle(open_asks, runs_of_asks(context.instance, open_asks, unit_of_key, units_of_subject, now), now)
     if settled.asked_again or settled.given_up:
@@ -141,5 +140,17 @@ def follow_asks(context, sensor_name: str, cursor: dict, new_requests: list[RunR
                              f"{ask.first}{'...' + ask.last if ask.last != ask.first else ''}")
         else:
             kept.append(ask)
-    write_asks(cursor, kept + [ask_of_request(request, unit_of_key, now) for request in new_requests])
+    write_asks(cursor, kept)
     return again
+
+
+def in_flight(cursor: Mapping) -> set[tuple[str, str]]:
+    """The table-hours (unit, partition key) of the open asks in `cursor`: queued, running, or waiting to be asked
+    again."""
+    return {(unit, hour.partition_key) for ask in read_asks(cursor) for unit in ask.units for hour in ask.hours}
+
+
+def record_asks(cursor: dict, requests: Iterable[RunRequest], unit_of_key: Mapping[AssetKey, str],
+                now: datetime) -> None:
+    """This tick's requests as open asks, beside those in `cursor`."""
+    write_asks(cursor, read_asks(cursor) + [ask_of_request(request, unit_of_key, now) for request in requests])

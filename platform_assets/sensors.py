@@ -41,7 +41,7 @@ from kafka_lake.settings import DEFAULT_TOPICS_PER_RUN
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.topics.archive import ArchivedTopics, topics_to_archive
 from kafka_lake.topics.loader import TopicCatalog
-from platform_assets.asks import ask_of_request, follow_asks, read_asks, write_asks
+from platform_assets.asks import follow_asks, in_flight, record_asks
 from platform_assets.assets import landing_groups
 from platform_assets.catalog_health import rejected_entries_sensor
 from platform_assets.checks import (
@@ -149,6 +149,9 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run: 
                 context.log.info(f"{left} concurrency pool(s) left to create next tick")
             else:
                 cursor[POOLS_MADE] = pools_digest
+        asked_again = follow_asks(context, "land_closed_hours", cursor, landing_request_of_ask, by_raw_key,
+                                  tables_of_subject, alerts, now)
+        going = in_flight(cursor)
         # Keyed by table: the tables of one Kafka topic land on their own, each from its newest landed hour.
         closed: dict[str, list[KafkaHour]] = {}
         starts: dict[str, str] = {}
@@ -190,21 +193,23 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run: 
         cursor[UNREAD] = sorted(tails.unread)
         # A topic whose open hour lands in increments (`open_hour`): the hour still open lands what it holds so far,
         # every `open_hour_minutes`; the hour's landing once closed makes it final.
-        increments, last_increments = {}, cursor.get(INCREMENTS, {})
+        increments, held_back, last_increments = {}, {}, cursor.get(INCREMENTS, {})
         for topic in topics:
             name = _cursor_key(topic)
             if topic.open_hour_minutes is None or name not in closed or len(closed[name]) >= automation.MAX_HOURS_PER_TICK:
                 continue
             due = automation.increment_due(topic, pending[name], now, last_increments.get(name))
-            if due is None:
+            if due is None and (topic.name, pending[name].partition_key) in going:
+                held_back[name] = pending[name]  # one increment of a topic at a time: the next lands all it missed
+            elif due is None:
                 increments[name] = pending[name]
                 last_increments[name] = now.isoformat(timespec="seconds")
         cursor[INCREMENTS] = {name: at for name, at in last_increments.items() if name in closed}
         requests = landing_requests({table: closed.get(_cursor_key(table), []) + (
             [increments[_cursor_key(table)]] if _cursor_key(table) in increments else []) for table in topics},
             topics_per_run, f":{now:%Y%m%d%H%M}" if increments else "")
-        requests += follow_asks(context, "land_closed_hours", cursor, requests, landing_request_of_ask, by_raw_key,
-                                tables_of_subject, alerts, now)
+        requests += asked_again
+        record_asks(cursor, requests, by_raw_key, now)
         if requests:
             context.log.info(f"{len(requests)} run(s) requested: " + "; ".join(
                 f"{request.tags.get(TOPICS_TAG) or request.tags.get(TOPIC_TAG)} for {_hours_of(request)}"
@@ -229,6 +234,8 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run: 
             if topic.open_hour_minutes is not None:
                 line += "; " + (f"increment of {pending[name]} requested (the hour is open; every "
                                 f"{topic.open_hour_minutes} min)" if name in increments else
+                                f"increment of {pending[name]} waits for the one asked before, still queued or running"
+                                if name in held_back else
                                 automation.increment_due(topic, pending[name], now, last_increments.get(name)) or "")
             context.log.info(line)
             judged.append(line)
@@ -320,7 +327,7 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run
         cursor = follow_up_cursor(context)
         after = cursor[AFTER]
         events, waiting = events_of_ended_runs(context.instance, after)
-        again = follow_asks(context, "compact_and_register_landed_hours", cursor, [], request_of_ask, unit_of_key,
+        again = follow_asks(context, "compact_and_register_landed_hours", cursor, request_of_ask, unit_of_key,
                             lambda subject: [subject], alerts, now)
         if not events:
             return SensorResult(run_requests=again, skip_reason=None if again else SkipReason(
@@ -362,7 +369,7 @@ def follow_up_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run
         if not requests:
             context.log.info(f"{len(events)} new materialization(s), none made an hour due")
         cursor[AFTER] = events[-1].storage_id
-        write_asks(cursor, read_asks(cursor) + [ask_of_request(request, unit_of_key, now) for request in requests])
+        record_asks(cursor, requests, unit_of_key, now)
         return SensorResult(run_requests=requests + again, cursor=json.dumps(cursor))
 
     return compact_and_register
@@ -392,7 +399,7 @@ def current_state_sensor(catalog: TopicCatalog, running: bool = True, topics_per
         cursor = follow_up_cursor(context)
         after = cursor[AFTER]
         events, waiting = events_of_ended_runs(context.instance, after)
-        again = follow_asks(context, "apply_landed_hours_to_current_state", cursor, [], request_of_ask, unit_of_key,
+        again = follow_asks(context, "apply_landed_hours_to_current_state", cursor, request_of_ask, unit_of_key,
                             lambda subject: [subject], alerts, now)
         if not events:
             return SensorResult(run_requests=again, skip_reason=None if again else SkipReason(
@@ -410,7 +417,7 @@ def current_state_sensor(catalog: TopicCatalog, running: bool = True, topics_per
         # The event's id in the run key: a landing again of the same hour asks for its application again.
         requests = table_requests(current_state_run, landed, topics_per_run, f":{events[-1].storage_id}")
         cursor[AFTER] = events[-1].storage_id
-        write_asks(cursor, read_asks(cursor) + [ask_of_request(request, unit_of_key, now) for request in requests])
+        record_asks(cursor, requests, unit_of_key, now)
         return SensorResult(run_requests=requests + again, cursor=json.dumps(cursor))
 
     return apply_to_current_state

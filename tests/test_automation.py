@@ -228,3 +228,14 @@ def test_freshness_alerts_on_its_first_failure_and_on_each_change(page_views, be
     said = automation.freshness_alert(page_views, before, result)
 
     assert said == (None if alert is None else f"{alert} freshness of {page_views.topic}: the description")
+
+
+def test_the_next_increment_is_said_due_at_a_moment_still_to_come(page_views):
+    """Asked at 10:30:30 every 5 minutes, the next increment is due at 10:35:30: at 10:35:10 the tick says 10:36Z, not a
+    minute that has begun before it."""
+    open_hour = page_views.model_copy(update=dict(open_hour_minutes=5))
+    now = H.start + timedelta(minutes=35, seconds=10)
+    why = automation.increment_due(open_hour, H, now, (H.start + timedelta(minutes=30, seconds=30)).isoformat())
+    assert why == f"next increment of {H} due at 10:36Z (every 5 min)"
+    assert automation.increment_due(open_hour, H, now + timedelta(seconds=20),
+                                    (H.start + timedelta(minutes=30, seconds=30)).isoformat()) is None

@@ -752,9 +752,52 @@ def test_the_open_hour_of_a_topic_landed_in_increments_is_requested_every_n_minu
     assert any(f"next increment of {H} due at {H.start + timedelta(minutes=12):%H:%M}Z (every 5 min)" in r.getMessage()
                for r in caplog.records)
 
+    from dagster import DagsterRunStatus
+
+    _run_of_request(instance, request, DagsterRunStatus.SUCCESS)
     clock(H.start + timedelta(minutes=12, seconds=30))
     [again] = tick(sensor, instance, waiting.cursor, kafka=kafka).run_requests
     assert again.partition_key == H.partition_key and again.run_key != request.run_key
+
+
+def test_an_increment_is_not_asked_while_the_topics_last_one_is_still_queued_or_running(broker, topic, instance, clock,
+                                                                                       caplog):
+    """At most one increment of a topic in flight: while the last one's run is queued or running, the next is not asked
+    for (it lands all the hour holds by then once asked), and the tick says why; the hour's close is asked regardless."""
+    from dagster import DagsterRunStatus
+
+    topic = topic.model_copy(update={"open_hour_minutes": 5})
+    sensor = sensors.landing_sensor(TopicCatalog((topic,)))
+    kafka = KafkaResource(bootstrap_servers=broker.bootstrap_servers)
+    clock(H.start + timedelta(minutes=7))
+    first = tick(sensor, instance, json.dumps({topic.topic: H.partition_key}), kafka=kafka)
+    [request] = first.run_requests
+    run = _run_of_request(instance, request, DagsterRunStatus.STARTED)
+
+    clock(H.start + timedelta(minutes=20))
+    context = build_sensor_context(instance=instance, cursor=first.cursor,
+                                   resources={"kafka": kafka, "alerts": AlertWebhookResource()})
+    context.log.addHandler(caplog.handler)
+    with caplog.at_level("INFO"):
+        held = sensor(context)
+    assert held.run_requests == []
+    assert any(f"increment of {H} waits for the one asked before, still queued or running" in r.getMessage()
+               for r in caplog.records)
+
+    clock(H.end + timedelta(minutes=12))
+    [close] = tick(sensor, instance, held.cursor, kafka=kafka).run_requests
+    assert partition_keys(close)[0] == H.partition_key, "the close is asked while the increment still runs"
+
+    instance.handle_run_event(run.run_id, _run_success_event(run))
+    clock(H.start + timedelta(minutes=21))
+    [next_increment] = tick(sensor, instance, held.cursor, kafka=kafka).run_requests
+    assert next_increment.partition_key == H.partition_key
+
+
+def _run_success_event(run):
+    from dagster import DagsterEvent, DagsterEventType
+
+    return DagsterEvent(DagsterEventType.RUN_SUCCESS.value, job_name=run.job_name)
 
 
 def test_a_closed_hour_and_the_open_one_after_it_land_in_one_run(broker, topic, instance, clock):
