@@ -3,8 +3,9 @@
 # the Spark driver runs: it carries Java 17 for Spark and the exact packages of requirements.lock.
 #   docker build -t kafka-lake-code .
 #   docker run -p 4000:4000 -e DAGSTER_PG_HOST=… -e KAFKA_BOOTSTRAP_SERVERS=… -e LAKE_ROOT=s3://… kafka-lake-code
-# The same image serves the Prometheus metrics beside the daemon (docs/OPERATING_METRICS.md):
-#   docker run -p 9464:9464 -e KAFKA_BOOTSTRAP_SERVERS=… -e LAKE_ROOT=s3://… kafka-lake-code python -m deploy.metrics --port 9464
+# The same image serves the Prometheus metrics beside the daemon (docs/OPERATING_METRICS.md), on every address of the
+# container: the server's default, loopback, is the container's own, which Prometheus outside it cannot reach:
+#   docker run -p 9464:9464 -e KAFKA_BOOTSTRAP_SERVERS=… -e LAKE_ROOT=s3://… kafka-lake-code python -m deploy.metrics --port 9464 --host 0.0.0.0
 FROM python:3.11-slim-bookworm
 
 # Spark's JVM; procps because Spark's launch scripts call `ps`.

@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import ThreadingWSGIServer
 
+from dev_services.ports import LOOPBACK
 from kafka_lake.kafka.cluster import KafkaCluster
 from kafka_lake.kafka.log import consumer_config
 from kafka_lake.metrics import READERS, Measures, PlatformMeasures
@@ -122,7 +123,9 @@ def keep_recounting(measures: PlatformMeasures, every_s: float, stop: threading.
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m deploy.metrics", description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=9464, help="the port to serve on (default 9464)")
-    parser.add_argument("--host", default="0.0.0.0", help="the address to bind (default all)")
+    # Nothing listens wider than asked: in a container, where Prometheus scrapes from outside, say `--host 0.0.0.0`.
+    parser.add_argument("--host", default=LOOPBACK,
+                        help=f"the address to bind (default {LOOPBACK}: this machine only; 0.0.0.0 for all)")
     parser.add_argument("--recount-minutes", type=float, default=60.0,
                         help="how often every manifest is read again, for hours re-landed since they were counted "
                              "(default 60)")

@@ -28,7 +28,7 @@ from dev_services.demo_traffic import (
     plan_topic,
     produce_demo_traffic,
 )
-from dev_services.ports import free_port, is_listening, wait_for_port
+from dev_services.ports import LOOPBACK, free_port, is_listening, listening_addresses, wait_for_port
 from dev_services.processes import is_alive
 from dev_services.seaweedfs import SeaweedS3
 from dev_services.tansu import PID_FILE_NAME, TansuBroker, running_broker, stop_detached
@@ -209,6 +209,19 @@ def test_object_store_serves_boto3_and_pyarrow_and_keeps_objects_over_a_restart(
     s3 = object_store.s3_client()
     assert s3.get_object(Bucket="lake", Key="raw/hello.txt")["Body"].read() == b"written by boto3"
     assert s3.get_object(Bucket="lake", Key="raw/arrow.txt")["Body"].read() == b"written by pyarrow"
+
+
+# --- Where they listen ------------------------------------------------------------------------------
+
+
+def test_the_broker_and_the_s3_server_listen_on_loopback_only(fresh_broker, object_store):
+    # given the broker and the S3 server, started as the demo and the tests start them
+    # when the kernel is asked which sockets each process listens on
+    broker, s3 = listening_addresses(fresh_broker.pid), listening_addresses(object_store.pid)
+    # then every one is on 127.0.0.1: none on a wildcard address, IPv4 or IPv6
+    assert broker == {(LOOPBACK, fresh_broker.port)}
+    assert {address for address, _ in s3} == {LOOPBACK}
+    assert object_store.s3_port in {port for _, port in s3}
 
 
 # --- Demo traffic -----------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -25,7 +26,7 @@ from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.metrics import METRICS, serve
-from dev_services.ports import LOOPBACK, free_port
+from dev_services.ports import LOOPBACK, free_port, listening_addresses
 from kafka_lake.hours import KafkaHour
 from kafka_lake.kafka.cluster import KafkaCluster
 from kafka_lake.kafka.log import KafkaLog, consumer_config
@@ -387,18 +388,10 @@ def test_every_metric_of_the_contract_is_served_with_its_labels(landed_two_hours
     assert set(served) == set(METRICS)
 
 
-def test_the_image_runs_the_metrics_server_beside_the_daemon(broker, tmp_path):
-    """The Dockerfile's ENTRYPOINT with `python -m deploy.metrics --port P` (no Docker engine runs here: the
-    entrypoint runs on this machine, as tests/test_deployment.py does): /healthz answers, /metrics serves the catalog,
-    and no Dagster instance is rendered for it (it needs none)."""
-    topic_with_traffic(broker, tmp_path / "catalog")
-    port = free_port()
-    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster_home"), "SCHEMA_CATALOG_DIR": str(tmp_path / "catalog"),
-           "LAKE_ROOT": str(tmp_path / "lake"), "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
-           "PATH": f"{REPO / '.venv' / 'bin'}:{os.environ['PATH']}"}
-    (tmp_path / "dagster_home").mkdir()
-    command = [*dockerfile_instruction("ENTRYPOINT"), "python", "-m", "deploy.metrics", "--port", str(port),
-               "--host", LOOPBACK]
+@contextlib.contextmanager
+def metrics_process(command: list[str], env: dict[str, str], port: int):
+    """`command` run as a process of its own, yielded once `/healthz` answers on loopback; stopped by SIGTERM, as a
+    container is."""
     process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         url = f"http://{LOOPBACK}:{port}"
@@ -412,7 +405,7 @@ def test_the_image_runs_the_metrics_server_beside_the_daemon(broker, tmp_path):
                 assert process.poll() is None, process.stdout.read().decode() if process.stdout else ""
                 assert time.monotonic() < deadline, "the metrics server did not answer within 60 s"
                 time.sleep(0.3)
-        samples = scrape(url)
+        yield process, url
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -421,9 +414,41 @@ def test_the_image_runs_the_metrics_server_beside_the_daemon(broker, tmp_path):
             process.kill()
             process.wait(10)
 
+
+def test_the_image_runs_the_metrics_server_beside_the_daemon(broker, tmp_path):
+    """The Dockerfile's ENTRYPOINT with `python -m deploy.metrics --port P` (no Docker engine runs here: the
+    entrypoint runs on this machine, as tests/test_deployment.py does): /healthz answers, /metrics serves the catalog,
+    and no Dagster instance is rendered for it (it needs none)."""
+    topic_with_traffic(broker, tmp_path / "catalog")
+    port = free_port()
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster_home"), "SCHEMA_CATALOG_DIR": str(tmp_path / "catalog"),
+           "LAKE_ROOT": str(tmp_path / "lake"), "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
+           "PATH": f"{REPO / '.venv' / 'bin'}:{os.environ['PATH']}"}
+    (tmp_path / "dagster_home").mkdir()
+    command = [*dockerfile_instruction("ENTRYPOINT"), "python", "-m", "deploy.metrics", "--port", str(port),
+               "--host", LOOPBACK]
+    with metrics_process(command, env, port) as (process, url):
+        samples = scrape(url)
+
     assert samples["kafka_lake_landed_hour_manifests", frozenset({"database": "e2e", "table": "orders"}.items())] == 0
     assert process.returncode == 0, "SIGTERM ends the server cleanly"
     assert not (tmp_path / "dagster_home" / "dagster.yaml").exists()
+
+
+@pytest.mark.parametrize("host, listens_on", [([], LOOPBACK), (["--host", "0.0.0.0"], "0.0.0.0")],
+                         ids=["default", "host-given"])
+def test_the_metrics_server_listens_on_loopback_unless_given_a_host(broker, tmp_path, host, listens_on):
+    """Given `python -m deploy.metrics --port P` as OPERATING_METRICS.md starts it; then the kernel has it listening on
+    127.0.0.1:P alone, no wildcard address, IPv4 or IPv6; and `--host 0.0.0.0`, as a container is started, widens it."""
+    write_test_topic(tmp_path / "catalog", "dev.listen")
+    port = free_port()
+    env = {**os.environ, "SCHEMA_CATALOG_DIR": str(tmp_path / "catalog"), "LAKE_ROOT": str(tmp_path / "lake"),
+           "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap_servers}
+    command = [sys.executable, "-m", "deploy.metrics", "--port", str(port), *host]
+    with metrics_process(command, env, port) as (process, _):
+        listening = listening_addresses(process.pid)
+
+    assert listening == {(listens_on, port)}
 
 
 def test_lag_seconds_is_measured_against_the_clock_of_each_scrape(landed_two_hours):
