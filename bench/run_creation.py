@@ -95,7 +95,38 @@ def measure(topics: int, work: Path, topics_per_run: int | None) -> dict:
     for layer in layers:
         ours, base = (result["instances"][name][layer]["total_cpu_s"] for name in homes)
         print(f"  {layer}: {ours} CPU s against {base} with Dagster's default instance ({ours / base:.2f}x)")
+    first_run = layers["landing"][0]
+    carried = sorted({"/".join(key.path[1:]) for key in first_run.asset_selection or []})
+    whole, own = run_process_load(first_run, []), run_process_load(first_run, carried)
+    result["run_process_load_cpu_s"] = {"whole catalog": whole, f"its {len(carried)} tables": own}
+    print(f"  a landing run's process, loading the code location and its job: {own} CPU s with the {len(carried)} "
+          f"tables it carries against {whole} with the whole catalog ({own / whole:.2f}x)", flush=True)
     return result
+
+
+RUN_PROCESS = """
+import json, sys
+from dagster import AssetKey
+from platform_assets.definitions import defs
+selection = {AssetKey(path) for path in json.loads(sys.argv[1])}
+defs.get_repository_def().get_job("landing").get_subset(asset_selection=selection)
+"""
+
+
+def run_process_load(request, tables: list[str]) -> float:
+    """The CPU a run's process spends before its first step, as the code server's worker does it: the code location
+    imported and the run's job resolved and subset to its assets; with `tables`, as the run launcher hands them."""
+    import resource
+    import subprocess
+
+    from kafka_lake.settings import RUN_TABLES_VARIABLE
+
+    env = {**os.environ, RUN_TABLES_VARIABLE: ",".join(tables)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-c", RUN_PROCESS, json.dumps([key.path for key in request.asset_selection])],
+                   env=env, check=True, cwd=REPO)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return round(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 1)
 
 
 def create_runs(location, instance, requests, topics: int) -> dict:

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from dagster import DagsterInstance
+from dagster import DagsterInstance, Field
 from dagster._core.instance.ref import InstanceRef
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
@@ -17,6 +17,8 @@ from dagster_postgres.event_log import PostgresEventLogStorage
 from dagster_postgres.utils import get_token_provider_from_config, pg_url_from_config
 from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
+
+from kafka_lake.settings import RUN_TABLES_VARIABLE
 
 # Events Dagster buffers before it writes a batch: more than a run of 250 topics plans (6 an asset landing).
 EVENT_BATCH_SIZE = 5_000
@@ -33,11 +35,20 @@ EVENT_BATCH_SIZE = 5_000
 
 class BatchingInstance(DagsterInstance):
     """Batches the events Dagster marks as a batch (planned events, ranges' materializations); DAGSTER_EVENT_BATCH_SIZE
-    still sets the size where given."""
+    still sets the size where given.
+
+    `run_tables`: given only in the instance a run's process is handed (deploy/run_launcher.py), the tables the run
+    carries. The process makes that instance before it imports the code location, so they are set as
+    `PLATFORM_RUN_TABLES` for the code location to build those tables alone (`PlatformSettings.run_tables`)."""
+
+    def __init__(self, *args, run_tables: list[str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if run_tables:
+            os.environ[RUN_TABLES_VARIABLE] = ",".join(run_tables)
 
     @classmethod
     def config_schema(cls) -> dict:
-        return {}  # no settings of its own
+        return {"run_tables": Field([str], is_required=False)}
 
     @staticmethod
     def config_defaults(base_dir: str):

@@ -28,6 +28,9 @@ TABLE_CATALOGS = ("hive", "glue")
 DEFAULT_TOPICS_PER_RUN = 250
 
 
+RUN_TABLES_VARIABLE = "PLATFORM_RUN_TABLES"
+
+
 @dataclass(frozen=True)
 class PlatformSettings:
     kafka_bootstrap_servers: str = "127.0.0.1:9092"
@@ -56,6 +59,9 @@ class PlatformSettings:
     # `OPEN_HOUR_EVERY_MINUTES`: the open hour of every topic lands in increments this often, unless its `open_hour`
     # says otherwise; None: off.
     open_hour_minutes: int | None = None
+    # `PLATFORM_RUN_TABLES`, set for a run's own process by the run launcher (deploy/run_launcher.py): the tables
+    # (`database/table`) the run carries, of which the process builds only the Kafka topics' tables; empty: every one.
+    run_tables: tuple[str, ...] = ()
 
     @property
     def embedded_metastore(self) -> bool:
@@ -85,6 +91,7 @@ class PlatformSettings:
             automation=_on_or_off(env.get("PLATFORM_AUTOMATION"), "PLATFORM_AUTOMATION", defaults.automation),
             topics_per_run=_positive(env.get("TOPICS_PER_RUN"), "TOPICS_PER_RUN", defaults.topics_per_run),
             open_hour_minutes=_open_hour_minutes(env.get("OPEN_HOUR_EVERY_MINUTES")),
+            run_tables=tuple(name.strip() for name in (env.get(RUN_TABLES_VARIABLE) or "").split(",") if name.strip()),
         )
 
 

@@ -288,3 +288,19 @@ def test_open_hour_is_the_entrys_own_else_the_deployments_and_off_opts_out(catal
     assert (deployment["shop/page_views"], deployment["shop/orders"], deployment["crm/customers"]) == (3, None, 10)
     with pytest.raises(ValueError, match="OPEN_HOUR_EVERY_MINUTES is '0'"):
         PlatformSettings.from_env({"OPEN_HOUR_EVERY_MINUTES": "0"})
+
+
+def test_a_runs_catalog_holds_every_table_of_the_kafka_topics_it_carries():
+    """A run's process builds the tables of the Kafka topics its tables land (one asset lands a topic's tables)."""
+    from kafka_lake.topics.loader import TopicCatalog, load_catalog
+
+    whole = load_catalog(REPO / "schema_catalog")
+    orders = whole.topics[0]
+    copy = orders.model_copy(update=dict(database="copies", table=orders.table))
+    catalog = TopicCatalog(whole.topics + (copy,), directory=whole.directory)
+
+    carried = catalog.carrying([copy.name])
+
+    assert {t.name for t in carried.topics} == {t.name for t in catalog.tables_of(orders.topic)} | {copy.name}
+    assert len(catalog.tables_of(orders.topic)) > 1 and len(carried.topics) < len(catalog.topics)
+    assert catalog.carrying([]) is catalog

@@ -193,3 +193,40 @@ def test_the_launchers_health_check_fails_a_run_only_when_its_worker_is_gone(cod
 
         worker_alive = launcher.check_run_worker_health(started_on(gone, os.getpid()))
         assert worker_alive.status == WorkerStatus.RUNNING, worker_alive
+
+
+def test_a_runs_process_is_handed_the_tables_it_carries_and_builds_only_their_topics(tmp_path, monkeypatch):
+    """Given the rendered instance and a landing run of one table of two; when the launcher makes the reference the
+    run's process is handed, then the instance made from it names that table, and the code location loaded in that
+    process builds that table's topic alone, its landing job among them."""
+    from dagster import DagsterInstance, DagsterRunStatus
+    from dagster._core.test_utils import create_run_for_test
+
+    from deploy.run_launcher import run_instance_ref
+    from kafka_lake.settings import RUN_TABLES_VARIABLE
+
+    write_catalog(tmp_path / "catalog", TOPICS)
+    write_instance(tmp_path / "home", environ={})
+    monkeypatch.delenv(RUN_TABLES_VARIABLE, raising=False)
+    with DagsterInstance.from_config(str(tmp_path / "home")) as instance:
+        from dagster import AssetKey
+
+        one = create_run_for_test(instance, job_name="landing", status=DagsterRunStatus.NOT_STARTED,
+                                  asset_selection=frozenset({AssetKey(["raw", "db_00001", "page_views"]),
+                                                             AssetKey(["dead_letters", "db_00001", "page_views"])}))
+        whole = create_run_for_test(instance, job_name="retention", status=DagsterRunStatus.NOT_STARTED)
+        assert run_instance_ref(instance, whole) == instance.get_ref(), "no selection: the whole catalog"
+        ref = run_instance_ref(instance, one)
+    with DagsterInstance.from_ref(ref):
+        assert os.environ[RUN_TABLES_VARIABLE] == "db_00001/page_views"
+
+    loaded = subprocess.run(
+        [sys.executable, "-c", "from platform_assets.definitions import defs; "
+         "print(sorted(k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys())); "
+         "print(defs.resolve_job_def('landing').name)"],
+        env={**os.environ, "SCHEMA_CATALOG_DIR": str(tmp_path / "catalog"), "PLATFORM_AUTOMATION": "off",
+             "LAKE_ROOT": str(tmp_path / "lake")},
+        capture_output=True, text=True, timeout=300, check=True)
+    keys, job = loaded.stdout.strip().splitlines()[-2:]
+    assert "raw/db_00001/page_views" in keys and "db_00000" not in keys, keys
+    assert job == "landing"

@@ -79,7 +79,7 @@ def load_platform_catalog(settings: PlatformSettings) -> TopicCatalog:
             log.error("the archived topics could not be read, so their tables are not loaded this time: %s", error)
     catalog = load_catalog(settings.schema_catalog_dir, tolerant=True, table_format=settings.table_format,
                            archived_topics=archived, databases=settings.schema_catalog_databases)
-    return with_open_hour(catalog, settings.open_hour_minutes)
+    return with_open_hour(catalog, settings.open_hour_minutes).carrying(settings.run_tables)
 
 
 def with_open_hour(catalog: TopicCatalog, minutes: int | None) -> TopicCatalog:

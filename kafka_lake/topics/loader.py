@@ -9,7 +9,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +125,15 @@ class TopicCatalog:
     @property
     def kafka_topics(self) -> tuple[str, ...]:
         return tuple(sorted({t.topic for t in self.topics}))
+
+    def carrying(self, tables: Iterable[str]) -> TopicCatalog:
+        """The catalog a run's process needs: every table of the Kafka topics of `tables` (`database/table`; one asset
+        lands a topic's tables together) and the rejected entries; no `tables`: the whole catalog."""
+        names = set(tables)
+        if not names:
+            return self
+        kafka_topics = {t.topic for t in self.topics if t.name in names}
+        return replace(self, topics=tuple(t for t in self.topics if t.topic in kafka_topics))
 
 
 def in_slice(database: str, databases: tuple[str, ...]) -> bool:
