@@ -183,11 +183,14 @@ def run_going(instance, run_id: str) -> bool:
 
 def hours_landed_before_failing(hours: list[str], landed: list[str], standing: list[str] = ()) -> str:
     """What a run of several hours did before one failed (the hours commit in order, so the first one not landed is the
-    one that failed), every hour it did not land, and those whose earlier landing stands."""
+    one that failed), every hour it did not land, and those whose earlier landing stands. A run can fail after its last
+    hour committed (recording it, or its checks): then every hour landed, and the sentence says so."""
     stands = f" The earlier landing of {', '.join(sorted(standing))} stands." if standing else ""
     if len(hours) < 2:
         return stands.strip()
-    failed = next((hour for hour in hours if hour not in landed), hours[-1])
+    if all(hour in landed for hour in hours):
+        return f"Every hour of the run committed before it failed: {', '.join(landed)}.{stands}"
+    failed = next(hour for hour in hours if hour not in landed)
     after = [hour for hour in hours[hours.index(failed) + 1:] if hour not in landed]
     before = f"this run landed {', '.join(landed)} before it" if landed else "this run landed none of its hours"
     return f"Hour {failed} did not land{', nor ' + ', '.join(after) + ' after it' if after else ''}; {before}.{stands}"

@@ -29,6 +29,7 @@ from dagster import (
     sensor,
 )
 from dagster._core.storage.dagster_run import NOT_FINISHED_STATUSES
+from dagster._core.storage.tags import SENSOR_NAME_TAG, WILL_RETRY_TAG
 
 from kafka_lake import automation
 from kafka_lake.asks import Ask
@@ -678,13 +679,20 @@ def missing_topics_sensor(catalog: TopicCatalog, running: bool = True):
     return topics_missing_from_catalog
 
 
+# The sensors that keep what they asked for (`platform_assets.asks`): when a run of theirs is lost with its announced
+# retry, they ask again for what it did not land, alerting `[ASKED AGAIN]`; their runs' failures wait for the retries.
+ASKING_SENSORS = frozenset({"land_closed_hours", "compact_and_register_landed_hours",
+                            "apply_landed_hours_to_current_state"})
+
+
 def failed_runs_sensor(catalog: TopicCatalog, running: bool = True):
     by_raw = {raw_key(t): t for t in catalog.topics if t.freshness_minutes is not None}
 
     @run_failure_sensor(
         name="alert_on_failed_runs",
-        description="Posts every failed run (after its retries) to the alert webhook, with the error's first line; "
-        "records the freshness of a topic again when a failed run left its check without a result.",
+        description="Posts every failed run to the alert webhook, with the error's first line (a run of the layers' "
+        "sensors after its retries); records the freshness of a topic again when a failed run left its check without a "
+        "result.",
         default_status=_status(running),
         monitor_all_code_locations=False,
     )
@@ -699,27 +707,48 @@ def failed_runs_sensor(catalog: TopicCatalog, running: bool = True):
                 result = evaluate_freshness(context.instance, topic, _now())
                 context.instance.report_runless_asset_event(
                     freshness_evaluation(topic, result, shown[topic.topic].latest_materialization))
-        if run.tags.get("dagster/will_retry") == "true":
-            return  # the retry is not a failure yet
-        alerts.send(failed_run_alert(run, [step.step_failure_data for step in context.get_step_failure_events()],
-                                     context.failure_event.message), context.log)
+        if run.tags.get(WILL_RETRY_TAG) == "true" and run.tags.get(SENSOR_NAME_TAG) in ASKING_SENSORS:
+            return  # the retry is not a failure yet; should it never start, the sensor asks again, saying so
+        # This sensor sees each failure once: a run nothing else watches (launched from the UI, the CLI or the
+        # retention schedule) is posted now, saying its retry is announced, lest a retry that never starts go unseen.
+        step_failures = [step.step_failure_data for step in context.get_step_failure_events()]
+        committed = None if step_failures else len(table_hours_materialized(context.instance, run.run_id))
+        alerts.send(failed_run_alert(run, step_failures, context.failure_event.message, committed), context.log)
 
     return alert_on_failed_runs
 
 
-def failed_run_alert(run, step_failures: list, run_message: str | None) -> str:
+def failed_run_alert(run, step_failures: list, run_message: str | None, committed: int | None = None) -> str:
     """A failed run in one alert. A run carrying many topics names each failed step's topic or table, the hours it did
-    not do and why, one line each (the other topics of the run committed); a run of one topic says its cause."""
+    not do and why, one line each (the other topics of the run committed); a run of one topic says its cause. A run
+    none of whose steps failed (failed before they started, its worker lost) says so, with the run's failure message
+    and the table-hours its materializations show `committed` (None: not counted)."""
     partition = run.tags.get(PARTITION_TAG) or _partition_range(run.tags)
     carried = run.tags.get(TOPICS_TAG)
-    if carried is None and len(step_failures) < 2:
-        message = (failure_cause(step_failures[0] if step_failures else None) or run_message or "no message")
-        selection = ", ".join(sorted(k.to_user_string() for k in run.asset_selection or [])) or run.job_name
-        return f"[FAILED] run {run.run_id[:8]} of {selection} {partition}: {_first_line(message)}"
-    what = f"{run.job_name} of {carried.split(':', 1)[0]} topics" if carried else run.job_name
-    lines = [_failed_step_line(failure) for failure in step_failures] or [_first_line(run_message or "no message")]
-    return (f"[FAILED] run {run.run_id[:8]} of {what} {partition}: {len(step_failures)} failed, the others committed:\n"
-            + "\n".join(f"- {line}" for line in lines))
+    one = carried is None and len(step_failures) < 2
+    what = (", ".join(sorted(k.to_user_string() for k in run.asset_selection or [])) or run.job_name if one
+            else f"{run.job_name} of {carried.split(':', 1)[0]} topics" if carried else run.job_name)
+    retry = ("\nA retry is announced: if none appears in the Runs list within minutes, it was lost and nothing retries "
+             "this run." if run.tags.get(WILL_RETRY_TAG) == "true" else "")
+    head = f"[FAILED] run {run.run_id[:8]} of {what}{' ' + partition if partition else ''}"
+    if not step_failures:
+        known = ("what committed, its materializations show" if committed is None
+                 else "no materialization of it was recorded: nothing of it is known to have committed" if not committed
+                 else f"its materializations show {committed} table-hour(s) committed; nothing else of it is known to "
+                      f"have committed")
+        return (f"{head}: no step failed; the run failed before or outside its steps: "
+                f"{_first_line(run_message or 'no message').rstrip('.')} ({known}).{retry}")
+    if one:
+        return f"{head}: {_first_line(failure_cause(step_failures[0]) or 'no message')}{retry}"
+    return (f"{head}: {len(step_failures)} failed, the others committed:\n"
+            + "\n".join(f"- {_failed_step_line(failure)}" for failure in step_failures) + retry)
+
+
+def table_hours_materialized(instance, run_id: str) -> set[tuple[tuple[str, ...], str]]:
+    """The (table, hour) pairs the run's materializations record, whatever their layer."""
+    entries = instance.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)
+    return {(tuple(event.asset_key.path[1:]), event.partition) for event in
+            (entry.dagster_event for entry in entries) if event is not None and event.asset_key and event.partition}
 
 
 def _failed_step_line(step_failure) -> str:

@@ -13,7 +13,7 @@ from deploy.instance import write_instance
 from kafka_lake.decoding.pii import MissingPiiKey
 from kafka_lake.hours import KafkaHour
 from kafka_lake.settings import PlatformSettings
-from platform_assets.assets import raw_landing_asset
+from platform_assets.assets import hours_landed_before_failing, raw_landing_asset
 from platform_assets.definitions import platform_resources
 from platform_assets.failures import cause_line, is_lasting
 from platform_assets.sensors import failure_cause
@@ -58,3 +58,19 @@ def test_an_exception_raised_in_a_spark_task_is_named_on_the_driver(spark):
     assert "land shop.page_views 2026-11-20-10:00" in str(failed), "names the job it ran in"
     assert is_lasting(failed), "a lasting cause raised in a worker is not retried either"
     assert not is_lasting(SparkTaskFailed("land", "kafka_lake.kafka.log.KafkaUnavailable", "broker gone")), "this one heals"
+
+
+def test_a_failed_range_names_the_hours_it_did_not_land_and_never_an_hour_that_committed():
+    """Given the hours of a failed range and those it committed (in order): the sentence after the alert's cause."""
+    hours = ["2026-11-25-22:00", "2026-11-25-23:00", "2026-11-26-00:00"]
+
+    mid_way = hours_landed_before_failing(hours, hours[:1], standing=hours[1:2])
+    none = hours_landed_before_failing(hours, [])
+    all_committed = hours_landed_before_failing(hours[1:], hours[1:])  # it failed recording the last hour's checks
+
+    assert mid_way == (f"Hour {hours[1]} did not land, nor {hours[2]} after it; this run landed {hours[0]} before it. "
+                       f"The earlier landing of {hours[1]} stands.")
+    assert none == f"Hour {hours[0]} did not land, nor {hours[1]}, {hours[2]} after it; this run landed none of its hours."
+    assert all_committed == f"Every hour of the run committed before it failed: {hours[1]}, {hours[2]}."
+    assert "did not land" not in all_committed
+    assert hours_landed_before_failing(hours[:1], hours[:1]) == "", "a run of one hour: its cause says it all"

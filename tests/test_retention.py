@@ -1,20 +1,24 @@
-"""GDPR retention on real landed data: expiry of old partitions and dead letters, erasure of
-subjects' rows by rewriting only the affected partitions, and the audit log of both."""
+"""GDPR retention on real landed data: expiry of old partitions and dead letters, erasure of subjects' rows by
+rewriting only the affected partitions, the audit log of both; a run that cannot open its metastore fails."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from datetime import datetime, timezone
 
+from dev_services.ports import free_port
 from kafka_lake.lake import layout
 from kafka_lake.lake.audit import read_audit
 from kafka_lake.lake.layout import ERASURE_REQUESTS_PREFIX
 from kafka_lake.lake.table_state import storage_partitions
 from kafka_lake.upkeep.retention import apply_retention
 from spark_jobs.compaction_job import run_compactions_on_spark
-from tests.constants import PII_TEST_KEY
-from tests.landing_fixtures import pseudonym, read_lake, rows_as_readers_see_them
+from tests.constants import PII_TEST_KEY, REPO
+from tests.landing_fixtures import pseudonym, read_lake, rows_as_readers_see_them, unique_topic_name, write_test_topic
 
 # With retention_days=1, hours ending at or before 2026-11-01 12:00 are expired at this moment.
 NOW = datetime(2026, 11, 2, 12, 0, tzinfo=timezone.utc)
@@ -74,3 +78,27 @@ def test_erasure_removes_every_row_of_the_subjects_rewriting_only_affected_parti
                             lambda tasks: run_compactions_on_spark(spark, tasks), published.extend, lambda p: None)
     assert again.erased_rows == 0 and not again.audit_paths, "a second run finds nothing left to erase"
     assert read_lake(storage, layout.table_prefix(topic.database, topic.table))
+
+
+def test_a_cli_retention_run_that_cannot_open_its_metastore_fails_naming_it_and_why(tmp_path):
+    """Given a topic with nothing to expire or erase, and HIVE_METASTORE_URI at a loopback port nothing listens on;
+    when retention runs as users run it, then it fails naming the metastore and the cause. It exited 0 saying
+    `0 row(s) erased`, without ever opening the catalog its readers query."""
+    write_test_topic(tmp_path / "catalog", unique_topic_name())
+    metastore = f"thrift://127.0.0.1:{free_port()}"
+    (tmp_path / "home").mkdir()
+    env = {**os.environ, "SCHEMA_CATALOG_DIR": str(tmp_path / "catalog"), "LAKE_ROOT": str(tmp_path / "lake"),
+           "PII_HMAC_KEY": PII_TEST_KEY, "SPARK_MASTER": "local[1]", "DAGSTER_HOME": str(tmp_path / "home"),
+           "HIVE_METASTORE_URI": metastore}
+
+    completed = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "dagster"), "asset", "materialize", "--select",
+         "retention/e2e/orders", "-m", "platform_assets.definitions"],
+        env=env, cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+
+    assert completed.returncode != 0, completed.stderr[-3000:]
+    assert (f"TableCatalogError: the Hive metastore at {metastore} (HIVE_METASTORE_URI) cannot be opened (e2e.orders): "
+            in completed.stderr), completed.stderr[-3000:]
+    assert "java.net.ConnectException: Connection refused" in completed.stderr, completed.stderr[-3000:]
+    assert "row(s) erased" not in completed.stderr + completed.stdout

@@ -496,6 +496,67 @@ def test_a_failed_run_is_posted_with_its_error(instance, webhook, topic):
     assert "RuntimeError: hour 2026-11-20-10:00 is not closed" in alert["text"], "the step's error, not just its name"
 
 
+def test_a_run_of_many_topics_failed_outside_its_steps_says_so_with_its_message_hours_and_what_committed(
+        topic, instance, webhook, tmp_path):
+    """Given a landing run of three topics whose worker recorded one table-hour and was then lost, the run failed from
+    outside (as run monitoring fails it): no step failed. The alert read "0 failed, the others committed", naming no
+    topic, hour or cause."""
+    from dagster import DagsterRunStatus
+
+    others = [write_test_topic(tmp_path / name, unique_topic_name()).model_copy(update={"database": name})
+              for name in ("second", "third")]
+    [request] = sensors.landing_requests({t: [H] for t in (topic, *others)})
+    run = _run_of_request(instance, request, DagsterRunStatus.STARTED)
+    _landed_in(instance, run, topic, H)
+    failure = instance.report_run_failed(instance.get_run_by_id(run.run_id))
+    context = build_run_status_sensor_context(
+        sensor_name="alert_on_failed_runs", dagster_instance=instance, dagster_run=instance.get_run_by_id(run.run_id),
+        dagster_event=failure,
+    ).for_run_failure()
+
+    sensors.failed_runs_sensor(TopicCatalog((topic, *others)))(context, alerts=alerts_resource())
+
+    [alert] = webhook
+    assert alert["text"] == (
+        f"[FAILED] run {run.run_id[:8]} of landing of 3 topics {H.partition_key}: no step failed; the run failed before "
+        f"or outside its steps: This run has been marked as failed from outside the execution context (its "
+        f"materializations show 1 table-hour(s) committed; nothing else of it is known to have committed).")
+
+
+def test_a_failed_run_whose_retry_is_announced_is_posted_saying_so_unless_its_sensor_asks_again_for_it(topic, webhook):
+    """Given run retries on, two runs failing for a cause a retry can heal: one launched as from the UI, one by the
+    landing sensor. The failure sensor sees each failure once: it skipped both, and a retry that never started was
+    told to nobody. The sensor's run is left to its sensor, which asks again when the retry is lost."""
+    from dagster._core.storage.tags import SENSOR_NAME_TAG
+
+    @asset(name="fails_for_a_while")
+    def fails_for_a_while():
+        raise RuntimeError("the broker is away")
+
+    def alerted(tags: dict) -> list:
+        result = materialize([fails_for_a_while], instance=retrying, tags=tags, raise_on_error=False)
+        run = retrying.get_run_by_id(result.run_id)
+        assert run.tags["dagster/will_retry"] == "true", "the instance announced a retry"
+        context = build_run_status_sensor_context(
+            sensor_name="alert_on_failed_runs", dagster_instance=retrying, dagster_run=run,
+            dagster_event=result.get_run_failure_event(),
+        ).for_run_failure()
+        before = len(webhook)
+        sensors.failed_runs_sensor(TopicCatalog((topic,)))(context, alerts=alerts_resource())
+        return webhook[before:]
+
+    with instance_for_test(overrides={"run_retries": {"enabled": True, "max_retries": 2}}) as retrying:
+        [from_the_ui] = alerted({})
+        assert "RuntimeError: the broker is away" in from_the_ui["text"]
+        assert from_the_ui["text"].endswith("\nA retry is announced: if none appears in the Runs list within minutes, "
+                                            "it was lost and nothing retries this run.")
+        assert alerted({SENSOR_NAME_TAG: "land_closed_hours"}) == []
+
+    catalog = TopicCatalog((topic.model_copy(update={"current_state": None}),))
+    layer_sensors = (sensors.landing_sensor(catalog), sensors.follow_up_sensor(catalog), sensors.current_state_sensor(catalog))
+    assert sensors.ASKING_SENSORS == {sensor.name for sensor in layer_sensors}
+
+
 def test_the_freshness_check_runs_on_demand_with_the_same_rule(topic, instance):
     """*Execute* on the check in the UI: a run of the check alone, against what the instance saw land."""
     now = datetime.now(timezone.utc)

@@ -191,6 +191,9 @@ class HiveTables:
     # --- retention ----------------------------------------------------------------------------------------
 
     def retain(self, topic: TableSpec, now: datetime, pii_key: bytes | None) -> TableOutcome:
+        # Readers find the table through its catalog, which expiry changes first: a run that cannot open the catalog
+        # fails here, rather than report nothing to expire or erase for a table it never looked at.
+        self._catalog.table_columns(definition_for(topic, self.storage))
         report = apply_retention(
             self.storage, topic, now, pii_key,
             lambda tasks: self._run_compactions(tasks, f"erase subjects in {topic.topic}"),

@@ -96,6 +96,8 @@ class HiveCatalog:
                 )
         self.spark = spark
         self.busy_wait_s = busy_wait_s
+        self.metastore = (f"the Hive metastore at {metastore_uri} (HIVE_METASTORE_URI)" if metastore_uri
+                          else "the embedded Hive metastore (Derby)")
         self._jvm: Any = spark._jvm
         self._session_catalog = spark._jsparkSession.sessionState().catalog()
 
@@ -237,7 +239,7 @@ class HiveCatalog:
             try:
                 return action()
             except Exception as error:  # py4j and Spark raise many types; the message decides
-                explained = _explained(error, definition, statement)
+                explained = _explained(error, definition, statement, self.metastore)
                 # Derby refuses before any statement runs, and the holder (another run, spark-sql) lets go
                 # when it ends; the session connects on a later attempt.
                 if not isinstance(explained, MetastoreBusy) or time.monotonic() >= deadline:
@@ -262,7 +264,8 @@ def _causes(error: Exception) -> str:
     return "\n".join(texts)
 
 
-def _explained(error: Exception, definition: TableDefinition | None, statement: str | None) -> Exception:
+def _explained(error: Exception, definition: TableDefinition | None, statement: str | None,
+               metastore: str = "the Hive metastore") -> Exception:
     text = _causes(error)
     what = f" ({definition.name})" if definition else ""
     first_line = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
@@ -273,6 +276,11 @@ def _explained(error: Exception, definition: TableDefinition | None, statement: 
             f"(a Dagster run, spark-sql or pyspark): embedded Derby serves one process at a time. Retry when it is "
             f"done, or set HIVE_METASTORE_URI to a shared metastore"
         )
+    if "Could not connect to meta store" in text or "Unable to instantiate org.apache.hadoop.hive" in text:
+        # Spark's Hive client says only that it could not instantiate its client; the reason is its deepest cause.
+        tried = re.search(r"Most recent failure: (.+)", text)
+        cause = tried.group(1).strip() if tried else text.strip().splitlines()[-1]
+        return TableCatalogError(f"{metastore} cannot be opened{what}: {cause}")
     if "types incompatible with the existing columns" in text:
         return TableCatalogError(
             f"the Hive metastore refused to widen a column{what}: set hive.metastore.disallow.incompatible.col.type.changes"
