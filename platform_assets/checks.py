@@ -283,8 +283,29 @@ def _storage_id_before(instance, moment: datetime) -> int:
     return low
 
 
-def landed_in_freshness_window(instance, topic: TableSpec, now: datetime,
-                               recent: RecentLandings | None = None) -> tuple[dict[str, datetime], KafkaHour | None]:
+@dataclass(frozen=True)
+class LatestLanding:
+    """A raw asset's latest materialization: when it was stored and the hour it landed."""
+
+    at: datetime
+    partition: str | None
+
+
+def latest_landings(instance, keys: list) -> dict:
+    """Each raw asset's latest materialization (absent: never materialized), read for all of them in a few queries:
+    a topic that landed nothing since its freshness window began is judged by it alone."""
+    latest = {}
+    for start in range(0, len(keys), 500):
+        for record in instance.get_asset_records(keys[start:start + 500]):
+            event = record.asset_entry.last_materialization_record
+            if event is not None:
+                latest[record.asset_entry.asset_key] = LatestLanding(
+                    datetime.fromtimestamp(event.timestamp, timezone.utc), event.partition_key)
+    return latest
+
+
+def landed_in_freshness_window(instance, topic: TableSpec, now: datetime, recent: RecentLandings | None = None,
+                               latest: dict | None = None) -> tuple[dict[str, datetime], KafkaHour | None]:
     """The hours of the freshness window (`automation.freshness_window`) and after it Dagster has seen landed, each with
     when it first landed, and the newest landed hour: the newest of those, else (nothing landed for the whole window)
     the hour of the asset's latest materialization. Asks about the due hour and the few after it first, and about the
@@ -299,7 +320,16 @@ def landed_in_freshness_window(instance, topic: TableSpec, now: datetime,
         known = recent.of(topic, automation.due_hour(topic, now))
         if known is not None:
             return known
-    window = [hour.partition_key for hour in automation.freshness_window(topic, now)]
+    window_hours = automation.freshness_window(topic, now)
+    if latest is not None:
+        last = latest.get(raw_key(topic))
+        latest_hour = KafkaHour.from_partition_key(last.partition) if last is not None and last.partition else None
+        if topic.freshness_minutes is None:
+            return {}, latest_hour  # no window to judge: its newest landing, not in the recent ones, is its latest
+        # No hour lands before it begins: nothing materialized since the window's first hour began, none of it landed.
+        if last is None or (window_hours and last.at < window_hours[0].start):
+            return {}, latest_hour
+    window = [hour.partition_key for hour in window_hours]
     landed = _materialized(instance, topic, [hour.partition_key for hour in automation.hours_after_due(topic, now)]
                            + window[:1])
     if window and window[0] not in landed:

@@ -637,6 +637,34 @@ def test_a_failed_landing_that_planned_freshness_leaves_it_evaluated_not_executi
     assert latest.status.value in ("SUCCEEDED", "FAILED") and latest.run_id != result.run_id
 
 
+def test_topic_health_judges_topics_that_landed_nothing_in_their_window_from_one_read_of_every_asset(
+        broker, topic, instance, clock, monkeypatch, tmp_path):
+    """A catalog of thousands of new topics must be judged within a tick: a topic whose raw asset was never
+    materialized, or not since its freshness window began, fails freshness from the assets' latest materializations,
+    read for every topic at once, without a query of its own; a topic that landed in its window is asked as before."""
+    quiet = topic.model_copy(update=dict(database="quiet", table="never"))
+    stale = topic.model_copy(update=dict(database="stale", table="long_ago"))
+    now = H.end + timedelta(days=20)
+    clock(now)
+    instance.report_runless_asset_event(AssetMaterialization(raw_key(stale), partition=H.partition_key))
+    asked = []
+    fetch = type(instance).fetch_materializations
+
+    def fetched(self, records_filter, *args, **kwargs):
+        asked.append(records_filter.asset_key)
+        return fetch(self, records_filter, *args, **kwargs)
+    monkeypatch.setattr(type(instance), "fetch_materializations", fetched)
+
+    result = tick(sensors.health_sensor(TopicCatalog((quiet, stale))), instance, None,
+                  kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers),
+                  lake=LakeStorageResource(root=str(tmp_path / "lake")), schema_registry=SchemaRegistryResource())
+
+    evaluations = {event.asset_key: event for event in result.asset_events if type(event).__name__ == "AssetCheckEvaluation"}
+    assert not evaluations[raw_key(quiet)].passed and not evaluations[raw_key(stale)].passed
+    assert f"newest landed hour {H}" in evaluations[raw_key(stale)].description
+    assert asked == [], "judged from the assets' latest materializations alone"
+
+
 def test_the_freshness_check_asks_dagster_about_its_window_of_hours_only(topic, instance, monkeypatch):
     """Given a topic landed for weeks (an hour older than the freshness window, and the hours of the window but the
     due one); the check reads the window's hours alone, whatever the history, and names the newest landed hour."""
