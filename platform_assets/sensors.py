@@ -163,10 +163,15 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run: 
         not_looked_up: list[TableSpec] = []
         looked_up = 0
         lookups_end = time.monotonic() + NEW_TOPICS_BUDGET_S
+        # Of the topics new to the sensor, those never landed need no query of their own: one read tells them all.
+        new = [raw_key(topic) for topic in topics if _cursor_key(topic) not in cursor]
+        ever_landed = latest_landings(context.instance, new) if new else {}
         for topic in topics:
             name = _cursor_key(topic)
             if name in cursor:
                 first, starts[name] = KafkaHour.from_partition_key(cursor[name]), "where the last tick left off"
+            elif raw_key(topic) not in ever_landed:
+                first, starts[name] = automation.first_hour_to_land(topic, None, now), "a new topic: its start_hour"
             elif time.monotonic() >= lookups_end:
                 not_looked_up.append(topic)  # not in the cursor: looked up by the next tick
                 continue

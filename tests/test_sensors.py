@@ -278,6 +278,19 @@ def test_a_new_sensor_looks_up_the_newest_landed_hours_it_has_time_for_and_the_r
     assert [r.partition_key for r in tick(sensor, instance, waiting.cursor, kafka=kafka).run_requests] == [H.next().partition_key]
 
 
+def test_new_topics_never_landed_are_judged_at_once_whatever_the_ticks_lookup_time(broker, topic, instance, clock,
+                                                                                   monkeypatch):
+    """A new deployment's thousands of topics: those never landed need no query of their own (one read of every
+    asset's latest materialization tells), so the first tick judges them all from their start_hour."""
+    clock(H.end + timedelta(minutes=11))
+    sensor = sensors.landing_sensor(TopicCatalog((topic.model_copy(update=dict(start_hour=H.start)),)))
+    monkeypatch.setattr(sensors, "NEW_TOPICS_BUDGET_S", 0.0)
+
+    first = tick(sensor, instance, kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers))
+
+    assert [r.partition_key for r in first.run_requests] == [H.partition_key]
+
+
 def write_manifest(storage: LakeStorage, topic, hour: KafkaHour, placement: KafkaHour, run_id: str = "") -> None:
     path = (f"{topic.database}/{topic.table}/schema_version=1/date={placement.start:%Y-%m-%d}/"
             f"hour={placement.start:%H}/{topic.topic}+0+{hour.start_ms}.parquet")
