@@ -188,8 +188,9 @@ PARAM_MARKERS = {"s3": "s3", "hive": "spark", "glue": "glue"}
 
 # The modules of minutes each (a demo, Dagster runs in subprocesses, kills and restarts), started first: parallel
 # workers (`make test` runs `pytest -n`, a module to a worker) then end together instead of waiting on one of them.
-LONG_MODULES = ("test_ui.py", "test_faults_crashes.py", "test_backfill.py", "test_definitions.py", "test_docs_readers.py",
-                "test_faults_services.py", "test_history_costs.py", "test_secrets_and_pii.py", "test_deployment.py",
+LONG_MODULES = ("test_ui.py", "test_faults_crashes.py", "test_backfill.py", "test_control_plane.py", "test_definitions.py",
+                "test_docs_readers.py", "test_faults_services.py", "test_history_costs.py", "test_secrets_and_pii.py",
+                "test_deployment.py",
                 "test_spark_cluster.py", "test_faults_log_changes.py", "test_current_state_dagster.py",
                 "test_faults_open_hours.py", "test_open_hours.py", "test_shared_runs.py", "test_dev_services.py")
 

@@ -36,6 +36,9 @@ LOCATION = "platform_assets.definitions"
 POLL_INTERVAL_S = 10
 DEADLINE_S = 900
 
+# `dagster dev`, code servers and the code location in subprocesses.
+pytestmark = pytest.mark.services
+
 
 def _instance_home(home: Path) -> None:
     write_instance(home, environ={})
