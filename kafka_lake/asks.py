@@ -18,7 +18,8 @@ from kafka_lake.run_plan import consecutive_hours
 LOST_AFTER = timedelta(minutes=15)
 # A failed run whose retry the daemon announced (`dagster/will_retry`) but has not created within this long lost it.
 RETRY_LOST_AFTER = timedelta(minutes=10)
-# Back-off between attempts: 1, 2, 4 … minutes, never more than an hour; asked again for as long as it takes.
+# Back-off between attempts: the first ask again goes with the tick that finds the runs ended short (a tick or more
+# after they ended), the next after 1, 2, 4 … minutes, never more than an hour apart, for as long as it takes.
 FIRST_BACKOFF = timedelta(minutes=1)
 LONGEST_BACKOFF = timedelta(hours=1)
 
@@ -33,8 +34,8 @@ class RunsOutcome(Enum):
 
 
 def backoff(attempt: int) -> timedelta:
-    """The wait before attempt `attempt + 1`."""
-    return min(FIRST_BACKOFF * 2 ** max(attempt - 1, 0), LONGEST_BACKOFF)
+    """The wait before attempt `attempt + 1`: none before the second."""
+    return timedelta(0) if attempt <= 1 else min(FIRST_BACKOFF * 2 ** (attempt - 2), LONGEST_BACKOFF)
 
 
 @dataclass(frozen=True)

@@ -216,8 +216,8 @@ def landing_sensor(catalog: TopicCatalog, running: bool = True, topics_per_run: 
         requests = landing_requests({table: closed.get(_cursor_key(table), []) + (
             [increments[_cursor_key(table)]] if _cursor_key(table) in increments else []) for table in topics},
             topics_per_run, f":{now:%Y%m%d%H%M}" if increments else "")
+        record_asks(cursor, requests, by_raw_key, now)  # those asked again are kept by `follow_asks`
         requests += asked_again
-        record_asks(cursor, requests, by_raw_key, now)
         if requests:
             context.log.info(f"{len(requests)} run(s) requested: " + "; ".join(
                 f"{request.tags.get(TOPICS_TAG) or request.tags.get(TOPIC_TAG)} for {_hours_of(request)}"

@@ -32,7 +32,7 @@ def test_given_a_run_still_going_or_succeeded_then_nothing_is_asked_again():
     assert (succeeded.kept, succeeded.asked_again, succeeded.done) == ([], [], 1)
 
 
-def test_given_a_run_that_failed_before_it_started_then_every_table_hour_is_asked_again_after_a_backoff():
+def test_given_a_run_that_failed_before_it_started_then_every_table_hour_is_asked_again_then_with_backoff():
     failed = RunsOfAsk(RunsOutcome.ENDED_SHORT, why="run 1a2b3c4d failed (START_TIMEOUT)")
 
     settled = settle([ask()], {"landing:k": failed}, NOW)
@@ -40,11 +40,14 @@ def test_given_a_run_that_failed_before_it_started_then_every_table_hour_is_aske
     [again] = settled.asked_again
     assert again.units == ("shop/orders", "shop/page_views")
     assert (again.first, again.last, again.attempt) == (H.partition_key, H.partition_key, 2)
-    assert again.not_before == NOW + timedelta(minutes=1) and again.why == failed.why
+    assert again.not_before == NOW and again.why == failed.why, "the first ask again goes with the tick that finds it"
     assert again.key == "landing:k:again2", "a run key of its own: Dagster launches a key once"
     assert settled.kept == [again], "kept until its own run succeeds"
-    assert due_again(settled.kept, NOW) == [], "not before its back-off"
-    assert due_again(settled.kept, NOW + timedelta(minutes=1)) == [again]
+    assert due_again(settled.kept, NOW) == [again]
+
+    [third] = settle([requested(again, NOW)], {again.key: failed}, NOW).asked_again
+    assert third.attempt == 3 and due_again([third], NOW) == [], "then not before its back-off"
+    assert due_again([third], NOW + timedelta(minutes=1)) == [third]
 
 
 def test_given_a_run_that_landed_part_of_its_hours_then_only_the_rest_is_asked_again_per_stretch():
@@ -81,7 +84,7 @@ def test_given_no_run_was_ever_created_then_the_ask_waits_a_while_and_is_then_as
 
 
 def test_backoff_doubles_up_to_an_hour_and_the_asking_never_stops():
-    assert [backoff(n).total_seconds() / 60 for n in (1, 2, 3, 4, 7, 8, 20)] == [1, 2, 4, 8, 60, 60, 60]
+    assert [backoff(n).total_seconds() / 60 for n in (1, 2, 3, 4, 5, 8, 9, 20)] == [0, 1, 2, 4, 8, 60, 60, 60]
     again = ask(attempt=9, key="landing:k:again9")
     [tenth] = settle([again], {again.key: RunsOfAsk(RunsOutcome.ENDED_SHORT)}, NOW).asked_again
     assert (tenth.key, tenth.attempt, tenth.not_before) == ("landing:k:again10", 10, NOW + timedelta(hours=1))

@@ -935,7 +935,7 @@ def _landed_in(instance, run, topic, hour) -> None:
 def test_an_hour_whose_run_failed_before_it_started_is_asked_again_with_backoff_and_alerted(
         broker, topic, instance, clock, webhook):
     """Given H requested, and its run failed while queued (run monitoring's start timeout); when the sensor ticks on,
-    then H is asked again once the back-off has passed, under a run key of its own, and the alert says so; once that
+    then H is asked again at once, then with back-off, each under a run key of its own, and the alert says so; once that
     run succeeds nothing more is asked."""
     from dagster import DagsterRunStatus
     from dagster._core.storage.tags import RUN_FAILURE_REASON_TAG
@@ -951,24 +951,30 @@ def test_an_hour_whose_run_failed_before_it_started_is_asked_again_with_backoff_
     instance.report_run_failed(instance.get_run_by_id(run.run_id), "not started within 900 s")
 
     clock(at + timedelta(minutes=1))
-    failed_seen = tick(sensor, instance, first.cursor, kafka=kafka, alerts=alerts_resource())
-    assert failed_seen.run_requests == [], "asked again after its back-off, not at once"
+    again = tick(sensor, instance, first.cursor, kafka=kafka, alerts=alerts_resource())
     [alert] = webhook
     assert alert["text"].startswith("[ASKED AGAIN] land_closed_hours asks again for 1 table-hour(s)")
     assert f"{topic.name} for {H.partition_key}: run {run.run_id[:8]} failed (START_TIMEOUT): not started within 900 s; attempt 2" in alert["text"]
-
-    clock(at + timedelta(minutes=2, seconds=1))
-    again = tick(sensor, instance, failed_seen.cursor, kafka=kafka, alerts=alerts_resource())
     [asked_again] = again.run_requests
     assert asked_again.run_key == f"{request.run_key}:again2"
     assert (asked_again.job_name, asked_again.tags["dagster/partition"]) == ("landing", H.partition_key)
     assert set(asked_again.asset_selection) == set(request.asset_selection)
 
-    _run_of_request(instance, asked_again, DagsterRunStatus.SUCCESS)
+    failed_again = _run_of_request(instance, asked_again, DagsterRunStatus.NOT_STARTED)
+    instance.report_run_failed(failed_again, "not started within 900 s")
+    clock(at + timedelta(minutes=2))
+    waiting = tick(sensor, instance, again.cursor, kafka=kafka, alerts=alerts_resource())
+    assert waiting.run_requests == [] and "attempt 3 requested from" in webhook[1]["text"], "then with back-off"
     clock(at + timedelta(minutes=3))
-    done = tick(sensor, instance, again.cursor, kafka=kafka, alerts=alerts_resource())
+    third_tick = tick(sensor, instance, waiting.cursor, kafka=kafka, alerts=alerts_resource())
+    [third] = third_tick.run_requests
+    assert third.run_key == f"{request.run_key}:again3"
+
+    _run_of_request(instance, third, DagsterRunStatus.SUCCESS)
+    clock(at + timedelta(minutes=4))
+    done = tick(sensor, instance, third_tick.cursor, kafka=kafka, alerts=alerts_resource())
     assert done.run_requests == [] and json.loads(done.cursor)["(asked)"] == []
-    assert len(webhook) == 1
+    assert len(webhook) == 2
 
 
 def test_a_cancelled_run_is_asked_again_for_the_tables_it_did_not_land_only(broker, topic, instance, clock, webhook):
@@ -989,9 +995,7 @@ def test_a_cancelled_run_is_asked_again_for_the_tables_it_did_not_land_only(brok
     instance.report_run_canceled(instance.get_run_by_id(run.run_id), "cancelled from the UI")
 
     clock(at + timedelta(minutes=5))
-    seen = tick(sensor, instance, first.cursor, kafka=kafka, alerts=alerts_resource())
-    clock(at + timedelta(minutes=6, seconds=1))
-    [asked_again] = tick(sensor, instance, seen.cursor, kafka=kafka).run_requests
+    [asked_again] = tick(sensor, instance, first.cursor, kafka=kafka, alerts=alerts_resource()).run_requests
     assert set(asked_again.asset_selection) == {raw_key(topic), asset_key("dead_letters", topic)}
     assert "cancelled" in webhook[0]["text"]
 
@@ -1013,9 +1017,7 @@ def test_a_follow_up_whose_run_never_appeared_is_asked_again(topic, instance, tm
 
     real_now = datetime.now(timezone.utc)
     monkeypatch.setattr(sensors, "_now", lambda: real_now + asks.LOST_AFTER + timedelta(minutes=1))
-    lost = tick(sensor, instance, asked.cursor, lake=lake, alerts=alerts_resource())
+    [again] = tick(sensor, instance, asked.cursor, lake=lake, alerts=alerts_resource()).run_requests
     assert "no run was created within 15 min" in webhook[0]["text"]
-    monkeypatch.setattr(sensors, "_now", lambda: real_now + asks.LOST_AFTER + timedelta(minutes=3))
-    [again] = tick(sensor, instance, lost.cursor, lake=lake).run_requests
     assert (again.job_name, again.run_key) == ("compaction", f"{compaction.run_key}:again2")
     assert set(again.asset_selection) == set(compaction.asset_selection)
