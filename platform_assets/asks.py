@@ -85,16 +85,21 @@ def _ending_message(instance, run_id: str) -> str:
 
 
 def _landed_by(instance, run_id: str, unit_of_key: Mapping[AssetKey, str]) -> set[tuple[str, str]]:
-    landed, cursor = set(), None
+    return {(unit_of_key[key], partition) for key, partition in materialized_by(instance, run_id) if key in unit_of_key}
+
+
+def materialized_by(instance, run_id: str) -> set[tuple[AssetKey, str]]:
+    """The (asset key, partition) pairs the run's materializations record, read a page at a time."""
+    found, cursor = set(), None
     while True:
         page = instance.get_records_for_run(run_id, cursor=cursor, of_type=DagsterEventType.ASSET_MATERIALIZATION,
                                             limit=_EVENTS_A_PAGE)
         for record in page.records:
             event = record.event_log_entry.dagster_event
-            if event is not None and event.asset_key in unit_of_key and event.partition:
-                landed.add((unit_of_key[event.asset_key], event.partition))
+            if event is not None and event.asset_key is not None and event.partition:
+                found.add((event.asset_key, event.partition))
         if not page.has_more:
-            return landed
+            return found
         cursor = page.cursor
 
 

@@ -42,7 +42,7 @@ from kafka_lake.settings import DEFAULT_TOPICS_PER_RUN
 from kafka_lake.table_spec import TableSpec
 from kafka_lake.topics.archive import ArchivedTopics, topics_to_archive
 from kafka_lake.topics.loader import TopicCatalog
-from platform_assets.asks import follow_asks, in_flight, record_asks
+from platform_assets.asks import follow_asks, in_flight, materialized_by, record_asks
 from platform_assets.assets import landing_groups
 from platform_assets.catalog_health import rejected_entries_sensor
 from platform_assets.checks import (
@@ -754,9 +754,7 @@ def failed_run_alert(run, step_failures: list, run_message: str | None, committe
 
 def table_hours_materialized(instance, run_id: str) -> set[tuple[tuple[str, ...], str]]:
     """The (table, hour) pairs the run's materializations record, whatever their layer."""
-    entries = instance.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)
-    return {(tuple(event.asset_key.path[1:]), event.partition) for event in
-            (entry.dagster_event for entry in entries) if event is not None and event.asset_key and event.partition}
+    return {(tuple(key.path[1:]), partition) for key, partition in materialized_by(instance, run_id)}
 
 
 def _failed_step_line(step_failure) -> str:
