@@ -123,7 +123,7 @@ def settle(asks: Iterable[Ask], runs: Mapping[str, RunsOfAsk], now: datetime) ->
         else:
             why = of_ask.why or f"no run was created within {LOST_AFTER.total_seconds() / 60:.0f} min"
             settled.given_up += [(unit, why) for unit in ask.units if unit in of_ask.lasting]
-            again = [ask_again for ask_again in asked_again(ask, of_ask, now, why)]
+            again = asked_again(ask, of_ask, now, why)
             settled.asked_again += again
             settled.kept += again
             if not again:

@@ -136,9 +136,9 @@ def follow_asks(context, sensor_name: str, cursor: dict, request_of: Callable[[A
     settled = asks.settle(open_asks, runs_of_asks(context.instance, open_asks, unit_of_key, units_of_subject, now), now)
     if settled.asked_again or settled.given_up:
         alerts.send(asked_again_alert(sensor_name, settled.asked_again, settled.given_up), context.log)
-    again, kept = [], []
+    again, kept, due = [], [], asks.due_again(settled.kept, now)
     for ask in settled.kept:
-        if ask in asks.due_again([ask], now):
+        if ask in due:
             again.append(request_of(ask))
             kept.append(asks.requested(ask, now))
             context.log.info(f"asked again (attempt {ask.attempt}, {ask.why}): {', '.join(ask.units)} for "

@@ -654,19 +654,13 @@ def test_topic_health_judges_topics_that_landed_nothing_in_their_window_from_one
         broker, topic, instance, clock, monkeypatch, tmp_path):
     """A catalog of thousands of new topics must be judged within a tick: a topic whose raw asset was never
     materialized, or not since its freshness window began, fails freshness from the assets' latest materializations,
-    read for every topic at once, without a query of its own; a topic that landed in its window is asked as before."""
+    read for every topic at once, without a query of its own."""
     quiet = topic.model_copy(update=dict(database="quiet", table="never"))
     stale = topic.model_copy(update=dict(database="stale", table="long_ago"))
     now = H.end + timedelta(days=20)
     clock(now)
     instance.report_runless_asset_event(AssetMaterialization(raw_key(stale), partition=H.partition_key))
-    asked = []
-    fetch = type(instance).fetch_materializations
-
-    def fetched(self, records_filter, *args, **kwargs):
-        asked.append(records_filter.asset_key)
-        return fetch(self, records_filter, *args, **kwargs)
-    monkeypatch.setattr(type(instance), "fetch_materializations", fetched)
+    asked = fetches_of(instance, monkeypatch)
 
     result = tick(sensors.health_sensor(TopicCatalog((quiet, stale))), instance, None,
                   kafka=KafkaResource(bootstrap_servers=broker.bootstrap_servers),
@@ -676,6 +670,18 @@ def test_topic_health_judges_topics_that_landed_nothing_in_their_window_from_one
     assert not evaluations[raw_key(quiet)].passed and not evaluations[raw_key(stale)].passed
     assert f"newest landed hour {H}" in evaluations[raw_key(stale)].description
     assert asked == [], "judged from the assets' latest materializations alone"
+
+
+def fetches_of(instance, monkeypatch) -> list:
+    """The record filters of every `fetch_materializations` the instance is asked from now on (it still answers)."""
+    fetches = []
+    fetch = type(instance).fetch_materializations
+
+    def fetched(self, records_filter, *args, **kwargs):
+        fetches.append(records_filter)
+        return fetch(self, records_filter, *args, **kwargs)
+    monkeypatch.setattr(type(instance), "fetch_materializations", fetched)
+    return fetches
 
 
 def test_the_freshness_check_asks_dagster_about_its_window_of_hours_only(topic, instance, monkeypatch):
@@ -689,18 +695,13 @@ def test_the_freshness_check_asks_dagster_about_its_window_of_hours_only(topic, 
     spec = topic.model_copy(update=dict(start_hour=old.start))
     for hour in (old, due.previous(), due.previous().previous()):
         instance.report_runless_asset_event(AssetMaterialization(raw_key(spec), partition=hour.partition_key))
-    asked = []
-    fetch = type(instance).fetch_materializations
-
-    def fetched(self, records_filter, *args, **kwargs):
-        asked.append(records_filter.asset_partitions)
-        return fetch(self, records_filter, *args, **kwargs)
-    monkeypatch.setattr(type(instance), "fetch_materializations", fetched)
+    fetches = fetches_of(instance, monkeypatch)
     monkeypatch.setattr(type(instance), "get_materialized_partitions", None)  # every partition ever landed: not asked
 
     late = evaluate_freshness(instance, spec, now)
 
     assert not late.passed and late.missing_hours == 1 and f"newest landed hour {due.previous()}" in late.description
+    asked = [records_filter.asset_partitions for records_filter in fetches]
     assert all(len(partitions) <= 7 * 24 and old.partition_key not in partitions for partitions in asked) and asked
 
     instance.report_runless_asset_event(AssetMaterialization(raw_key(spec), partition=due.partition_key))
